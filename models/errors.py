@@ -1,0 +1,13 @@
+"""The errors pipesat raises for bad input; each carries one line that says what is wrong and how to fix it."""
+
+
+class PipesatError(Exception):
+    """Base class: the message is one line meant for the user, never a traceback."""
+
+
+class InstanceError(PipesatError):
+    """An instance file or option is malformed or inconsistent."""
+
+
+class ScheduleError(PipesatError):
+    """A schedule (or an op order) is malformed, incomplete or cannot be timed."""

@@ -1,0 +1,324 @@
+"""The instance: what is being scheduled (devices, stages, microbatches, op times, memory).
+
+An `Instance` is always fully normalised: per-stage lists of the right length, an explicit
+stage-to-device placement and an absolute memory limit. `Instance.from_dict` accepts the looser
+file form (scalars for lists, the earlier tool's `num_stages`/`num_batches` keys, a relative
+`"0.5x"` memory limit) and rejects anything malformed with one `InstanceError` line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.errors import InstanceError
+
+PLACEMENTS = ("linear", "interleaved", "vshape")
+
+# Keys an instance file may hold. Aliases keep the earlier tool's config files loading unchanged.
+ALIASES = {"num_stages": "num_devices", "num_batches": "num_microbatches"}
+KNOWN_KEYS = (
+    "num_devices",
+    "num_microbatches",
+    "chunks",
+    "placement",
+    "forward_times",
+    "backward_times",
+    "weight_times",
+    "p2p_time",
+    "activation_memory",
+    "weight_memory",
+    "memory_limit",
+    "name",
+    "description",
+    "output_file",
+    "metadata",
+    *ALIASES,
+)
+
+
+def placement_devices(placement: str, num_devices: int, chunks: int) -> tuple[int, ...]:
+    """Stage-to-device list of a named placement (see DESIGN.md: linear, interleaved, vshape)."""
+    p, v = num_devices, chunks
+    if placement == "linear":
+        if v != 1:
+            raise InstanceError(
+                f"placement 'linear' needs chunks 1, got {v}; use 'interleaved' or 'vshape' for chunks > 1"
+            )
+        return tuple(range(p))
+    if placement == "interleaved":
+        return tuple(s % p for s in range(p * v))
+    if placement == "vshape":
+        if v != 2:
+            raise InstanceError(f"placement 'vshape' needs chunks 2, got {v}; set chunks: 2")
+        return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))
+    raise InstanceError(
+        f"unknown placement {placement!r}; use one of {', '.join(PLACEMENTS)} or an explicit stage-to-device list"
+    )
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A normalised pipeline scheduling instance.
+
+    Stage `s` runs on device `placement[s]`. Without `weight_times` the backward is not split and
+    `backward_times` is the whole backward. Memory follows DESIGN.md: F(s, j) allocates
+    `activation_memory[s]` at its start, B frees `activation_memory[s] - weight_memory[s]` at its end
+    and W frees `weight_memory[s]` at its end.
+    """
+
+    num_devices: int
+    num_microbatches: int
+    chunks: int
+    placement: tuple[int, ...]
+    forward_times: tuple[float, ...]
+    backward_times: tuple[float, ...]
+    weight_times: tuple[float, ...] | None
+    p2p_time: float
+    activation_memory: tuple[float, ...]
+    weight_memory: tuple[float, ...]
+    memory_limit: float | None = None
+    name: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # The earlier tool's picture name; kept for the CLI, not part of the normalised instance.
+    output_file: str | None = field(default=None, compare=False)
+
+    @property
+    def num_stages(self) -> int:
+        return self.num_devices * self.chunks
+
+    @property
+    def split_backward(self) -> bool:
+        """Whether the instance has separate W times (so B and W can be scheduled apart)."""
+        return self.weight_times is not None
+
+    def stages_of(self, device: int) -> list[int]:
+        """The stages placed on `device`, in stage order."""
+        return [s for s, d in enumerate(self.placement) if d == device]
+
+    def placement_name(self) -> str:
+        """`linear`, `interleaved` or `vshape` when the placement is one of those, else `custom`."""
+        for name in PLACEMENTS:
+            try:
+                if placement_devices(name, self.num_devices, self.chunks) == self.placement:
+                    return name
+            except InstanceError:
+                continue
+        return "custom"
+
+    def one_f_one_b_peak(self) -> float:
+        """The memory reference `1x` of relative limits: the largest per-device 1F1B peak.
+
+        With one stage per device, 1F1B holds `min(p - d, m)` microbatches on device d. For chunked
+        placements we use the same model on the same devices run as 1F1B without chunks: device d
+        holds `min(p - d, m)` microbatches of all its stages' activations.
+        """
+        p, m = self.num_devices, self.num_microbatches
+        return max(min(p - d, m) * sum(self.activation_memory[s] for s in self.stages_of(d)) for d in range(p))
+
+    def with_changes(self, **changes: Any) -> Instance:
+        """A copy with some normalised fields replaced, validated again."""
+        data = self.to_dict()
+        data.update(changes)
+        return Instance.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fully normalised form written inside schedule files."""
+        data: dict[str, Any] = {
+            "name": self.name,
+            "num_devices": self.num_devices,
+            "num_microbatches": self.num_microbatches,
+            "chunks": self.chunks,
+            "placement": list(self.placement),
+            "forward_times": list(self.forward_times),
+            "backward_times": list(self.backward_times),
+            "weight_times": None if self.weight_times is None else list(self.weight_times),
+            "activation_memory": list(self.activation_memory),
+            "weight_memory": list(self.weight_memory),
+            "p2p_time": self.p2p_time,
+            "memory_limit": self.memory_limit,
+        }
+        if self.metadata:
+            data["metadata"] = self.metadata
+        return data
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> Instance:
+        """Validate and normalise an instance given as a mapping (a parsed file or CLI options)."""
+        if not isinstance(raw, dict):
+            raise InstanceError(f"an instance must be a mapping of keys to values, got {type(raw).__name__}")
+        data = _canonical_keys(raw)
+
+        p = _positive_int(data, "num_devices", required=True)
+        m = _positive_int(data, "num_microbatches", required=True)
+        placement_raw = data.get("placement")
+        explicit = isinstance(placement_raw, (list, tuple))
+        chunks_default = len(placement_raw) // p if explicit and len(placement_raw) % p == 0 else 1
+        v = _positive_int(data, "chunks", default=chunks_default)
+        placement = _placement(placement_raw, p, v)
+        num_stages = p * v
+
+        forward = _per_stage(data, "forward_times", num_stages, default=1.0, positive=True)
+        backward = _per_stage(data, "backward_times", num_stages, default=[2 * f for f in forward], positive=True)
+        weight = None if data.get("weight_times") is None else _per_stage(data, "weight_times", num_stages)
+        p2p = _number(data, "p2p_time", default=0.0)
+        # Default memory unit: one microbatch of a device's activations, split evenly over its chunks.
+        activation = _per_stage(data, "activation_memory", num_stages, default=1.0 / v)
+        weight_memory_default = [a / 2 for a in activation] if weight is not None else [0.0] * num_stages
+        weight_memory = _per_stage(data, "weight_memory", num_stages, default=weight_memory_default)
+        if weight is None and any(w > 0 for w in weight_memory):
+            raise InstanceError("weight_memory needs weight_times (a split backward); add weight_times or drop it")
+        for s, (a, w) in enumerate(zip(activation, weight_memory, strict=True)):
+            if w > a:
+                raise InstanceError(
+                    f"weight_memory[{s}] = {w:g} exceeds activation_memory[{s}] = {a:g}; W frees part of what F allocated"
+                )
+
+        name = data.get("name") or ""
+        if not isinstance(name, str):
+            raise InstanceError(f"name must be a string, got {name!r}")
+        metadata = data.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise InstanceError("metadata must be a mapping")
+
+        instance = cls(
+            num_devices=p,
+            num_microbatches=m,
+            chunks=v,
+            placement=placement,
+            forward_times=tuple(forward),
+            backward_times=tuple(backward),
+            weight_times=None if weight is None else tuple(weight),
+            p2p_time=p2p,
+            activation_memory=tuple(activation),
+            weight_memory=tuple(weight_memory),
+            name=name,
+            metadata=metadata,
+        )
+        output_file = data.get("output_file")
+        if output_file is not None and not isinstance(output_file, str):
+            raise InstanceError(f"output_file must be a file name, got {output_file!r}")
+        limit = parse_memory_limit(data.get("memory_limit"), instance)
+        return dataclasses.replace(instance, memory_limit=limit, output_file=output_file)
+
+
+def parse_memory_limit(value: Any, instance: Instance) -> float | None:
+    """An absolute per-device limit from a number, a relative `"0.5x"` (of the 1F1B peak), or None."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
+        return None
+    if isinstance(value, str) and value.strip().lower().endswith("x"):
+        text = value.strip()[:-1]
+        try:
+            factor = float(text)
+        except ValueError:
+            raise InstanceError(
+                f"memory_limit {value!r} is not a number or a relative limit like '0.5x' (of the 1F1B peak)"
+            ) from None
+        if not math.isfinite(factor) or factor <= 0:
+            raise InstanceError(f"memory_limit {value!r} must be a positive factor such as '0.5x'")
+        return factor * instance.one_f_one_b_peak()
+    limit = _as_number("memory_limit", value)
+    if limit <= 0:
+        raise InstanceError(f"memory_limit must be positive, got {limit:g}")
+    return limit
+
+
+def _canonical_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in KNOWN_KEYS:
+            close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(KNOWN_KEYS)}"
+            raise InstanceError(f"unknown key {key!r}{hint}")
+        canonical = ALIASES.get(key, key)
+        if canonical in data and data[canonical] != value:
+            raise InstanceError(f"{key!r} and {canonical!r} disagree ({value!r} vs {data[canonical]!r}); give one")
+        data[canonical] = value
+    return data
+
+
+def _as_number(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise InstanceError(f"{key} must be a number, got {value!r}") from None
+        else:
+            raise InstanceError(f"{key} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise InstanceError(f"{key} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _number(data: dict[str, Any], key: str, default: float) -> float:
+    value = data.get(key)
+    if value is None:
+        return default
+    number = _as_number(key, value)
+    if number < 0:
+        raise InstanceError(f"{key} must not be negative, got {number:g}")
+    return number
+
+
+def _positive_int(data: dict[str, Any], key: str, required: bool = False, default: int = 1) -> int:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise InstanceError(f"missing {key}: give the number of {key.removeprefix('num_')}")
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise InstanceError(f"{key} must be a whole number, got {value!r}")
+    if value < 1:
+        raise InstanceError(f"{key} must be at least 1, got {int(value)}")
+    return int(value)
+
+
+def _placement(value: Any, p: int, v: int) -> tuple[int, ...]:
+    if value is None:
+        return placement_devices("linear" if v == 1 else "interleaved", p, v)
+    if isinstance(value, str):
+        return placement_devices(value.strip().lower(), p, v)
+    if not isinstance(value, (list, tuple)):
+        raise InstanceError(f"placement must be a name ({', '.join(PLACEMENTS)}) or a stage-to-device list")
+    if len(value) != p * v:
+        raise InstanceError(f"placement lists {len(value)} stages but num_devices x chunks = {p} x {v} = {p * v}")
+    devices = []
+    for s, d in enumerate(value):
+        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d < p:
+            raise InstanceError(f"placement[{s}] = {d!r} is not a device in 0..{p - 1}")
+        devices.append(d)
+    for d in range(p):
+        if devices.count(d) != v:
+            raise InstanceError(f"placement puts {devices.count(d)} stages on device {d}; every device needs chunks = {v}")
+    return tuple(devices)
+
+
+def _per_stage(
+    data: dict[str, Any],
+    key: str,
+    num_stages: int,
+    default: float | list[float] | None = None,
+    positive: bool = False,
+) -> list[float]:
+    value = data.get(key)
+    if value is None:
+        if default is None:
+            raise InstanceError(f"missing {key}: give one number per stage or one number for all stages")
+        value = default
+    if isinstance(value, (list, tuple)):
+        if len(value) == 0:
+            raise InstanceError(f"{key} is an empty list; give {num_stages} numbers, one per stage")
+        if len(value) != num_stages:
+            raise InstanceError(f"{key} has {len(value)} values but there are {num_stages} stages; give one per stage")
+        values = [_as_number(f"{key}[{i}]", x) for i, x in enumerate(value)]
+    else:
+        values = [_as_number(key, value)] * num_stages
+    for i, x in enumerate(values):
+        if x < 0 or (positive and x == 0):
+            bound = "positive" if positive else "non-negative"
+            raise InstanceError(f"{key}[{i}] = {x:g} must be {bound}")
+    return values

@@ -1,0 +1,138 @@
+"""The schedule: a timed solution of an instance, and its JSON file form (`pipesat-schedule/1`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, NamedTuple
+
+from models.errors import InstanceError, ScheduleError
+from models.instance import Instance
+
+FORMAT = "pipesat-schedule/1"
+KINDS = ("F", "B", "W")
+
+OpKey = tuple[str, int, int]
+"""An op's identity: (kind, stage, microbatch)."""
+
+
+class Op(NamedTuple):
+    """One unit of work on a device, with its start and end time."""
+
+    kind: str
+    stage: int
+    microbatch: int
+    device: int
+    start: float
+    end: float
+
+    @property
+    def key(self) -> OpKey:
+        return (self.kind, self.stage, self.microbatch)
+
+    def label(self) -> str:
+        """`F(stage 2, mb 5)`: how messages name an op."""
+        return op_label(self.key)
+
+
+def op_label(key: OpKey) -> str:
+    kind, stage, microbatch = key
+    return f"{kind}(stage {stage}, mb {microbatch})"
+
+
+def op_duration(instance: Instance, kind: str, stage: int, split_backward: bool) -> float:
+    """An op's length. A B in a schedule without separate Ws is the whole backward (B + W)."""
+    if kind == "F":
+        return instance.forward_times[stage]
+    if kind == "W":
+        return instance.weight_times[stage] if instance.weight_times is not None else 0.0
+    if split_backward or instance.weight_times is None:
+        return instance.backward_times[stage]
+    return instance.backward_times[stage] + instance.weight_times[stage]
+
+
+def expected_op_keys(instance: Instance, split_backward: bool) -> list[OpKey]:
+    """Every op a complete schedule of `instance` holds, F then B then W, by stage then microbatch."""
+    kinds = KINDS if split_backward else KINDS[:2]
+    return [
+        (kind, s, j) for kind in kinds for s in range(instance.num_stages) for j in range(instance.num_microbatches)
+    ]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Timed ops of an instance. `name` says which schedule it is; `source` how it was made."""
+
+    instance: Instance
+    ops: tuple[Op, ...]
+    name: str = ""
+    source: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @cached_property
+    def split_backward(self) -> bool:
+        """Whether B and W are separate ops; without W ops every B is the whole backward."""
+        return any(op.kind == "W" for op in self.ops)
+
+    def orders(self) -> list[list[OpKey]]:
+        """Per-device op keys in execution order (by start, then end)."""
+        per_device: list[list[Op]] = [[] for _ in range(self.instance.num_devices)]
+        for op in self.ops:
+            per_device[op.device].append(op)
+        return [[op.key for op in sorted(ops, key=lambda o: (o.start, o.end))] for ops in per_device]
+
+    def with_source(self, name: str | None = None, **source: Any) -> Schedule:
+        return Schedule(self.instance, self.ops, self.name if name is None else name, {**self.source, **source})
+
+    def to_dict(self, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "name": self.name,
+            "instance": self.instance.to_dict(),
+            "ops": [op._asdict() for op in self.ops],
+            "metrics": metrics or {},
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Schedule:
+        """Parse a schedule file's mapping; the ops are checked for form here, for validity by the validator."""
+        if not isinstance(data, dict):
+            raise ScheduleError("a schedule file must hold a JSON object")
+        if data.get("format") != FORMAT:
+            raise ScheduleError(f"not a pipesat schedule: 'format' is {data.get('format')!r}, expected {FORMAT!r}")
+        try:
+            instance = Instance.from_dict(data.get("instance"))
+        except InstanceError as error:
+            raise ScheduleError(f"the schedule's instance is invalid: {error}") from None
+        raw_ops = data.get("ops")
+        if not isinstance(raw_ops, list):
+            raise ScheduleError("'ops' must be a list of ops")
+        return cls(instance, tuple(_parse_op(i, raw) for i, raw in enumerate(raw_ops)), str(data.get("name", "")),
+                   dict(data.get("source") or {}))
+
+
+def _parse_op(index: int, raw: Any) -> Op:
+    if not isinstance(raw, dict):
+        raise ScheduleError(f"ops[{index}] must be an object with kind, stage, microbatch, device, start, end")
+    missing = [key for key in Op._fields if key not in raw]
+    if missing:
+        raise ScheduleError(f"ops[{index}] lacks {', '.join(missing)}")
+    kind = raw["kind"]
+    if kind not in KINDS:
+        raise ScheduleError(f"ops[{index}]: kind {kind!r} is not one of F, B, W")
+    ints = []
+    for key in ("stage", "microbatch", "device"):
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScheduleError(f"ops[{index}]: {key} must be a whole number, got {value!r}")
+        ints.append(value)
+    times = []
+    for key in ("start", "end"):
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
+            float("inf"),
+            float("-inf"),
+        ):
+            raise ScheduleError(f"ops[{index}]: {key} must be a finite number, got {value!r}")
+        times.append(float(value))
+    return Op(kind, ints[0], ints[1], ints[2], times[0], times[1])

@@ -1,0 +1,24 @@
+"""1F1B (one forward, one backward) with the whole backward as one op."""
+
+from __future__ import annotations
+
+from models import Instance
+from solver.heuristics import Heuristic, Orders, register
+from solver.heuristics.requirements import needs_linear
+
+
+def one_f_one_b_orders(instance: Instance) -> Orders:
+    """Rank r: min(p-1-r, m) warm-up forwards, then (F, B) pairs while forwards remain, then the rest of B."""
+    p, m = instance.num_devices, instance.num_microbatches
+    orders: Orders = []
+    for rank in range(p):
+        warmup = min(p - 1 - rank, m)
+        order = [("F", rank, j) for j in range(warmup)]
+        for j in range(warmup, m):
+            order += [("F", rank, j), ("B", rank, j - warmup)]
+        order += [("B", rank, j) for j in range(m - warmup, m)]
+        orders.append(order)
+    return orders
+
+
+register(Heuristic("1f1b", "1F1B", needs_linear, one_f_one_b_orders))

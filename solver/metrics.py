@@ -1,0 +1,122 @@
+"""The one metrics module: every number pipesat reports about a schedule is computed here."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import numpy as np
+
+from models import Schedule
+
+Objective = Literal["makespan", "span"]
+OBJECTIVES: tuple[Objective, ...] = ("makespan", "span")
+
+
+@dataclass(frozen=True)
+class MemoryProfile:
+    """Held activation memory of one device: `memory[i]` is held from `times[i]` to `times[i + 1]`."""
+
+    times: np.ndarray
+    memory: np.ndarray
+
+    @property
+    def peak(self) -> float:
+        return float(self.memory.max()) if len(self.memory) else 0.0
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """What pipesat reports about a timed schedule. Spans, busy times and peaks are per device."""
+
+    makespan: float
+    spans: tuple[float, ...]
+    max_span: float
+    busy: tuple[float, ...]
+    bubble_rate: float
+    span_bubble_rate: float
+    peak_memory: tuple[float, ...]
+    max_peak_memory: float
+    zero_bubble_bound: float
+
+    def objective(self, objective: Objective) -> float:
+        return self.makespan if objective == "makespan" else self.max_span
+
+    def bubble_rate_for(self, objective: Objective) -> float:
+        return self.bubble_rate if objective == "makespan" else self.span_bubble_rate
+
+    def to_dict(self) -> dict[str, float | list[float]]:
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+
+
+def _device_arrays(schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ops = schedule.ops
+    device = np.fromiter((op.device for op in ops), dtype=np.int64, count=len(ops))
+    start = np.fromiter((op.start for op in ops), dtype=np.float64, count=len(ops))
+    end = np.fromiter((op.end for op in ops), dtype=np.float64, count=len(ops))
+    return device, start, end
+
+
+def bubble_rate(total_busy: float, num_devices: int, value: float) -> float:
+    """`1 - total busy time / (p * T)` for an objective value T."""
+    return 1.0 - total_busy / (num_devices * value) if value > 0 else 0.0
+
+
+def compute_metrics(schedule: Schedule) -> Metrics:
+    """All metrics of a schedule (it need not be valid; the validator says whether it is)."""
+    p = schedule.instance.num_devices
+    device, start, end = _device_arrays(schedule)
+    if len(device) == 0:
+        zeros = tuple(0.0 for _ in range(p))
+        return Metrics(0.0, zeros, 0.0, zeros, 0.0, 0.0, zeros, 0.0, 0.0)
+    makespan = float(end.max() - start.min())
+    first = np.full(p, np.inf)
+    last = np.full(p, -np.inf)
+    np.minimum.at(first, device, start)
+    np.maximum.at(last, device, end)
+    spans = np.where(np.isfinite(first), last - first, 0.0)
+    busy = np.bincount(device, weights=end - start, minlength=p)
+    peaks = tuple(profile.peak for profile in memory_profiles(schedule))
+    total_busy = float(busy.sum())
+    max_span = float(spans.max())
+    return Metrics(
+        makespan=makespan,
+        spans=tuple(float(x) for x in spans),
+        max_span=max_span,
+        busy=tuple(float(x) for x in busy),
+        bubble_rate=bubble_rate(total_busy, p, makespan),
+        span_bubble_rate=bubble_rate(total_busy, p, max_span),
+        peak_memory=peaks,
+        max_peak_memory=max(peaks),
+        zero_bubble_bound=float(busy.max()),
+    )
+
+
+def memory_profiles(schedule: Schedule) -> list[MemoryProfile]:
+    """Memory over time per device. F allocates at its start; B and W free at their ends.
+
+    At equal times frees come before allocations, so an op that ends when another starts does not
+    count both (the same half-open intervals as the CP-SAT model).
+    """
+    instance = schedule.instance
+    split = schedule.split_backward
+    events: list[list[tuple[float, int, float]]] = [[] for _ in range(instance.num_devices)]
+    for op in schedule.ops:
+        activation = instance.activation_memory[op.stage]
+        weight = instance.weight_memory[op.stage] if split else 0.0
+        if op.kind == "F":
+            events[op.device].append((op.start, 1, activation))
+        elif op.kind == "B":
+            events[op.device].append((op.end, 0, -(activation - weight)))
+        else:
+            events[op.device].append((op.end, 0, -weight))
+    profiles = []
+    for device_events in events:
+        if not device_events:
+            profiles.append(MemoryProfile(np.zeros(1), np.zeros(1)))
+            continue
+        array = np.array(device_events, dtype=np.float64)
+        order = np.lexsort((array[:, 1], array[:, 0]))
+        times, deltas = array[order, 0], array[order, 2]
+        profiles.append(MemoryProfile(times, np.cumsum(deltas)))
+    return profiles

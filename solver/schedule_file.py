@@ -1,0 +1,40 @@
+"""Schedule files (`pipesat-schedule/1` JSON): written only after validation, with metrics inside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from models import Schedule, ScheduleError
+from solver.metrics import compute_metrics
+from solver.validator import ensure_valid
+
+
+def save_schedule(schedule: Schedule, path: str | Path) -> Path:
+    """Validate the schedule, then write it with its metrics. Refuses an invalid schedule."""
+    ensure_valid(schedule)
+    path = Path(path)
+    data = schedule.to_dict(compute_metrics(schedule).to_dict())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise ScheduleError(f"{path}: cannot write ({error.strerror})") from None
+    return path
+
+
+def load_schedule(path: str | Path) -> Schedule:
+    """Read a schedule file (any source); its validity is the validator's to say."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScheduleError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScheduleError(f"{path}: cannot read ({error})") from None
+    except json.JSONDecodeError as error:
+        raise ScheduleError(f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}") from None
+    try:
+        return Schedule.from_dict(data)
+    except ScheduleError as error:
+        raise ScheduleError(f"{path}: {error}") from None
