@@ -90,12 +90,23 @@ def instance_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options every command that reads an instance shares; they override the file's keys."""
     options = [
         click.argument("instance_file", required=False, type=click.Path(dir_okay=False, path_type=Path)),
-        click.option("-c", "--config", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Instance file (YAML or JSON); the same as the INSTANCE argument."),
-        click.option("-s", "--num-stages", "--num-devices", "num_devices", type=int,
-                     help="Number of devices (the earlier tool's 'stages')."),
-        click.option("-b", "--num-batches", "--num-microbatches", "num_microbatches", type=int,
-                     help="Number of microbatches."),
+        click.option(
+            "-c",
+            "--config",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Instance file (YAML or JSON); the same as the INSTANCE argument.",
+        ),
+        click.option(
+            "-s",
+            "--num-stages",
+            "--num-devices",
+            "num_devices",
+            type=int,
+            help="Number of devices (the earlier tool's 'stages').",
+        ),
+        click.option(
+            "-b", "--num-batches", "--num-microbatches", "num_microbatches", type=int, help="Number of microbatches."
+        ),
         click.option("-f", "--forward-times", help="Forward time per stage, space-separated (one number: all)."),
         click.option("-bw", "--backward-times", help="Backward time per stage (the whole backward unless -w)."),
         click.option("-w", "--weight-times", help="Weight-gradient time per stage: splits the backward into B and W."),
@@ -109,8 +120,19 @@ def instance_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
-        instance_keys = ("instance_file", "config", "num_devices", "num_microbatches", "forward_times",
-                         "backward_times", "weight_times", "p2p_time", "chunks", "placement", "memory_limit")
+        instance_keys = (
+            "instance_file",
+            "config",
+            "num_devices",
+            "num_microbatches",
+            "forward_times",
+            "backward_times",
+            "weight_times",
+            "p2p_time",
+            "chunks",
+            "placement",
+            "memory_limit",
+        )
         values = {key: kwargs.pop(key) for key in instance_keys}
         kwargs["instance"] = build_instance(**values)
         return command(**kwargs)

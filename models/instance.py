@@ -293,7 +293,9 @@ def _placement(value: Any, p: int, v: int) -> tuple[int, ...]:
         devices.append(d)
     for d in range(p):
         if devices.count(d) != v:
-            raise InstanceError(f"placement puts {devices.count(d)} stages on device {d}; every device needs chunks = {v}")
+            raise InstanceError(
+                f"placement puts {devices.count(d)} stages on device {d}; every device needs chunks = {v}"
+            )
     return tuple(devices)
 
 

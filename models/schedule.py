@@ -107,8 +107,12 @@ class Schedule:
         raw_ops = data.get("ops")
         if not isinstance(raw_ops, list):
             raise ScheduleError("'ops' must be a list of ops")
-        return cls(instance, tuple(_parse_op(i, raw) for i, raw in enumerate(raw_ops)), str(data.get("name", "")),
-                   dict(data.get("source") or {}))
+        return cls(
+            instance,
+            tuple(_parse_op(i, raw) for i, raw in enumerate(raw_ops)),
+            str(data.get("name", "")),
+            dict(data.get("source") or {}),
+        )
 
 
 def _parse_op(index: int, raw: Any) -> Op:
@@ -129,9 +133,15 @@ def _parse_op(index: int, raw: Any) -> Op:
     times = []
     for key in ("start", "end"):
         value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
-            float("inf"),
-            float("-inf"),
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or value != value
+            or value
+            in (
+                float("inf"),
+                float("-inf"),
+            )
         ):
             raise ScheduleError(f"ops[{index}]: {key} must be a finite number, got {value!r}")
         times.append(float(value))

@@ -38,9 +38,7 @@ def simulate(
     """
     split = check_orders(instance, orders)
     num_stages, placement, p2p = instance.num_stages, instance.placement, instance.p2p_time
-    durations = {
-        kind: [op_duration(instance, kind, s, split) for s in range(num_stages)] for kind in ("F", "B", "W")
-    }
+    durations = {kind: [op_duration(instance, kind, s, split) for s in range(num_stages)] for kind in ("F", "B", "W")}
     end: dict[OpKey, float] = {}
     position = [0] * instance.num_devices
     free_at = [0.0] * instance.num_devices
@@ -93,7 +91,9 @@ def check_orders(instance: Instance, orders: Sequence[Sequence[OpKey]]) -> bool:
         problems = []
         for what, keys in (("missing", missing), ("repeated", doubled), ("unknown", unknown)):
             if keys:
-                shown = ", ".join(op_label(k) for k in keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+                shown = ", ".join(op_label(k) for k in keys[:3]) + (
+                    f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+                )
                 problems.append(f"{what}: {shown}")
         raise ScheduleError("the orders are not a complete set of ops: " + "; ".join(problems))
     for device, order in enumerate(orders):

@@ -7,6 +7,7 @@ limit) and returns every violation as a readable line.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -105,7 +106,7 @@ def validate(schedule: Schedule) -> list[Violation]:
         per_device[op.device].append(op)
     for device in sorted(per_device):
         ops = sorted(per_device[device], key=lambda o: (o.start, o.end))
-        for previous, current in zip(ops, ops[1:]):
+        for previous, current in itertools.pairwise(ops):
             if current.start < previous.end - tolerance:
                 violations.append(
                     Violation(
