@@ -65,7 +65,7 @@ class PipesatGroup(click.Group):
         try:
             return super().invoke(ctx)
         except PipesatError as error:
-            if ctx.params.get("debug"):
+            if ctx.find_root().params.get("debug"):
                 raise
             click.echo(f"error: {error}", err=True)
             code = EXIT_BAD_INPUT if isinstance(error, InstanceError) else EXIT_INVALID

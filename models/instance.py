@@ -228,6 +228,7 @@ def parse_memory_limit(value: Any, instance: Instance) -> float | None:
 
 def _canonical_keys(raw: dict[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = {}
+    given_as: dict[str, str] = {}
     for key, value in raw.items():
         if key not in KNOWN_KEYS:
             close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
@@ -235,8 +236,11 @@ def _canonical_keys(raw: dict[str, Any]) -> dict[str, Any]:
             raise InstanceError(f"unknown key {key!r}{hint}")
         canonical = ALIASES.get(key, key)
         if canonical in data and data[canonical] != value:
-            raise InstanceError(f"{key!r} and {canonical!r} disagree ({value!r} vs {data[canonical]!r}); give one")
+            raise InstanceError(
+                f"{key!r} and {given_as[canonical]!r} disagree ({value!r} vs {data[canonical]!r}); give one"
+            )
         data[canonical] = value
+        given_as[canonical] = key
     return data
 
 
@@ -270,7 +274,12 @@ def _positive_int(data: dict[str, Any], key: str, required: bool = False, defaul
         if required:
             raise InstanceError(f"missing {key}: give the number of {key.removeprefix('num_')}")
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
         raise InstanceError(f"{key} must be a whole number, got {value!r}")
     if value < 1:
         raise InstanceError(f"{key} must be at least 1, got {int(value)}")
@@ -322,5 +331,6 @@ def _per_stage(
     for i, x in enumerate(values):
         if x < 0 or (positive and x == 0):
             bound = "positive" if positive else "non-negative"
-            raise InstanceError(f"{key}[{i}] = {x:g} must be {bound}")
+            where = f"{key}[{i}]" if isinstance(value, (list, tuple)) else key
+            raise InstanceError(f"{where} = {x:g} must be {bound}")
     return values
