@@ -1,0 +1,94 @@
+"""Schedule and Op: labels, durations, the expected op set, orders, and the dict form's checks."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from models import Instance, Op, Schedule, ScheduleError, expected_op_keys, op_duration, op_label
+from solver.simulator import simulate
+from tests.strategies import assert_valid
+
+
+def test_op_label() -> None:
+    op = Op("F", 2, 5, 1, 0.0, 1.0)
+    assert op.key == ("F", 2, 5)
+    assert op.label() == op_label(op.key) == "F(stage 2, mb 5)"
+
+
+def test_op_duration_fused_backward_is_b_plus_w(split_instance: Instance) -> None:
+    assert op_duration(split_instance, "F", 0, split_backward=True) == 1.0
+    assert op_duration(split_instance, "B", 0, split_backward=True) == 1.0
+    assert op_duration(split_instance, "W", 0, split_backward=True) == 0.5
+    assert op_duration(split_instance, "B", 0, split_backward=False) == 1.5
+
+
+def test_op_duration_without_weight_times(one_f_one_b_instance: Instance) -> None:
+    assert op_duration(one_f_one_b_instance, "B", 3, split_backward=False) == 2.0
+
+
+def test_expected_op_keys(split_instance: Instance) -> None:
+    fused = expected_op_keys(split_instance, split_backward=False)
+    split = expected_op_keys(split_instance, split_backward=True)
+    assert len(fused) == 2 * 2 * 2 and len(set(fused)) == len(fused)
+    assert len(split) == 3 * 2 * 2 and set(fused) < set(split)
+    assert {key for key in split if key[0] == "W"} == {("W", s, j) for s in range(2) for j in range(2)}
+
+
+def _orders(split: bool) -> list[list[tuple[str, int, int]]]:
+    device0 = [("F", 0, 0), ("F", 0, 1)]
+    device1 = [("F", 1, 0), ("B", 1, 0), ("F", 1, 1), ("B", 1, 1)]
+    device0 += [("B", 0, 0), ("B", 0, 1)]
+    if split:
+        device1 += [("W", 1, 0), ("W", 1, 1)]
+        device0 += [("W", 0, 0), ("W", 0, 1)]
+    return [device0, device1]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_split_backward_follows_w_ops_and_orders_round_trip(split_instance: Instance, split: bool) -> None:
+    schedule = assert_valid(simulate(split_instance, _orders(split)))
+    assert schedule.split_backward is split
+    assert schedule.orders() == _orders(split)
+
+
+def test_dict_round_trip(split_instance: Instance) -> None:
+    schedule = assert_valid(simulate(split_instance, _orders(True), name="demo")).with_source(kind="test")
+    data = schedule.to_dict({"makespan": 1.0})
+    assert data["format"] == "pipesat-schedule/1"
+    assert data["metrics"] == {"makespan": 1.0}
+    again = Schedule.from_dict(data)
+    assert again == schedule
+    assert again.source == {"kind": "test"}
+
+
+def _data(split_instance: Instance) -> dict:
+    return assert_valid(simulate(split_instance, _orders(False))).to_dict()
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "message"),
+    [
+        (lambda d: d.update(format="other/2"), "not a pipesat schedule: 'format' is 'other/2'"),
+        (lambda d: d.pop("format"), "'format' is None"),
+        (lambda d: d["instance"].update(num_devices=0), "the schedule's instance is invalid: num_devices must be at"),
+        (lambda d: d.update(ops={}), "'ops' must be a list of ops"),
+        (lambda d: d["ops"].__setitem__(1, [1, 2]), r"ops\[1\] must be an object with kind, stage"),
+        (lambda d: d["ops"][2].pop("end"), r"ops\[2\] lacks end"),
+        (lambda d: d["ops"][0].update(kind="X"), r"ops\[0\]: kind 'X' is not one of F, B, W"),
+        (lambda d: d["ops"][0].update(stage=1.5), r"ops\[0\]: stage must be a whole number, got 1.5"),
+        (lambda d: d["ops"][0].update(start=float("nan")), r"ops\[0\]: start must be a finite number, got nan"),
+        (lambda d: d["ops"][0].update(end="3"), r"ops\[0\]: end must be a finite number, got '3'"),
+    ],
+)
+def test_from_dict_rejects_malformed_data(split_instance: Instance, corrupt, message: str) -> None:
+    data = copy.deepcopy(_data(split_instance))
+    corrupt(data)
+    with pytest.raises(ScheduleError, match=message):
+        Schedule.from_dict(data)
+
+
+def test_from_dict_rejects_non_mapping() -> None:
+    with pytest.raises(ScheduleError, match="a schedule file must hold a JSON object"):
+        Schedule.from_dict([])
