@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from models import Instance
+from models.instance import placement_devices
 
 
 def needs_linear(instance: Instance) -> str | None:
@@ -23,4 +24,17 @@ def first_unmet(instance: Instance, *checks) -> str | None:
         reason = check(instance)
         if reason is not None:
             return reason
+    return None
+
+
+def needs_interleaved(instance: Instance) -> str | None:
+    interleaved = instance.placement == placement_devices("interleaved", instance.num_devices, instance.chunks)
+    if instance.chunks < 2 or not interleaved:
+        return "needs chunks >= 2 with interleaved placement"
+    return None
+
+
+def needs_microbatches_divisible_by_devices(instance: Instance) -> str | None:
+    if instance.num_microbatches % instance.num_devices != 0:
+        return f"needs the number of microbatches divisible by the number of devices ({instance.num_devices})"
     return None

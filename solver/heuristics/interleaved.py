@@ -1,0 +1,54 @@
+"""Interleaved 1F1B (Megatron-LM): v chunks per device, stage s on device s mod p, whole backward as one op.
+
+Forwards on a device walk microbatches in groups of p: microbatches 0..p-1 of chunk 0, then of chunk 1,
+..., then the next group; backwards mirror that from the last chunk. Rank r runs
+`2(p-r-1) + (v-1)p` warm-up forwards (capped at all m·v of them), then one forward and one backward
+in turn, then the remaining backwards. The order needs m divisible by p.
+"""
+
+from __future__ import annotations
+
+from models import Instance, OpKey
+from solver.heuristics import Heuristic, Orders, register
+from solver.heuristics.requirements import (
+    first_unmet,
+    needs_interleaved,
+    needs_microbatches_divisible_by_devices,
+)
+
+
+def _chunk_and_microbatch(k: int, p: int, v: int) -> tuple[int, int]:
+    """The (chunk, microbatch) of a device's k-th forward in Megatron's group-of-p order."""
+    group, within = divmod(k, p * v)
+    chunk, offset = divmod(within, p)
+    return chunk, group * p + offset
+
+
+def interleaved_orders(instance: Instance) -> Orders:
+    p, v, m = instance.num_devices, instance.chunks, instance.num_microbatches
+    total = m * v
+    orders: Orders = []
+    for rank in range(p):
+        forwards: list[OpKey] = []
+        backwards: list[OpKey] = []
+        for k in range(total):
+            chunk, microbatch = _chunk_and_microbatch(k, p, v)
+            forwards.append(("F", chunk * p + rank, microbatch))
+            backwards.append(("B", (v - 1 - chunk) * p + rank, microbatch))
+        warmup = min(2 * (p - rank - 1) + (v - 1) * p, total)
+        order = forwards[:warmup]
+        for k in range(total - warmup):
+            order += [forwards[warmup + k], backwards[k]]
+        order += backwards[total - warmup :]
+        orders.append(order)
+    return orders
+
+
+register(
+    Heuristic(
+        "interleaved",
+        "Interleaved 1F1B",
+        lambda instance: first_unmet(instance, needs_interleaved, needs_microbatches_divisible_by_devices),
+        interleaved_orders,
+    )
+)

@@ -1,0 +1,27 @@
+"""Small builders shared by the heuristic tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models import Instance, Schedule
+from solver.heuristics import run_heuristic
+from solver.metrics import Metrics, compute_metrics
+from tests.strategies import assert_valid
+
+# Times in quarters keep sums exact, so closed forms can be compared with ==. T_W < T_F < T_B as in the ZB paper.
+F, B, W = 3.0, 4.0, 2.0
+
+
+def uniform(p: int, m: int, split: bool = True, **extra: Any) -> Instance:
+    """p devices, m microbatches, the same F, B (and W when split) on every stage; extra keys pass through."""
+    data: dict[str, Any] = {"num_devices": p, "num_microbatches": m, "forward_times": F, "backward_times": B}
+    if split:
+        data["weight_times"] = W
+    return Instance.from_dict({**data, **extra})
+
+
+def run_valid(name: str, instance: Instance) -> tuple[Schedule, Metrics]:
+    """The named heuristic's schedule (validated) and its metrics."""
+    schedule = assert_valid(run_heuristic(name, instance))
+    return schedule, compute_metrics(schedule)
