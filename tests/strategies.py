@@ -36,14 +36,15 @@ def instance_dicts(
     max_devices: int = 4,
     max_microbatches: int = 5,
     split: bool | None = None,
+    layouts: tuple[tuple[str, int], ...] = LAYOUTS,
 ) -> dict[str, Any]:
-    """An instance in file form: p <= max_devices, m <= max_microbatches, any placement family.
+    """An instance in file form: p <= max_devices, m <= max_microbatches, a (placement, chunks) of `layouts`.
 
     `split` forces a split (True) or fused (False) backward; None draws either.
     """
     p = draw(st.integers(min_value=1, max_value=max_devices))
     m = draw(st.integers(min_value=1, max_value=max_microbatches))
-    placement, chunks = draw(st.sampled_from(LAYOUTS))
+    placement, chunks = draw(st.sampled_from(layouts))
     stages = p * chunks
     per_stage = st.lists(TIMES, min_size=stages, max_size=stages)
     data: dict[str, Any] = {
@@ -54,15 +55,22 @@ def instance_dicts(
         "forward_times": draw(per_stage),
         "backward_times": draw(per_stage),
         "p2p_time": draw(P2P_TIMES),
+        "activation_memory": draw(st.lists(st.integers(1, 4), min_size=stages, max_size=stages)),
     }
     if split if split is not None else draw(st.booleans()):
         data["weight_times"] = draw(per_stage)
+        data["weight_memory"] = [draw(st.integers(0, a)) for a in data["activation_memory"]]
     return data
 
 
-def instances(max_devices: int = 4, max_microbatches: int = 5, split: bool | None = None) -> st.SearchStrategy:
+def instances(
+    max_devices: int = 4,
+    max_microbatches: int = 5,
+    split: bool | None = None,
+    layouts: tuple[tuple[str, int], ...] = LAYOUTS,
+) -> st.SearchStrategy[Instance]:
     """Random small normalised instances (see `instance_dicts`)."""
-    return instance_dicts(max_devices, max_microbatches, split).map(Instance.from_dict)
+    return instance_dicts(max_devices, max_microbatches, split, layouts).map(Instance.from_dict)
 
 
 @st.composite
