@@ -1,0 +1,169 @@
+"""The CLI frame: `instance show`, `check`, and bad input as one line on stderr with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from cli import EXIT_BAD_INPUT, EXIT_INVALID, cli
+from models import Instance, InstanceError
+from solver.heuristics import run_heuristic
+from solver.schedule_file import save_schedule
+from tests.bad_inputs import BAD_INSTANCES
+from tests.conftest import INSTANCES_DIR
+from tests.strategies import assert_valid
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+def _assert_one_line_error(result: Result, code: int = EXIT_BAD_INPUT) -> str:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    return lines[0]
+
+
+def _shown(result: Result) -> dict:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_help() -> None:
+    result = _run("--help")
+    assert result.exit_code == 0 and "instance" in result.stdout and "check" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["sample_config.json", "sample_config.yaml"])
+def test_instance_show_reads_the_earlier_tools_configs(name: str) -> None:
+    for args in ([INSTANCES_DIR / name], ["-c", INSTANCES_DIR / name], ["--config", INSTANCES_DIR / name]):
+        shown = _shown(_run("instance", "show", *args))
+        assert shown["name"] == "sample_config"
+        assert shown == Instance.from_dict(shown).to_dict()
+    raw = json.loads((INSTANCES_DIR / name).read_text()) if name.endswith(".json") else None
+    if raw:
+        assert shown["num_devices"] == raw["num_stages"] and shown["forward_times"] == raw["forward_times"]
+
+
+def test_instance_show_from_options_with_space_separated_lists() -> None:
+    shown = _shown(_run("instance", "show", "-s", 4, "-b", 8, "-f", 1, 2, 3, 4, "-bw", "2,4,6,8", "-w", 1))
+    assert (shown["num_devices"], shown["num_microbatches"]) == (4, 8)
+    assert shown["forward_times"] == [1, 2, 3, 4]
+    assert shown["backward_times"] == [2, 4, 6, 8]
+    assert shown["weight_times"] == [1, 1, 1, 1]
+
+
+def test_long_option_names_and_aliases() -> None:
+    shown = _shown(
+        _run("instance", "show", "--num-stages", 2, "--num-microbatches", 3, "--chunks", 2, "--placement", "vshape")
+    )
+    assert shown["placement"] == [0, 1, 1, 0]
+    shown = _shown(_run("instance", "show", "--num-devices", 2, "--num-batches", 3, "--placement", "1,0,0,1"))
+    assert (shown["chunks"], shown["placement"]) == (2, [1, 0, 0, 1])
+
+
+def test_options_override_the_file() -> None:
+    shown = _shown(_run("instance", "show", INSTANCES_DIR / "sample_config.yaml", "-b", 3, "--p2p-time", 0.25))
+    assert (shown["num_devices"], shown["num_microbatches"], shown["p2p_time"]) == (5, 3, 0.25)
+
+
+def test_relative_memory_limit() -> None:
+    shown = _shown(_run("instance", "show", "-s", 4, "-b", 8, "--memory-limit", "0.5x"))
+    assert shown["memory_limit"] == 0.5 * 4
+
+
+@pytest.mark.parametrize(("data", "message"), BAD_INSTANCES)
+def test_bad_instance_file_gives_one_line_and_exit_2(tmp_path: Path, data: dict, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    line = _assert_one_line_error(_run("instance", "show", path))
+    assert line.startswith(f"error: {path}: ")
+    assert message in line
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-s", 0, "-b", 2], "num_devices must be at least 1, got 0"),
+        (["-s", 2, "-b", 0], "num_microbatches must be at least 1, got 0"),
+        (["-s", 2, "-b", 2, "-f", 1, 2, 3], "forward_times has 3 values but there are 2 stages"),
+        (["-s", 2, "-b", 2, "-f", 1, "nan"], "forward_times[1] must be a finite number, got nan"),
+        (["-s", 2, "-b", 2, "-f", "-1"], "forward_times = -1 must be positive"),
+        (["-s", 2, "-b", 2, "-f", "fast"], "--forward-times takes numbers, got 'fast'"),
+        (["-s", 2, "-b", 2, "--placement", "zigzag"], "unknown placement 'zigzag'"),
+        (["-s", 2, "-b", 2, "--placement", "vshape"], "placement 'vshape' needs chunks 2, got 1"),
+        (["-s", 2, "-b", 2, "--placement", "0,x"], "--placement list must be device numbers"),
+        (["-s", 2, "-b", 2, "--memory-limit", "lots"], "memory_limit must be a number, got 'lots'"),
+        (["-s", 2], "give an instance file, or at least --num-stages/-s and --num-batches/-b"),
+    ],
+)
+def test_bad_options_give_one_line_and_exit_2(args: list, message: str) -> None:
+    assert message in _assert_one_line_error(_run("instance", "show", *args))
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("broken.yaml", "num_stages: 4\nnum_batches: [1, 2\nforward_times: 1\n", "broken.yaml:3:14: not valid YAML"),
+        ("broken.json", '{"num_stages": 4,\n "num_batches": 8,,}\n', "broken.json:2:19: not valid JSON"),
+        ("typo.yaml", "num_stages: 4\nnum_batchs: 8\n", "unknown key 'num_batchs'; did you mean 'num_batches'?"),
+    ],
+)
+def test_unparsable_files_say_where(tmp_path: Path, name: str, text: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert message in _assert_one_line_error(_run("instance", "show", path))
+
+
+def test_missing_instance_file_and_two_files(tmp_path: Path) -> None:
+    assert "nope.yaml: no such file" in _assert_one_line_error(_run("instance", "show", tmp_path / "nope.yaml"))
+    first, second = INSTANCES_DIR / "sample_config.json", INSTANCES_DIR / "sample_config.yaml"
+    assert "give the instance once" in _assert_one_line_error(_run("instance", "show", first, "-c", second))
+
+
+def test_debug_shows_the_exception() -> None:
+    result = _run("--debug", "instance", "show", "-s", 0, "-b", 2)
+    assert result.exit_code != 0
+    assert isinstance(result.exception, InstanceError)
+
+
+@pytest.fixture
+def schedule_file(tmp_path: Path) -> Path:
+    instance = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "p2p_time": 0.5})
+    return save_schedule(assert_valid(run_heuristic("1f1b", instance)), tmp_path / "1f1b.json")
+
+
+def test_check_valid_schedule(schedule_file: Path) -> None:
+    result = _run("check", schedule_file)
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"{schedule_file}: valid (24 ops)"
+
+
+def test_check_lists_every_violation(schedule_file: Path) -> None:
+    data = json.loads(schedule_file.read_text())
+    data["ops"] = [op for op in data["ops"] if (op["kind"], op["stage"], op["microbatch"]) != ("B", 2, 3)]
+    # Lengthen device 0's last op, which nothing waits for: only its duration is wrong.
+    last = max((op for op in data["ops"] if op["device"] == 0), key=lambda op: op["start"])
+    last["end"] += 1
+    schedule_file.write_text(json.dumps(data))
+    result = _run("check", schedule_file)
+    line = _assert_one_line_error(result, EXIT_INVALID)
+    assert line == f"error: {schedule_file}: 2 violation(s)"
+    assert result.stdout.splitlines() == [
+        "B(stage 2, mb 3) is missing",
+        f"device 0: B(stage 0, mb 3) lasts 3 (from {last['start']:g} to {last['end']:g}), expected 2",
+    ]
+
+
+def test_check_corrupted_file(schedule_file: Path) -> None:
+    schedule_file.write_text("{not json")
+    assert "not valid JSON" in _assert_one_line_error(_run("check", schedule_file), EXIT_INVALID)
+    schedule_file.write_text(json.dumps({"format": "pipesat-schedule/1", "instance": {}, "ops": []}))
+    assert "the schedule's instance is invalid: missing num_devices" in _assert_one_line_error(
+        _run("check", schedule_file), EXIT_INVALID
+    )
