@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,23 @@ def load_instance(path: str | Path, **overrides: Any) -> Instance:
     if not instance.name:
         instance = dataclasses.replace(instance, name=Path(path).stem)
     return instance
+
+
+def save_instance(instance: Instance, path: str | Path, comments: Sequence[str] = (), overwrite: bool = False) -> Path:
+    """Write `instance` so that `load_instance` reads it back: YAML with `comments` as leading `#` lines,
+    or JSON (no comments) for a `.json` suffix. Refuses to replace an existing file unless `overwrite`."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise InstanceError(f"{path} already exists; choose another file or pass --force to overwrite it")
+    data = {key: value for key, value in instance.to_dict().items() if value not in (None, "")}
+    if path.suffix.lower() == ".json":
+        text = json.dumps(data, indent=1) + "\n"
+    else:
+        header = "".join(f"# {line}".rstrip() + "\n" for line in comments)
+        text = header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise InstanceError(f"{path}: cannot write ({error.strerror})") from None
+    return path
