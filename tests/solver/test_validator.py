@@ -148,6 +148,17 @@ def test_memory_is_not_checked_when_ops_are_missing(one_f_one_b_instance: Instan
     assert [v.rule for v in validate(dataclasses.replace(schedule, ops=ops))] == ["missing"]
 
 
+@pytest.mark.parametrize("device", [7, -1])
+def test_op_on_a_device_that_does_not_exist_is_a_placement_violation(
+    one_f_one_b_instance: Instance, device: int
+) -> None:
+    schedule = run_heuristic("1f1b", one_f_one_b_instance.with_changes(memory_limit=1))
+    moved = _replace(schedule, ("F", 1, 1), device=device)
+    assert _messages(moved) == [
+        ("placement", f"device {device}: F(stage 1, mb 1) runs here but stage 1 is placed on device 1"),
+    ]
+
+
 def test_every_violation_is_returned() -> None:
     schedule = _replace(_valid_two_device_schedule(), ("F", 1, 0), device=0, start=0.0, end=3.0)
     rules = [rule for rule, _ in _messages(schedule)]
