@@ -67,4 +67,4 @@ def all_heuristics() -> list[Heuristic]:
 
 def _load_families() -> None:
     # Importing a family module registers its heuristics.
-    from solver.heuristics import fill_drain, interleaved, one_f_one_b, zb_auto, zero_bubble  # noqa: F401
+    from solver.heuristics import fill_drain, interleaved, one_f_one_b, v_schedules, zb_auto, zb_v, zero_bubble  # noqa: F401

@@ -38,3 +38,11 @@ def needs_microbatches_divisible_by_devices(instance: Instance) -> str | None:
     if instance.num_microbatches % instance.num_devices != 0:
         return f"needs the number of microbatches divisible by the number of devices ({instance.num_devices})"
     return None
+
+
+def needs_vshape(instance: Instance) -> str | None:
+    # Compared with the list itself: with one device the V and interleaved placements coincide.
+    vshape = instance.chunks == 2 and instance.placement == placement_devices("vshape", instance.num_devices, 2)
+    if not vshape:
+        return "needs chunks 2 with vshape placement"
+    return None
