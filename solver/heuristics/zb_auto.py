@@ -83,19 +83,21 @@ class _Builder:
         return 0.0
 
     def put(self, kind: str, stage: int) -> None:
-        microbatch = self.done[kind][stage]
-        start = max(self.free_at[stage], self.input_ready(kind, stage, microbatch))
+        done = self.done[kind]
+        microbatch = done[stage]
+        free = self.free_at[stage]
+        start = free if kind == "W" else max(free, self.input_ready(kind, stage, microbatch))
         if self.done["F"][stage] == 0:
             self.first_start[stage] = start
-        else:
-            self.idle[stage] += start - self.free_at[stage]
+        elif start > free:
+            self.idle[stage] += start - free
             self.max_idle = max(self.max_idle, self.idle[stage])
         end = start + self.time[kind][stage]
         if kind != "W":
             self.end[kind][stage][microbatch] = end
         self.free_at[stage] = end
         self.held[stage] += self.memory[kind][stage]
-        self.done[kind][stage] += 1
+        done[stage] = microbatch + 1
         self.orders[stage].append((kind, stage, microbatch))
 
     def pending_w(self, stage: int) -> int:
