@@ -101,15 +101,15 @@ def test_placement_name_recognises_named_placements(name: str, v: int) -> None:
 
 
 def test_placement_name_is_case_insensitive_and_chunks_default_to_interleaved() -> None:
-    assert Instance.from_dict(
-        {"num_devices": 2, "num_microbatches": 1, "placement": " VShape ", "chunks": 2}
-    ).placement == (
-        0,
-        1,
-        1,
-        0,
-    )
-    assert Instance.from_dict({"num_devices": 2, "num_microbatches": 1, "chunks": 2}).placement == (0, 1, 0, 1)
+    vshape = Instance.from_dict({"num_devices": 2, "num_microbatches": 1, "placement": " VShape ", "chunks": 2})
+    assert vshape.placement == (0, 1, 1, 0)
+    chunked = Instance.from_dict({"num_devices": 2, "num_microbatches": 1, "chunks": 2})
+    assert chunked.placement == (0, 1, 0, 1)
+
+
+def test_unknown_key_without_a_close_match_lists_the_known_keys() -> None:
+    with pytest.raises(InstanceError, match="unknown key 'zzz'; known keys: num_devices, num_microbatches, chunks"):
+        Instance.from_dict({"num_devices": 2, "num_microbatches": 1, "zzz": 1})
 
 
 def test_explicit_placement_infers_chunks() -> None:
