@@ -57,7 +57,9 @@ def instance_dicts(
         "p2p_time": draw(P2P_TIMES),
         "activation_memory": draw(st.lists(st.integers(1, 4), min_size=stages, max_size=stages)),
     }
-    if split if split is not None else draw(st.booleans()):
+    if split is None:
+        split = draw(st.booleans())
+    if split:
         data["weight_times"] = draw(per_stage)
         data["weight_memory"] = [draw(st.integers(0, a)) for a in data["activation_memory"]]
     return data

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from models import Instance, ScheduleError
+from models import Instance, OpKey, Schedule, ScheduleError
 from solver.heuristics import get_heuristic, run_heuristic
 from solver.simulator import dependency, simulate
 from tests.strategies import (
@@ -18,7 +18,7 @@ from tests.strategies import (
 )
 
 
-def _starts(schedule) -> dict[tuple[str, int, int], float]:
+def _starts(schedule: Schedule) -> dict[OpKey, float]:
     return {op.key: op.start for op in schedule.ops}
 
 
