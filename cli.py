@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -10,9 +11,15 @@ from typing import Any
 
 import click
 
-from models import Instance, InstanceError, PipesatError, ScheduleError, load_instance
-from solver.schedule_file import load_schedule
-from solver.validator import validate
+from models import Instance, InstanceError, PipesatError, Schedule, ScheduleError, load_instance
+from solver.ascii_view import render_ascii
+from solver.compare import compare, comparison_columns
+from solver.heuristics import NotApplicable, get_heuristic, run_heuristic
+from solver.metrics import OBJECTIVES, compute_metrics
+from solver.plots import PICTURE_SUFFIXES, pareto_figure, plot_schedule, save_figure
+from solver.schedule_file import load_schedule, save_schedule
+from solver.tables import FORMATS, Column, format_number, format_percent, format_rows, percent_or_dash
+from solver.validator import ensure_valid, validate
 
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
@@ -193,6 +200,444 @@ def check(schedule_file: Path) -> None:
             click.echo(str(violation))
         raise ScheduleError(f"{schedule_file}: {len(violations)} violation(s)")
     click.echo(f"{schedule_file}: valid ({len(schedule.ops)} ops)")
+
+
+# --- Schedules: schedule, solve, compare, pareto, render (issue 5) ---------------------------------
+
+OBJECTIVE_OPTION = click.option(
+    "--objective",
+    type=click.Choice(OBJECTIVES),
+    default="makespan",
+    show_default=True,
+    help="makespan (first start to last end) or span (max per-device span, the steady-state time).",
+)
+OBJECTIVE_NAMES = {"makespan": "makespan", "span": "max span", "memory": "peak memory"}
+
+
+def picture_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """Check a picture file's extension while parsing, before any long solve."""
+    if value is not None and value.suffix.lower() not in PICTURE_SUFFIXES:
+        raise InstanceError(f"{param.opts[-1]} {value}: name the picture .png, .svg or .pdf")
+    return value
+
+
+def output_option(help_text: str) -> Callable[..., Any]:
+    """`-o/--output`: a picture file whose extension picks the format."""
+    return click.option(
+        "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), callback=picture_path, help=help_text
+    )
+
+
+def picture_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--save`, `--ascii`: what every command that makes or reads a schedule can do with it."""
+    command = click.option("--ascii", "show_ascii", is_flag=True, help="Print the schedule as text, to scale.")(command)
+    return click.option(
+        "--save", type=click.Path(dir_okay=False, path_type=Path), help="Write the schedule file (JSON)."
+    )(command)
+
+
+def emit_schedule(
+    schedule: Schedule, objective: str, save: Path | None, picture: Path | None, show_ascii: bool
+) -> None:
+    """Validate a schedule, then save, draw and print it as asked. Nothing invalid leaves here."""
+    ensure_valid(schedule)
+    if save is not None:
+        click.echo(f"schedule:     {save_schedule(schedule, save)}")
+    if picture is not None:
+        click.echo(f"picture:      {plot_schedule(schedule, picture, objective)}")
+    if show_ascii:
+        click.echo()
+        click.echo(render_ascii(schedule))
+
+
+def echo_metrics(schedule: Schedule, objective: str) -> None:
+    metrics = compute_metrics(schedule)
+    chosen = "makespan" if objective == "makespan" else "max span"
+    click.echo(f"makespan:     {format_number(metrics.makespan)}")
+    click.echo(f"max span:     {format_number(metrics.max_span)}")
+    click.echo(f"bubble rate:  {format_percent(metrics.bubble_rate_for(objective))} (of the {chosen})")
+    per_device = ", ".join(format_number(peak) for peak in metrics.peak_memory)
+    limit = schedule.instance.memory_limit
+    fits = "" if limit is None else f"; limit {format_number(limit)}"
+    click.echo(f"peak memory:  {format_number(metrics.max_peak_memory)} (per device: {per_device}{fits})")
+
+
+def describe(instance: Instance) -> str:
+    """`4 devices, 8 microbatches, ...`: the instance in one line."""
+    parts = [f"{instance.num_devices} devices", f"{instance.num_microbatches} microbatches"]
+    if instance.chunks > 1:
+        parts.append(f"{instance.chunks} chunks ({instance.placement_name()})")
+    parts.append("split backward" if instance.split_backward else "fused backward")
+    if instance.p2p_time:
+        parts.append(f"p2p {format_number(instance.p2p_time)}")
+    if instance.memory_limit is not None:
+        relative = instance.memory_limit / instance.one_f_one_b_peak()
+        parts.append(f"memory limit {format_number(instance.memory_limit)} ({format_number(relative)}x)")
+    return ", ".join(parts)
+
+
+@cli.command("schedule")
+@click.argument("name")
+@instance_options
+@OBJECTIVE_OPTION
+@output_option("Picture file (.png, .svg, .pdf); default: the config's output_file, else pipeline_NAME.png.")
+@click.option("--no-visualization", is_flag=True, help="Do not draw the picture.")
+@picture_options
+def schedule_command(
+    name: str,
+    instance: Instance,
+    objective: str,
+    output: Path | None,
+    no_visualization: bool,
+    save: Path | None,
+    show_ascii: bool,
+) -> None:
+    """Run one handwritten schedule NAME (1f1b, gpipe, zb-h1, ...; `pipesat compare` lists them all)."""
+    try:
+        schedule = run_heuristic(name, instance)
+    except NotApplicable as error:
+        raise InstanceError(str(error)) from None
+    over = [v for v in validate(schedule) if v.rule == "memory"]
+    if over:
+        raise ScheduleError(
+            f"{schedule.name} does not fit the memory limit ({over[0]}); "
+            "raise --memory-limit or run `pipesat solve` with this limit"
+        )
+    click.echo(f"{get_heuristic(name).title} on {describe(instance)}")
+    echo_metrics(schedule, objective)
+    picture = None if no_visualization else output or Path(instance.output_file or f"pipeline_{schedule.name}.png")
+    emit_schedule(schedule, objective, save, picture, show_ascii)
+
+
+@cli.command()
+@click.argument("schedule_file", type=click.Path(dir_okay=False, path_type=Path))
+@OBJECTIVE_OPTION
+@output_option("Picture file (.png, .svg, .pdf); default: SCHEDULE_FILE with .png, unless --ascii.")
+@click.option("--ascii", "show_ascii", is_flag=True, help="Print the schedule as text, to scale.")
+def render(schedule_file: Path, objective: str, output: Path | None, show_ascii: bool) -> None:
+    """Draw a schedule file (any source) after checking it with the validator."""
+    schedule = load_schedule(schedule_file)
+    if validate(schedule):
+        raise ScheduleError(f"{schedule_file} is not a valid schedule; `pipesat check {schedule_file}` lists why")
+    picture = output if output is not None or show_ascii else schedule_file.with_suffix(".png")
+    emit_schedule(schedule, objective, None, picture, show_ascii)
+
+
+SOLVER_OPTIONS = (
+    click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True),
+    click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="CP-SAT search workers."),
+    click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed."),
+)
+
+
+def solver_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--time-limit`, `--workers`, `--seed`: shared by every command that runs the solver."""
+    for option in reversed(SOLVER_OPTIONS):
+        command = option(command)
+    return command
+
+
+class ProgressLine:
+    """The live `elapsed best bound gap` line while the solver searches (on a terminal only)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.shown = False
+
+    def __call__(self, elapsed: float, best: float | None, bound: float | None) -> None:
+        if not self.enabled:
+            return
+        text = f"{elapsed:7.1f}s  best {_or_dash(best):>10}  bound {_or_dash(bound):>10}"
+        if best is not None and bound is not None and best > 0:
+            text += f"  gap {format_percent((best - bound) / best)}"
+        click.echo("\r" + text.ljust(72), nl=False, err=True)
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            click.echo("\r" + " " * 72 + "\r", nl=False, err=True)
+
+
+def _or_dash(value: float | None) -> str:
+    return "-" if value is None else format_number(value)
+
+
+def _on_terminal(progress: bool | None) -> bool:
+    return click.get_text_stream("stderr").isatty() if progress is None else progress
+
+
+def echo_solve_summary(result: Any, instance: Instance) -> None:
+    """Status, value, bound, gap, the best heuristic and the improvement over it."""
+    what = OBJECTIVE_NAMES[result.objective]
+    click.echo(f"status:       {result.status}" + (" (proven by CP-SAT)" if result.status == "optimal" else ""))
+    click.echo(f"{what + ':':<13} {_or_dash(result.value)}")
+    click.echo(f"lower bound:  {_or_dash(result.bound)}")
+    click.echo(f"gap:          {'-' if result.gap is None else format_percent(result.gap)}")
+    if result.start_heuristic is not None:
+        improvement = "" if result.improvement is None else f", improvement {format_percent(result.improvement)}"
+        click.echo(f"best heuristic: {result.start_heuristic} = {_or_dash(result.start_value)}{improvement}")
+    else:
+        click.echo("best heuristic: none fits this instance and limit")
+    first = "" if result.time_to_first is None else f", first solution {result.time_to_first:.2f} s"
+    best = "" if result.time_to_best is None else f", best {result.time_to_best:.2f} s"
+    click.echo(f"solve time:   {result.solve_time:.2f} s{first}{best}")
+
+
+def no_schedule_error(result: Any, instance: Instance) -> ScheduleError:
+    """Why the solver returned no schedule, with the smallest feasible limit when it is known."""
+    if result.status == "infeasible":
+        text = "no schedule fits"
+        if instance.memory_limit is not None:
+            text += f" the memory limit {format_number(instance.memory_limit)}"
+        if result.smallest_feasible_limit is not None:
+            text += f"; the smallest feasible limit is {format_number(result.smallest_feasible_limit)}"
+        return ScheduleError(text)
+    detail = f" ({result.message})" if result.message else ""
+    return ScheduleError(f"the solver found no schedule ({result.status}){detail}; raise --time-limit")
+
+
+@cli.command()
+@instance_options
+@OBJECTIVE_OPTION
+@click.option(
+    "--minimize",
+    type=click.Choice(["time", "memory"]),
+    default="time",
+    show_default=True,
+    help="time: the objective under the memory limit; memory: the peak memory (under --makespan-cap).",
+)
+@click.option("--makespan-cap", type=float, help="With --minimize memory: the largest objective value allowed.")
+@solver_options
+@click.option("--gap", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Stop at this relative gap.")
+@output_option("Picture file (.png, .svg, .pdf).")
+@picture_options
+@click.option("--progress/--no-progress", default=None, help="The live progress line (default: on a terminal).")
+def solve(
+    instance: Instance,
+    objective: str,
+    minimize: str,
+    makespan_cap: float | None,
+    time_limit: float,
+    workers: int,
+    seed: int,
+    gap: float,
+    output: Path | None,
+    save: Path | None,
+    show_ascii: bool,
+    progress: bool | None,
+) -> None:
+    """Find the best schedule with CP-SAT, warm-started from every handwritten schedule that fits."""
+    from solver.solve import solve as run_solver
+
+    click.echo(f"CP-SAT on {describe(instance)}, {time_limit:g} s, {workers} worker(s)")
+    line = ProgressLine(_on_terminal(progress))
+    try:
+        result = run_solver(
+            instance,
+            objective=objective,
+            minimize=minimize,
+            time_limit=time_limit,
+            workers=workers,
+            seed=seed,
+            gap=gap,
+            makespan_cap=makespan_cap,
+            progress=line,
+        )
+    finally:
+        line.clear()
+    if result.schedule is None:
+        raise no_schedule_error(result, instance)
+    echo_solve_summary(result, instance)
+    echo_metrics(result.schedule, objective)
+    emit_schedule(result.schedule, objective, save, output, show_ascii)
+
+
+@cli.command("compare")
+@instance_options
+@OBJECTIVE_OPTION
+@solver_options
+@click.option("--no-solve", is_flag=True, help="Only the handwritten schedules (no CP-SAT run).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+def compare_command(
+    instance: Instance, objective: str, time_limit: float, workers: int, seed: int, no_solve: bool, fmt: str
+) -> None:
+    """Every handwritten schedule and the solver's best, side by side, on one instance and limit."""
+    comparison = compare(instance, objective, time_limit=time_limit, solve=not no_solve, workers=workers, seed=seed)
+    rows = [row.as_dict() for row in comparison.rows]
+    table = format_rows(comparison_columns(comparison, machine=fmt in ("csv", "json")), rows, fmt)
+    if fmt == "table":
+        click.echo(describe(instance))
+        click.echo()
+    click.echo(table)
+    if fmt == "table" and comparison.reference_kind == "bound":
+        click.echo(f"\nThe optimum is not proven: gaps are to the lower bound {format_number(comparison.reference)}.")
+
+
+@cli.command()
+@instance_options
+@OBJECTIVE_OPTION
+@click.option(
+    "--limits",
+    default="0.33x:2x:0.1x",
+    show_default=True,
+    help="Memory limits: START:STOP:STEP or a comma-separated list; numbers, or relative like 0.5x.",
+)
+@solver_options
+@output_option("Plot file; default pareto.png.")
+@click.option("--no-visualization", is_flag=True, help="Do not draw the plot.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+def pareto(
+    instance: Instance,
+    objective: str,
+    limits: str,
+    time_limit: float,
+    workers: int,
+    seed: int,
+    output: Path | None,
+    no_visualization: bool,
+    fmt: str,
+) -> None:
+    """The fastest schedule at each memory limit: the frontier table and its plot."""
+    from solver.pareto import pareto_sweep, parse_limits
+
+    values = parse_limits(limits, instance)
+    sweep = pareto_sweep(
+        instance, values, objective=objective, time_limit_per_point=time_limit, workers=workers, seed=seed
+    )
+    reference = instance.one_f_one_b_peak()
+    rows = [
+        {
+            "limit": limit,
+            "relative_limit": limit / reference,
+            "status": result.status,
+            "value": result.value,
+            "bound": result.bound,
+            "gap": result.gap,
+            "peak_memory": None if result.schedule is None else compute_metrics(result.schedule).max_peak_memory,
+        }
+        for limit, result in sweep.points
+    ]
+    what = OBJECTIVE_NAMES[objective]
+    columns = [
+        Column("limit", "memory limit"),
+        Column("relative_limit", "x 1F1B peak", lambda x: f"{x:.2f}x"),
+        Column("status", "status", align_right=False),
+        Column("value", what),
+        Column("bound", "lower bound"),
+        Column("gap", "gap", percent_or_dash),
+        Column("peak_memory", "peak memory"),
+    ]
+    if fmt == "table":
+        click.echo(f"{describe(instance)}; 1x = the 1F1B peak {format_number(reference)}")
+        click.echo()
+    click.echo(format_rows(columns, rows, fmt))
+    if fmt == "table":
+        click.echo()
+        heuristic_rows = [{"name": name, "peak": peak, "value": value} for name, peak, value in sweep.heuristics]
+        heuristic_columns = [
+            Column("name", "handwritten", align_right=False),
+            Column("peak", "peak memory"),
+            Column("value", what),
+        ]
+        click.echo(format_rows(heuristic_columns, heuristic_rows, fmt))
+    if not no_visualization:
+        title = f"{what} against memory limit: {describe(dataclasses.replace(instance, memory_limit=None))}"
+        figure = pareto_figure(sweep.points, sweep.heuristics, objective, reference, title)
+        path = save_figure(figure, output or Path("pareto.png"))
+        message = f"picture: {path}"
+        click.echo(message, err=fmt != "table")
+
+
+# --- Instances from real models: instance from-model, profile (issue 7) ----------------------------
+
+
+def parse_layer_counts(text: str | None) -> tuple[int, ...] | None:
+    """`--layers-per-stage 2,3,3,2` (or space-separated) as whole numbers."""
+    if text is None:
+        return None
+    tokens = text.replace(",", " ").split()
+    try:
+        return tuple(int(token) for token in tokens)
+    except ValueError:
+        raise InstanceError(f"--layers-per-stage takes whole numbers, one per stage, got {text!r}") from None
+
+
+def emit_instance(instance: Instance, comments: list[str], output: Path | None, force: bool) -> None:
+    """Write the instance file (comments on top) to OUTPUT, or print it when there is none."""
+    from models.instance_file import format_instance, save_instance
+
+    if output is None:
+        click.echo(format_instance(instance, comments), nl=False)
+        return
+    click.echo(f"wrote {save_instance(instance, output, comments, overwrite=force)}: {describe(instance)}")
+
+
+def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The transformer's sizes, shared by `instance from-model` and `profile`."""
+    options = [
+        click.option("--layers", type=int, required=True, help="Transformer layers."),
+        click.option("--hidden", type=int, required=True, help="Hidden size h."),
+        click.option("--heads", type=int, required=True, help="Attention heads a (must divide --hidden)."),
+        click.option("--seq-len", type=int, required=True, help="Sequence length s."),
+        click.option("--microbatch-size", type=int, default=1, show_default=True, help="Sequences per microbatch b."),
+        click.option("-p", "--devices", type=int, required=True, help="Pipeline devices p."),
+        click.option("--chunks", type=int, default=1, show_default=True, help="Stages per device v."),
+        click.option("-m", "--microbatches", type=int, required=True, help="Microbatches per iteration."),
+        click.option("--placement", help="linear, interleaved or vshape; default linear, or interleaved with chunks."),
+        click.option("--name", default="", help="Instance name."),
+        click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Instance file to write."),
+        click.option("--force", is_flag=True, help="Overwrite an existing --output file."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@instance.command("from-model")
+@model_options
+@click.option("--vocab", type=int, default=0, show_default=True, help="Vocabulary V of the output head (0: no head).")
+@click.option("--layers-per-stage", help="Explicit layer counts, one per stage (p x chunks), for uneven splits.")
+@click.option("--tflops", type=float, required=True, help="Peak device throughput in TFLOP/s.")
+@click.option("--efficiency", type=float, default=0.5, show_default=True, help="Fraction of peak reached.")
+@click.option("--bandwidth", type=float, default=50.0, show_default=True, help="Link bandwidth in GB/s.")
+@click.option("--latency", type=float, default=10.0, show_default=True, help="Link latency in microseconds.")
+@click.option("--bytes-per-value", type=float, default=2.0, show_default=True, help="Bytes per activation value.")
+@click.option("--explain", is_flag=True, help="Print how every number was derived.")
+def instance_from_model(**options: Any) -> None:
+    """An instance from a transformer description and its hardware (ZB paper cost model; ms and MiB)."""
+    from solver.cost_model import Hardware, Pipeline, Transformer, command_line, explain, model_instance
+
+    model = Transformer(*(options[key] for key in ("layers", "hidden", "heads", "seq_len", "microbatch_size", "vocab")))
+    hardware = Hardware(*(options[key] for key in ("tflops", "efficiency", "bandwidth", "latency", "bytes_per_value")))
+    split = parse_layer_counts(options["layers_per_stage"])
+    pipeline = Pipeline(options["devices"], options["microbatches"], options["chunks"], options["placement"], split)
+    instance = model_instance(model, hardware, pipeline, name=options["name"])
+    lines = explain(model, hardware, pipeline)
+    if options["explain"]:
+        click.echo("\n".join(lines))
+    emit_instance(instance, [command_line(model, hardware, pipeline), "", *lines], options["output"], options["force"])
+
+
+@cli.command("profile")
+@model_options
+@click.option("--vocab", type=int, default=256, show_default=True, help="Vocabulary V of the output head.")
+@click.option("--repeats", type=int, default=5, show_default=True, help="Samples per round (rounds until stable).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+def profile_command(**options: Any) -> None:
+    """Measure F, B, W and memory per stage of a small GPT-like model with torch (the torch extra)."""
+    from solver.profile import ProfileSpec, profile_instance, profile_lines
+
+    keys = ("devices", "microbatches", "chunks", "layers", "hidden", "heads", "seq_len", "microbatch_size", "vocab")
+    spec = ProfileSpec(
+        *(options[key] for key in keys),
+        repeats=options["repeats"],
+        device=options["device"],
+        placement=options["placement"],
+    )
+    instance = profile_instance(spec, name=options["name"])
+    lines = profile_lines(instance)
+    click.echo("\n".join(lines), err=options["output"] is None)
+    emit_instance(instance, ["measured by: pipesat profile", *lines], options["output"], options["force"])
 
 
 def main() -> None:

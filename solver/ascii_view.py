@@ -1,0 +1,106 @@
+"""The terminal picture of a schedule: one line per device, `GPU 0: [F0][F1][B0]...`, to scale.
+
+Time runs left to right, scaled so the whole schedule fits the given width (the terminal's by
+default) and no wider than needed to print each shortest op as `[F0]`. An op too narrow for its
+label shows its kind letter; `.` is idle time. With two chunks per device, chunk 1 is lower case
+(`f`, `b`, `w`) as in the V-schedule papers; with more, the chunk follows a slash (`F3/2`).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from models import Op, Schedule
+from solver.metrics import compute_metrics
+from solver.tables import format_number, format_percent
+
+IDLE = "."
+DEFAULT_WIDTH = 100
+MIN_TIMELINE = 10
+
+
+def op_text(op: Op, chunk: int, chunks: int) -> str:
+    """The label of an op in the terminal view."""
+    if chunks == 2:
+        kind = op.kind.lower() if chunk == 1 else op.kind
+        return f"{kind}{op.microbatch}"
+    if chunks > 2:
+        return f"{op.kind}{op.microbatch}/{chunk}"
+    return f"{op.kind}{op.microbatch}"
+
+
+def _texts(label: str) -> list[str]:
+    """A label and its shorter forms: without the chunk, then the kind letter alone."""
+    texts = [label]
+    if "/" in label:
+        texts.append(label.split("/")[0])
+    texts.append(label[0])
+    return texts
+
+
+def _cell(texts: list[str], width: int) -> str:
+    """The first of `texts` (longest first) that fits `width` columns, bracketed when there is room."""
+    for text in texts:
+        if width >= len(text) + 2:
+            return "[" + text.center(width - 2) + "]"
+        if width >= len(text):
+            return text.ljust(width)
+    return texts[-1][0] * width
+
+
+def render_ascii(schedule: Schedule, width: int | None = None) -> str:
+    """The schedule as lines of text no wider than `width` (default: the terminal's width)."""
+    instance = schedule.instance
+    if width is None:
+        width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    p, v = instance.num_devices, instance.chunks
+    prefix = len(f"GPU {p - 1}: ")
+    available = max(width - prefix, MIN_TIMELINE)
+    chunk_of = {
+        stage: instance.stages_of(device).index(stage) for device in range(p) for stage in instance.stages_of(device)
+    }
+    labels = {op: op_text(op, chunk_of[op.stage], v) for op in schedule.ops}
+
+    metrics = compute_metrics(schedule)
+    origin = min((op.start for op in schedule.ops), default=0.0)
+    makespan = metrics.makespan
+    durations = [op.end - op.start for op in schedule.ops if op.end > op.start]
+    scale = available / makespan if makespan > 0 else 1.0
+    if durations:
+        # Whole columns for the shortest op (so equal ops look equal), at most what `[F10]` needs,
+        # unless rounding down would waste more than 40% of the width.
+        shortest = min(durations)
+        longest_label = max(len(text) for text in labels.values())
+        shortest_columns = min(int(scale * shortest), longest_label + 2)
+        if shortest_columns >= 1 and shortest_columns >= 0.6 * min(scale * shortest, longest_label + 2):
+            scale = shortest_columns / shortest
+    columns = max(1, min(available, round(makespan * scale)))
+
+    lines = [f"=== {schedule.name or 'schedule'} (p={p}, m={instance.num_microbatches}, v={v}) ==="]
+    rows = [[IDLE] * columns for _ in range(p)]
+    for op in sorted(schedule.ops, key=lambda o: (o.start, o.end)):
+        row = rows[op.device]
+        first = min(round((op.start - origin) * scale), columns - 1)
+        last = min(round((op.end - origin) * scale), columns)
+        if last <= first:
+            if row[first] != IDLE:
+                continue
+            last = first + 1
+        row[first:last] = _cell(_texts(labels[op]), last - first)
+    for device, row in enumerate(rows):
+        lines.append(f"GPU {device}: ".rjust(prefix) + "".join(row))
+    end_label = format_number(makespan)
+    lines.append(" " * prefix + "0" + end_label.rjust(columns - 1))
+    legend = "F forward, B backward" + (" (inputs), W weight gradient" if schedule.split_backward else "")
+    if v == 2:
+        legend += "; lower case: chunk 1"
+    elif v > 2:
+        legend += "; /c: chunk c"
+    lines.append(f"{legend}; {IDLE} idle")
+    peak_device = max(range(p), key=lambda d: metrics.peak_memory[d])
+    lines.append(
+        f"makespan {end_label}, max span {format_number(metrics.max_span)}, "
+        f"bubble rate {format_percent(metrics.bubble_rate)}, "
+        f"peak memory {format_number(metrics.max_peak_memory)} (GPU {peak_device})"
+    )
+    return "\n".join(lines)

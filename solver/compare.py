@@ -1,0 +1,167 @@
+"""Every handwritten schedule and the solver's best on one instance and memory limit, side by side.
+
+Heuristics are judged by their peak memory against the limit ("fits"), not refused for it, so the
+table shows what each would cost. Gaps are measured against the solver's proven optimum, or against
+its lower bound when the optimum is not proven (then the true gap is at most the one shown).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from models import Instance, PipesatError, Schedule
+from solver.heuristics import NotApplicable, all_heuristics, run_heuristic
+from solver.metrics import Objective, compute_metrics
+from solver.tables import Column, format_number, format_percent, percent_or_dash
+from solver.validator import ensure_valid
+
+SOLVER_NAME = "cp-sat"
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One schedule's line. `schedule` is None for rows that did not produce one (n/a, infeasible)."""
+
+    name: str
+    title: str
+    schedule: Schedule | None = None
+    value: float | None = None
+    bubble_rate: float | None = None
+    peak_memory: float | None = None
+    fits: bool | None = None
+    gap: float | None = None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        del data["schedule"]
+        return data
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The rows, and what the gaps refer to: `reference` is the optimum or, unproven, the bound."""
+
+    instance: Instance
+    objective: Objective
+    rows: list[ComparisonRow]
+    solve_result: Any = None
+    reference: float | None = None
+    reference_kind: str | None = None  # "optimum" | "bound" | None
+
+
+def _fits(peak: float, limit: float | None) -> bool | None:
+    return None if limit is None else peak <= limit * (1 + 1e-9) + 1e-9
+
+
+def _gap(value: float, reference: float | None) -> float | None:
+    return None if reference is None or value <= 0 else (value - reference) / value
+
+
+def heuristic_row(instance: Instance, name: str, title: str, objective: Objective) -> ComparisonRow:
+    """A heuristic's row: its schedule checked by the validator without the limit, then measured."""
+    try:
+        schedule = run_heuristic(name, instance)
+    except NotApplicable as reason:
+        return ComparisonRow(name, title, note=f"n/a: {str(reason).removeprefix(title + ': ')}")
+    except PipesatError as error:
+        return ComparisonRow(name, title, note=f"failed: {error}")
+    unlimited = dataclasses.replace(instance, memory_limit=None)
+    ensure_valid(Schedule(unlimited, schedule.ops, schedule.name, schedule.source))
+    metrics = compute_metrics(schedule)
+    fits = _fits(metrics.max_peak_memory, instance.memory_limit)
+    return ComparisonRow(
+        name,
+        title,
+        schedule,
+        metrics.objective(objective),
+        metrics.bubble_rate_for(objective),
+        metrics.max_peak_memory,
+        fits,
+        note="" if fits is not False else "over the memory limit",
+    )
+
+
+def solver_row(result: Any, objective: Objective) -> ComparisonRow:
+    """The solver's row from a `SolveResult`; its schedule has passed the validator."""
+    title = "CP-SAT"
+    if result.schedule is None:
+        note = f"{result.status}: {result.message}" if result.message else result.status
+        return ComparisonRow(SOLVER_NAME, title, note=note)
+    schedule = ensure_valid(result.schedule)
+    metrics = compute_metrics(schedule)
+    note = result.status
+    if result.status != "optimal" and result.gap is not None:
+        note += f", gap to bound {format_percent(result.gap)}"
+    return ComparisonRow(
+        SOLVER_NAME,
+        title,
+        schedule,
+        metrics.objective(objective),
+        metrics.bubble_rate_for(objective),
+        metrics.max_peak_memory,
+        _fits(metrics.max_peak_memory, schedule.instance.memory_limit),
+        result.gap,
+        note,
+    )
+
+
+def compare(
+    instance: Instance,
+    objective: Objective = "makespan",
+    time_limit: float = 10.0,
+    solve: bool = True,
+    **solve_kwargs: Any,
+) -> Comparison:
+    """Run every registered heuristic and (unless `solve` is False) the solver on `instance`.
+
+    Rows come best first: the solver, the heuristics that fit by objective value, those over the
+    limit, then those that do not apply.
+    """
+    rows = sorted(
+        (heuristic_row(instance, h.name, h.title, objective) for h in all_heuristics()),
+        key=lambda row: (row.value is None, row.fits is False, row.value or 0.0),
+    )
+    if not solve:
+        return Comparison(instance, objective, rows)
+    from solver.solve import solve as run_solver
+
+    result = run_solver(instance, objective=objective, time_limit=time_limit, **solve_kwargs)
+    reference, kind = None, None
+    if result.status == "optimal" and result.value is not None:
+        reference, kind = result.value, "optimum"
+    elif result.bound is not None:
+        reference, kind = result.bound, "bound"
+    rows = [
+        dataclasses.replace(row, gap=_gap(row.value, reference))
+        if row.value is not None and row.fits is not False
+        else row
+        for row in rows
+    ]
+    rows.insert(0, solver_row(result, objective))
+    return Comparison(instance, objective, rows, result, reference, kind)
+
+
+def comparison_columns(comparison: Comparison, machine: bool = False) -> list[Column]:
+    """The table's columns; headers name the objective, the limit and what the gap refers to.
+
+    `machine` (CSV, JSON) adds the schedule's registry name, which scripts pass back to pipesat, and
+    keeps the "fits" column even without a limit, so the columns do not depend on the instance.
+    """
+    limit = comparison.instance.memory_limit
+    objective = "makespan" if comparison.objective == "makespan" else "max span"
+    gap_header = f"gap to {comparison.reference_kind}" if comparison.reference_kind else "gap"
+    name = [Column("name", "name", align_right=False)] if machine else []
+    fits = [Column("fits", f"fits {format_number(limit)}" if limit else "fits")] if machine or limit else []
+    return [
+        *name,
+        Column("title", "schedule", align_right=False),
+        Column("value", objective),
+        Column("bubble_rate", "bubble rate", percent_or_dash),
+        Column("peak_memory", "peak memory"),
+        *fits,
+        Column("gap", gap_header, percent_or_dash),
+        Column("note", "note", align_right=False),
+    ]

@@ -1,0 +1,302 @@
+"""The schedule commands through click's runner: schedule, render, compare, solve, pareto.
+
+The CLI frame (`instance show`, `check`, bad instance input) is tested in test_cli_core.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+from click.testing import CliRunner, Result
+
+from cli import EXIT_BAD_INPUT, EXIT_INVALID, cli
+from models import Instance
+from solver.heuristics import all_heuristics, run_heuristic
+from solver.metrics import compute_metrics
+from solver.schedule_file import load_schedule
+from solver.tables import format_number, format_percent
+from solver.validator import validate
+from tests.conftest import INSTANCES_DIR
+
+TINY = ["-s", "2", "-b", "3", "--time-limit", "3", "--workers", "1"]
+
+
+def _run(*args: object) -> Result:
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+def _ok(result: Result) -> str:
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    return result.stdout
+
+
+def _error(result: Result, code: int) -> str:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def _field(output: str, name: str) -> str:
+    """The value printed after `name:` on its own line."""
+    for line in output.splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1].strip()
+    raise AssertionError(f"no {name!r} line in:\n{output}")
+
+
+def assert_picture(path: Path, min_size: tuple[int, int] = (400, 300)) -> np.ndarray:
+    """A PNG that opens, is at least `min_size` pixels, and is not one flat colour."""
+    image = matplotlib.image.imread(path)
+    height, width = image.shape[:2]
+    assert width >= min_size[0] and height >= min_size[1]
+    assert np.ptp(image[..., :3]) > 0.5, "the picture is blank"
+    return image
+
+
+def assert_saved_valid(path: Path) -> None:
+    schedule = load_schedule(path)
+    assert validate(schedule) == []
+
+
+# --- schedule: the earlier tool's command line -----------------------------------------------------
+
+
+def test_schedule_1f1b_like_the_earlier_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    output = _ok(_run("schedule", "1f1b", "-s", 4, "-b", 8))
+    # 1F1B at unit F and B = 2F: the bubble is (p-1)/(m+p-1) of the makespan.
+    assert _field(output, "bubble rate").startswith(format_percent(3 / 11))
+    assert _field(output, "makespan") == format_number(11 * 3)
+    assert _field(output, "picture") == "pipeline_1f1b.png"
+    assert_picture(tmp_path / "pipeline_1f1b.png")
+
+
+@pytest.mark.parametrize(
+    ("config", "picture"),
+    [("sample_config.json", "pipeline_1f1b_custom.png"), ("sample_config.yaml", "pipeline_1f1b_yaml.png")],
+)
+def test_schedule_reads_the_earlier_tools_config_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str, picture: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    output = _ok(_run("schedule", "1f1b", "-c", INSTANCES_DIR / config))
+    instance = Instance.from_dict(json.loads(_ok(_run("instance", "show", INSTANCES_DIR / config))))
+    metrics = compute_metrics(run_heuristic("1f1b", instance))
+    assert _field(output, "makespan") == format_number(metrics.makespan)
+    assert _field(output, "bubble rate").startswith(format_percent(metrics.bubble_rate))
+    assert_picture(tmp_path / picture)
+
+
+def test_schedule_list_options_p2p_output_and_save(tmp_path: Path) -> None:
+    picture, saved = tmp_path / "mine.svg", tmp_path / "s.json"
+    args = ["-s", 4, "-b", 6, "-f", 1, 1.5, 1, 1, "-bw", 2, 3, 2, 2, "--p2p-time", 0.25]
+    output = _ok(_run("schedule", "1f1b", *args, "-o", picture, "--save", saved))
+    instance = Instance.from_dict(
+        {"num_devices": 4, "num_microbatches": 6, "forward_times": [1, 1.5, 1, 1], "backward_times": [2, 3, 2, 2]}
+    ).with_changes(p2p_time=0.25)
+    assert _field(output, "makespan") == format_number(compute_metrics(run_heuristic("1f1b", instance)).makespan)
+    assert picture.read_text().lstrip().startswith("<?xml") and "<svg" in picture.read_text()
+    assert_saved_valid(saved)
+    assert load_schedule(saved).instance == instance
+
+
+def test_schedule_no_visualization_writes_no_picture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _ok(_run("schedule", "gpipe", "-s", 2, "-b", 2, "--no-visualization"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_schedule_ascii_with_chunks_and_w(tmp_path: Path) -> None:
+    args = ["-s", 2, "-b", 4, "-w", 1, "-bw", 1, "--chunks", 2, "--placement", "vshape", "--no-visualization"]
+    output = _ok(_run("schedule", "zb-v", *args, "--ascii"))
+    rows = [line for line in output.splitlines() if line.startswith("GPU ")]
+    assert len(rows) == 2
+    assert all(letter in "".join(rows) for letter in "FBWfbw")
+
+
+def test_schedule_memory_limit_and_weight_times(tmp_path: Path) -> None:
+    saved = tmp_path / "zb.json"
+    args = ["-s", 4, "-b", 8, "-w", 1, "-bw", 1, "--memory-limit", "1x", "--no-visualization", "--save", saved]
+    output = _ok(_run("schedule", "zb-h1", *args))
+    assert "limit 4" in _field(output, "peak memory")
+    assert_saved_valid(saved)
+    assert load_schedule(saved).split_backward
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["nope", "-s", 2, "-b", 2], EXIT_BAD_INPUT, "unknown schedule 'nope'; choose one of"),
+        (["zb-h1", "-s", 2, "-b", 2], EXIT_BAD_INPUT, "ZB-H1: needs a split backward (weight_times)"),
+        (
+            ["1f1b", "-s", 2, "-b", 2, "-o", "x.jpg"],
+            EXIT_BAD_INPUT,
+            "--output x.jpg: name the picture .png, .svg or .pdf",
+        ),
+        (["1f1b", "-s", 4, "-b", 8, "--memory-limit", "0.5x"], EXIT_INVALID, "1f1b does not fit the memory limit"),
+        (["1f1b", "-s", 2], EXIT_BAD_INPUT, "give an instance file, or at least --num-stages/-s and --num-batches/-b"),
+    ],
+)
+def test_schedule_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list, code: int, message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert message in _error(_run("schedule", *args), code)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- render and check ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def saved_schedule(tmp_path: Path) -> Path:
+    path = tmp_path / "v.json"
+    args = ["-s", 4, "-b", 8, "-w", 1, "-bw", 1, "--chunks", 2, "--placement", "vshape", "--p2p-time", 0.1]
+    _ok(_run("schedule", "zb-v", *args, "--memory-limit", "1x", "--no-visualization", "--save", path))
+    return path
+
+
+def test_render_png_svg_pdf(saved_schedule: Path) -> None:
+    png, svg, pdf = (saved_schedule.with_name("out" + suffix) for suffix in (".png", ".svg", ".pdf"))
+    for path in (png, svg, pdf):
+        assert _field(_ok(_run("render", saved_schedule, "-o", path)), "picture") == str(path)
+    assert_picture(png, (1000, 600))
+    assert "<svg" in svg.read_text()
+    assert pdf.read_bytes().startswith(b"%PDF")
+
+
+def test_render_default_name_and_ascii(saved_schedule: Path) -> None:
+    _ok(_run("render", saved_schedule))
+    assert_picture(saved_schedule.with_suffix(".png"))
+    text = _ok(_run("render", saved_schedule, "--ascii"))
+    assert [line.split(":")[0] for line in text.splitlines() if line.startswith("GPU")] == [
+        f"GPU {d}" for d in range(4)
+    ]
+
+
+def test_render_and_check_refuse_a_corrupted_schedule(saved_schedule: Path) -> None:
+    data = json.loads(saved_schedule.read_text())
+    data["ops"][0]["end"] += 5
+    saved_schedule.write_text(json.dumps(data))
+    assert "pipesat check" in _error(_run("render", saved_schedule), EXIT_INVALID)
+    assert "violation(s)" in _error(_run("check", saved_schedule), EXIT_INVALID)
+    assert not saved_schedule.with_suffix(".png").exists()
+
+
+def test_check_accepts_what_schedule_saved(saved_schedule: Path) -> None:
+    assert _ok(_run("check", saved_schedule)).startswith(f"{saved_schedule}: valid")
+
+
+def test_render_missing_file(tmp_path: Path) -> None:
+    assert "no such file" in _error(_run("render", tmp_path / "none.json"), EXIT_INVALID)
+
+
+# --- compare ----------------------------------------------------------------------------------------
+
+NAMES = [h.name for h in all_heuristics()]
+TITLES = [h.title for h in all_heuristics()]
+
+
+def test_compare_table_has_every_heuristic_and_na_reasons() -> None:
+    output = _ok(_run("compare", "-s", 4, "-b", 8, "-w", 1, "-bw", 1, "--no-solve"))
+    for title in TITLES:
+        assert any(line.startswith(title + " ") for line in output.splitlines()), title
+    assert "n/a: needs chunks 2 with vshape placement" in output
+
+
+def test_compare_csv_and_json_agree_with_the_heuristics() -> None:
+    args = ["compare", "-s", 3, "-b", 6, "-w", 1, "-bw", 1, "--memory-limit", "1x", "--no-solve"]
+    rows = list(csv.DictReader(io.StringIO(_ok(_run(*args, "--format", "csv")))))
+    data = json.loads(_ok(_run(*args, "--format", "json")))
+    assert sorted(row["name"] for row in rows) == sorted(NAMES) == sorted(item["name"] for item in data)
+    instance = Instance.from_dict(
+        {"num_devices": 3, "num_microbatches": 6, "weight_times": 1, "backward_times": 1, "memory_limit": "1x"}
+    )
+    for item in data:
+        if item["note"].startswith("n/a"):
+            assert item["value"] is None
+            continue
+        metrics = compute_metrics(run_heuristic(item["name"], instance))
+        assert item["value"] == metrics.makespan and item["peak_memory"] == metrics.max_peak_memory
+        assert item["fits"] == (metrics.max_peak_memory <= instance.memory_limit)
+    by_name = {row["name"]: row for row in rows}
+    assert by_name["gpipe"]["fits"] == "false" and by_name["1f1b"]["fits"] == "true"
+
+
+def test_compare_markdown() -> None:
+    lines = _ok(_run("compare", "-s", 2, "-b", 2, "--no-solve", "--format", "markdown")).splitlines()
+    assert lines[0].startswith("| schedule | makespan |") and set(lines[1]) <= set("|-:")
+    assert len(lines) == 2 + len(NAMES) and all(line.startswith("|") for line in lines)
+
+
+def test_compare_bad_format() -> None:
+    result = _run("compare", "-s", 2, "-b", 2, "--no-solve", "--format", "xml")
+    assert result.exit_code == EXIT_BAD_INPUT and "'xml' is not one of" in result.stderr
+
+
+# --- the solver: solve, compare, pareto (tiny instances, short limits, one worker) ------------------
+
+
+def test_solve_summary_save_and_picture(tmp_path: Path) -> None:
+    pytest.importorskip("solver.solve")
+    saved, picture = tmp_path / "opt.json", tmp_path / "opt.png"
+    output = _ok(_run("solve", *TINY, "-w", 0.5, "-bw", 1, "--save", saved, "-o", picture))
+    assert _field(output, "status") in ("optimal (proven by CP-SAT)", "feasible")
+    value = float(_field(output, "makespan"))
+    best = _field(output, "best heuristic")
+    assert float(best.split("=")[1].split(",")[0]) >= value
+    assert_saved_valid(saved)
+    assert compute_metrics(load_schedule(saved)).makespan == pytest.approx(value, rel=1e-5)
+    assert_picture(picture)
+
+
+def test_solve_progress_line_only_when_asked() -> None:
+    pytest.importorskip("solver.solve")
+    quiet = _run("solve", *TINY)
+    assert quiet.exit_code == 0 and "\r" not in quiet.stderr
+    shown = _run("solve", *TINY, "--progress")
+    assert shown.exit_code == 0 and "best" in shown.stderr and "\r" in shown.stderr
+
+
+def test_solve_infeasible_limit_says_the_smallest() -> None:
+    pytest.importorskip("solver.solve")
+    line = _error(_run("solve", *TINY, "--memory-limit", 0.5), EXIT_INVALID)
+    assert "no schedule fits the memory limit 0.5" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--time-limit", 0], "--time-limit"), (["--workers", 0], "--workers"), (["--minimize", "cost"], "--minimize")],
+)
+def test_solve_bad_options(args: list, message: str) -> None:
+    result = _run("solve", "-s", 2, "-b", 2, *args)
+    assert result.exit_code == EXIT_BAD_INPUT and message in result.stderr
+
+
+def test_compare_with_the_solver() -> None:
+    pytest.importorskip("solver.solve")
+    data = json.loads(_ok(_run("compare", *TINY, "-w", 0.5, "-bw", 1, "--format", "json")))
+    solver = data[0]
+    assert solver["name"] == "cp-sat" and solver["value"] is not None
+    for item in data[1:]:
+        if item["value"] is not None:
+            assert item["value"] >= solver["value"] - 1e-9
+            assert item["gap"] is not None and item["gap"] >= 0
+
+
+def test_pareto_table_and_plot(tmp_path: Path) -> None:
+    pytest.importorskip("solver.pareto")
+    picture = tmp_path / "front.png"
+    output = _ok(_run("pareto", *TINY, "--limits", "0.5x,1x", "-o", picture))
+    assert "memory limit" in output and "1.00x" in output
+    assert_picture(picture)
+    rows = json.loads(_ok(_run("pareto", *TINY, "--limits", "0.5x,1x", "--format", "json", "--no-visualization")))
+    assert [row["relative_limit"] for row in rows] == pytest.approx([0.5, 1.0])
