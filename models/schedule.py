@@ -51,6 +51,16 @@ def op_duration(instance: Instance, kind: str, stage: int, split_backward: bool)
     return instance.backward_times[stage] + instance.weight_times[stage]
 
 
+def dependency(key: OpKey, num_stages: int) -> OpKey | None:
+    """The op that `key` waits for directly (DESIGN.md's dependencies), or None for F of stage 0."""
+    kind, stage, microbatch = key
+    if kind == "F":
+        return ("F", stage - 1, microbatch) if stage > 0 else None
+    if kind == "B":
+        return ("F", stage, microbatch) if stage == num_stages - 1 else ("B", stage + 1, microbatch)
+    return ("B", stage, microbatch)
+
+
 def expected_op_keys(instance: Instance, split_backward: bool) -> list[OpKey]:
     """Every op a complete schedule of `instance` holds, F then B then W, by stage then microbatch."""
     kinds = KINDS if split_backward else KINDS[:2]

@@ -12,16 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from models import Instance, Op, OpKey, Schedule, ScheduleError, expected_op_keys, op_duration, op_label
-
-
-def dependency(key: OpKey, num_stages: int) -> OpKey | None:
-    """The op that `key` waits for directly (DESIGN.md's dependencies), or None for F of stage 0."""
-    kind, stage, microbatch = key
-    if kind == "F":
-        return ("F", stage - 1, microbatch) if stage > 0 else None
-    if kind == "B":
-        return ("F", stage, microbatch) if stage == num_stages - 1 else ("B", stage + 1, microbatch)
-    return ("B", stage, microbatch)
+from models.schedule import dependency
 
 
 def simulate(
