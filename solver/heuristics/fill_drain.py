@@ -9,7 +9,10 @@ from solver.heuristics import Heuristic, Orders, register
 def gpipe_orders(instance: Instance) -> Orders:
     """Per device: forwards of its stages by (stage, microbatch), then whole backwards in reverse stage order.
 
-    W is fused into B: GPipe predates the split backward.
+    W is fused into B: GPipe predates the split backward. Any placement works (no requirement): with
+    several stages per device this is the looped breadth-first fill-drain, which
+    still holds all m microbatches of every stage at its peak and never deadlocks, because every
+    device runs its forwards in stage order before any backward and its backwards in reverse stage order.
     """
     m = instance.num_microbatches
     orders: Orders = []
