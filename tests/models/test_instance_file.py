@@ -11,14 +11,14 @@ import yaml
 from models import InstanceError, load_instance
 from tests.conftest import INSTANCES_DIR
 
-INSTANCE_FILES = sorted(p for p in INSTANCES_DIR.iterdir() if p.suffix.lower() in (".yaml", ".yml", ".json"))
+INSTANCE_FILES = sorted(p for p in INSTANCES_DIR.rglob("*") if p.suffix.lower() in (".yaml", ".yml", ".json"))
 
 
 def test_instances_folder_is_not_empty() -> None:
     assert len(INSTANCE_FILES) >= 2
 
 
-@pytest.mark.parametrize("path", INSTANCE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", INSTANCE_FILES, ids=lambda p: str(p.relative_to(INSTANCES_DIR)))
 def test_every_bundled_instance_loads(path: Path) -> None:
     instance = load_instance(path)
     assert instance.num_stages == len(instance.placement) == len(instance.forward_times)
