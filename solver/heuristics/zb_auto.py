@@ -50,7 +50,7 @@ class Policy:
 POLICIES = tuple(Policy(*flags) for flags in itertools.product((True, False), repeat=3))
 
 
-class _Builder:
+class ListScheduler:
     """Per-device orders under construction, with each placed op's end time and each device's state."""
 
     def __init__(self, instance: Instance, policy: Policy) -> None:
@@ -200,7 +200,7 @@ class _Builder:
 
 def zb_auto_orders(instance: Instance) -> Orders:
     """The best of the eight policies' orders by max span (one stage per device, so stage = device)."""
-    return min((_Builder(instance, policy).build() for policy in POLICIES), key=lambda built: built[0])[1]
+    return min((ListScheduler(instance, policy).build() for policy in POLICIES), key=lambda built: built[0])[1]
 
 
 def _requirement(instance: Instance) -> str | None:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from models import Instance
 from solver.heuristics import NotApplicable, run_heuristic
-from solver.heuristics.zb_auto import POLICIES, _Builder
+from solver.heuristics.zb_auto import POLICIES, ListScheduler
 from solver.metrics import compute_metrics
 from solver.simulator import simulate
 from tests.solver.heuristics.helpers import run_valid, uniform
@@ -65,7 +65,7 @@ def test_every_policy_times_its_orders_as_the_simulator_does(p: int, m: int, com
         memory_limit="1.5x",
     )
     for policy in POLICIES:
-        span, orders = _Builder(instance, policy).build()
+        span, orders = ListScheduler(instance, policy).build()
         assert compute_metrics(simulate(instance, orders)).max_span == pytest.approx(span)
 
 
