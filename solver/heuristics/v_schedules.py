@@ -73,7 +73,10 @@ def slot_orders(instance: Instance, offsets: Callable[[int, int], Offsets]) -> O
 
 
 class _SlotLayout:
-    """Which op sits in which slot on each device."""
+    """Which op sits in which slot on each device.
+
+    The four offsets of a device differ modulo the cycle, so the repeated blocks never collide.
+    """
 
     def __init__(self, instance: Instance, offsets: Callable[[int, int], Offsets]) -> None:
         self.instance = instance
@@ -86,11 +89,7 @@ class _SlotLayout:
             row: list[OpKey | None] = [None] * (max(offsets(p, i)) + CYCLE * (m - 1) + 1)
             for (kind, stage), offset in zip(kinds, offsets(p, i), strict=True):
                 for k in range(m):
-                    key, t = (kind, stage, k), offset + CYCLE * k
-                    if row[t] is not None:
-                        raise ValueError(f"building block offsets collide on device {i} at slot {t}")
-                    row[t] = key
-                    self.slot[key] = t
+                    self._place(row, (kind, stage, k), offset + CYCLE * k)
             self.occupant.append(row)
 
     def delta(self, key: OpKey) -> float:
