@@ -42,6 +42,8 @@ def needs_room_for_one_microbatch(instance: Instance) -> str | None:
 
 @dataclass(frozen=True)
 class Policy:
+    """The greedy's three choices (see the module docstring); ZB-auto tries all eight."""
+
     bubble_before_first_b: bool
     hold_back_forwards: bool
     fill_affordable_waits: bool
@@ -51,7 +53,11 @@ POLICIES = tuple(Policy(*flags) for flags in itertools.product((True, False), re
 
 
 class ListScheduler:
-    """Per-device orders under construction, with each placed op's end time and each device's state."""
+    """Per-device orders under construction, with each placed op's end time and each device's state.
+
+    Its times follow the simulator's as-soon-as-possible rule (a test checks that they agree); it
+    needs them to decide, but the schedule that leaves ZB-auto is timed by the simulator.
+    """
 
     def __init__(self, instance: Instance, policy: Policy) -> None:
         stages = instance.num_stages
