@@ -7,8 +7,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from models import Instance, OpKey, Schedule, ScheduleError
+from models.schedule import dependency
 from solver.heuristics import get_heuristic, run_heuristic
-from solver.simulator import dependency, simulate
+from solver.simulator import simulate
 from tests.strategies import (
     PROPERTY_SETTINGS,
     assert_valid,
