@@ -61,18 +61,22 @@ def load_instance(path: str | Path, **overrides: Any) -> Instance:
     return instance
 
 
+def format_instance(instance: Instance, comments: Sequence[str] = (), as_json: bool = False) -> str:
+    """The text of an instance file that `load_instance` reads back: YAML with `comments` as leading
+    `#` lines, or JSON (which has no comments)."""
+    data = {key: value for key, value in instance.to_dict().items() if value not in (None, "")}
+    if as_json:
+        return json.dumps(data, indent=1) + "\n"
+    header = "".join(f"# {line}".rstrip() + "\n" for line in comments)
+    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
+
+
 def save_instance(instance: Instance, path: str | Path, comments: Sequence[str] = (), overwrite: bool = False) -> Path:
-    """Write `instance` so that `load_instance` reads it back: YAML with `comments` as leading `#` lines,
-    or JSON (no comments) for a `.json` suffix. Refuses to replace an existing file unless `overwrite`."""
+    """Write an instance file (JSON for a `.json` suffix, else YAML); refuses to replace a file unless `overwrite`."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise InstanceError(f"{path} already exists; choose another file or pass --force to overwrite it")
-    data = {key: value for key, value in instance.to_dict().items() if value not in (None, "")}
-    if path.suffix.lower() == ".json":
-        text = json.dumps(data, indent=1) + "\n"
-    else:
-        header = "".join(f"# {line}".rstrip() + "\n" for line in comments)
-        text = header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
+    text = format_instance(instance, comments, as_json=path.suffix.lower() == ".json")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

@@ -240,6 +240,25 @@ def model_instance(model: Transformer, hardware: Hardware, pipeline: Pipeline, n
     return Instance.from_dict(data)
 
 
+def command_line(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> str:
+    """The `pipesat instance from-model` command that makes this instance."""
+    words = [
+        "pipesat instance from-model",
+        f"--layers {model.layers} --hidden {model.hidden} --heads {model.heads} --seq-len {model.seq_len}",
+        f"--microbatch-size {model.microbatch_size} --vocab {model.vocab}",
+        f"-p {pipeline.devices} --chunks {pipeline.chunks} -m {pipeline.microbatches}",
+    ]
+    if pipeline.placement is not None:
+        words.append(f"--placement {pipeline.placement}")
+    if pipeline.layers_per_stage is not None:
+        words.append("--layers-per-stage " + ",".join(str(count) for count in pipeline.layers_per_stage))
+    words.append(
+        f"--tflops {hardware.tflops:g} --efficiency {hardware.efficiency:g} --bandwidth {hardware.bandwidth:g} "
+        f"--latency {hardware.latency:g} --bytes-per-value {hardware.bytes_per_value:g}"
+    )
+    return " ".join(words)
+
+
 def explain(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> list[str]:
     """The derivation of `model_instance`, as readable lines."""
     costs = stage_costs(model, hardware, pipeline)

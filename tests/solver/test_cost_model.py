@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
+import yaml
+from click.testing import CliRunner, Result
 
-from models import InstanceError
+from cli import EXIT_BAD_INPUT, cli
+from models import InstanceError, load_instance
 from solver.cost_model import (
     MIB,
     Hardware,
@@ -177,3 +181,82 @@ def test_a_zero_layer_last_stage_with_the_head_is_allowed() -> None:
     instance = model_instance(GPT_1_5B, A100, pipeline)
     assert instance.forward_times[-1] > 0
     assert instance.weight_memory[-1] == instance.activation_memory[-1]
+
+
+# --- pipesat instance from-model ----------------------------------------------------------------
+
+FROM_MODEL_1_5B = [
+    "instance",
+    "from-model",
+    "--layers=24",
+    "--hidden=2304",
+    "--heads=24",
+    "--seq-len=1024",
+    "--vocab=50257",
+    "-p",
+    "8",
+    "-m",
+    "24",
+    "--tflops=312",
+]
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_from_model_writes_an_instance_that_loads_back(tmp_path: Path) -> None:
+    path = tmp_path / "gpt.yaml"
+    result = _run(*FROM_MODEL_1_5B, "-o", str(path), "--name", "gpt-1.5b")
+    assert result.exit_code == 0, result.output
+    assert f"wrote {path}" in result.stdout
+    loaded = load_instance(path)
+    assert loaded == model_instance(GPT_1_5B, A100, P8, name="gpt-1.5b")
+    text = path.read_text()
+    # The file starts with the command that makes it and the derivation, as comments.
+    assert text.startswith("# pipesat instance from-model --layers 24 --hidden 2304")
+    assert "# per transformer layer (ZB paper" in text
+
+
+def test_from_model_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
+    path = tmp_path / "gpt.json"
+    path.write_text("{}")
+    result = _run(*FROM_MODEL_1_5B, "-o", str(path))
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert result.stderr.strip() == f"error: {path} already exists; choose another file or pass --force to overwrite it"
+    assert path.read_text() == "{}"
+    assert _run(*FROM_MODEL_1_5B, "-o", str(path), "--force").exit_code == 0
+    assert load_instance(path).num_devices == 8
+
+
+def test_from_model_explain_and_stdout() -> None:
+    result = _run(*FROM_MODEL_1_5B, "--explain")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("model: 24 layers, hidden h=2304")
+    assert "\nnum_devices: 8\n" in result.stdout
+
+
+def test_from_model_uneven_split_option() -> None:
+    result = _run(*FROM_MODEL_1_5B, "--layers-per-stage", "2,3,3,4,4,3,3,2")
+    assert result.exit_code == 0, result.output
+    forward = yaml.safe_load(result.stdout)["forward_times"]
+    assert forward[3] > forward[1] > forward[0]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (["--layers=25"], "25 layers do not split evenly over 8 x 1 = 8 stages"),
+        (["--heads=0"], "heads must be at least 1, got 0"),
+        (["--heads=25"], "hidden 2304 is not divisible by heads 25"),
+        (["--tflops=-5"], "tflops must be a positive number, got -5"),
+        (["--layers-per-stage", "3,3"], "layers per stage lists 2 counts but there are 8 x 1 = 8 stages"),
+        (["--layers-per-stage", "3,x"], "--layers-per-stage takes whole numbers"),
+        (["--placement", "zigzag"], "unknown placement 'zigzag'"),
+    ],
+)
+def test_from_model_bad_descriptions_exit_2(changes: list[str], message: str) -> None:
+    result = _run(*FROM_MODEL_1_5B, *changes)
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
