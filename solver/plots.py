@@ -19,11 +19,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from models import Schedule, ScheduleError
+from solver.heuristics import NotApplicable, get_heuristic
 from solver.metrics import Objective, compute_metrics, memory_profiles
 from solver.tables import format_number, format_percent
 
-# Okabe-Ito: blue, orange, bluish green; vermillion for limits.
-KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#009E73"}
+# Okabe-Ito: blue, orange, reddish purple (their light shades stay apart too); vermillion for limits.
+KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#CC79A7"}
 LIMIT_COLOUR = "#D55E00"
 IDLE_COLOUR = "#E4E4E4"
 MEMORY_COLOUR = "#555555"
@@ -55,10 +56,18 @@ def kind_names(split_backward: bool) -> dict[str, str]:
     return {"F": "forward", "B": backward, "W": "weight gradient"}
 
 
+def display_name(schedule: Schedule) -> str:
+    """A handwritten schedule's title (`ZB-V`), else the schedule's own name."""
+    try:
+        return get_heuristic(schedule.name).title
+    except NotApplicable:
+        return schedule.name or "schedule"
+
+
 def schedule_title(schedule: Schedule, objective: Objective = "makespan") -> str:
     """Two title lines: what the schedule is, then its objective, bubble rate and peak memory."""
     instance, metrics = schedule.instance, compute_metrics(schedule)
-    name = schedule.name or "schedule"
+    name = display_name(schedule)
     status = schedule.source.get("status")
     if status:
         name += f" ({status})"
@@ -140,19 +149,20 @@ def _draw_gantt(axes: Any, schedule: Schedule, origin: float, end: float, axes_p
     for side in ("top", "right", "left"):
         axes.spines[side].set_visible(False)
     names = kind_names(schedule.split_backward)
+    # One legend column per kind, one row per chunk (matplotlib fills legends column by column).
+    kinds = [kind for kind in ("F", "B", "W") if kind in {k for k, _ in groups}]
     handles = []
-    for kind in ("F", "B", "W"):
-        if kind not in {k for k, _ in groups}:
-            continue
+    for kind in kinds:
         for chunk in range(v):
-            suffix = f", chunk {chunk}" if v > 1 else ""
-            handles.append(Patch(facecolor=shade(KIND_COLOURS[kind], chunk, v), label=f"{kind}: {names[kind]}{suffix}"))
+            label = f"{kind}, chunk {chunk}" if chunk else f"{kind}: {names[kind]}" + (", chunk 0" if v > 1 else "")
+            handles.append(Patch(facecolor=shade(KIND_COLOURS[kind], chunk, v), label=label))
     handles.append(Patch(facecolor=IDLE_COLOUR, label="idle"))
+    handles += [Patch(visible=False, label=" ")] * (v - 1)
     axes.legend(
         handles=handles,
         loc="lower left",
         bbox_to_anchor=(0, 1.0),
-        ncol=min(len(handles), 7),
+        ncol=len(kinds) + 1,
         frameon=False,
         fontsize=8,
         handlelength=1.2,
