@@ -14,7 +14,7 @@ import click
 from models import Instance, InstanceError, PipesatError, Schedule, ScheduleError, load_instance
 from solver.ascii_view import render_ascii
 from solver.compare import compare, comparison_columns
-from solver.heuristics import NotApplicable, get_heuristic, run_heuristic
+from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
 from solver.metrics import OBJECTIVES, compute_metrics
 from solver.plots import PICTURE_SUFFIXES, pareto_figure, plot_schedule, save_figure
 from solver.schedule_file import load_schedule, save_schedule
@@ -276,7 +276,7 @@ def describe(instance: Instance) -> str:
     return ", ".join(parts)
 
 
-@cli.command("schedule")
+@cli.command("schedule", epilog="Schedules: " + ", ".join(h.name for h in all_heuristics()) + ".")
 @click.argument("name")
 @instance_options
 @OBJECTIVE_OPTION
@@ -292,7 +292,10 @@ def schedule_command(
     save: Path | None,
     show_ascii: bool,
 ) -> None:
-    """Run one handwritten schedule NAME (1f1b, gpipe, zb-h1, ...; `pipesat compare` lists them all)."""
+    """Run the handwritten schedule NAME: print its metrics, draw it, save it.
+
+    The earlier tool's command line works: pipesat schedule 1f1b -s 4 -b 8
+    """
     try:
         schedule = run_heuristic(name, instance)
     except NotApplicable as error:
