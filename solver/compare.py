@@ -68,18 +68,31 @@ def heuristic_row(instance: Instance, name: str, title: str, objective: Objectiv
         return ComparisonRow(name, title, note=f"n/a: {str(reason).removeprefix(title + ': ')}")
     except PipesatError as error:
         return ComparisonRow(name, title, note=f"failed: {error}")
+    return measured_row(name, title, schedule, objective)
+
+
+def measured_row(
+    name: str, title: str, schedule: Schedule, objective: Objective, reference: float | None = None
+) -> ComparisonRow:
+    """A schedule's row: validated without the memory limit, measured, judged against the limit.
+
+    The gap to `reference` (the optimum or bound) is given only for a schedule that fits.
+    """
+    instance = schedule.instance
     unlimited = dataclasses.replace(instance, memory_limit=None)
     ensure_valid(Schedule(unlimited, schedule.ops, schedule.name, schedule.source))
     metrics = compute_metrics(schedule)
+    value = metrics.objective(objective)
     fits = _fits(metrics.max_peak_memory, instance.memory_limit)
     return ComparisonRow(
         name,
         title,
         schedule,
-        metrics.objective(objective),
+        value,
         metrics.bubble_rate_for(objective),
         metrics.max_peak_memory,
         fits,
+        gap=_gap(value, reference) if fits is not False else None,
         note="" if fits is not False else "over the memory limit",
     )
 
