@@ -599,6 +599,7 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @instance.command("from-model")
 @model_options
 @click.option("--vocab", type=int, default=0, show_default=True, help="Vocabulary V of the output head (0: no head).")
+@click.option("--flash-attention", is_flag=True, help="Attention scores not kept (M_B without 5a·s), recomputed in B.")
 @click.option("--layers-per-stage", help="Explicit layer counts, one per stage (p x chunks), for uneven splits.")
 @click.option("--tflops", type=float, required=True, help="Peak device throughput in TFLOP/s.")
 @click.option("--efficiency", type=float, default=0.5, show_default=True, help="Fraction of peak reached.")
@@ -610,7 +611,8 @@ def instance_from_model(**options: Any) -> None:
     """An instance from a transformer description and its hardware (ZB paper cost model; ms and MiB)."""
     from solver.cost_model import Hardware, Pipeline, Transformer, command_line, explain, model_instance
 
-    model = Transformer(*(options[key] for key in ("layers", "hidden", "heads", "seq_len", "microbatch_size", "vocab")))
+    sizes = ("layers", "hidden", "heads", "seq_len", "microbatch_size", "vocab", "flash_attention")
+    model = Transformer(*(options[key] for key in sizes))
     hardware = Hardware(*(options[key] for key in ("tflops", "efficiency", "bandwidth", "latency", "bytes_per_value")))
     split = parse_layer_counts(options["layers_per_stage"])
     pipeline = Pipeline(options["devices"], options["microbatches"], options["chunks"], options["placement"], split)

@@ -31,7 +31,11 @@ MIB = 2**20
 
 @dataclass(frozen=True)
 class Transformer:
-    """A dense GPT-style transformer: `layers` blocks of MHA + a 4h MLP, and an output head over `vocab`."""
+    """A dense GPT-style transformer: `layers` blocks of MHA + a 4h MLP, and an output head over `vocab`.
+
+    With `flash_attention` the a·s x s attention scores are not kept for the backward (M_B loses its
+    5a·s term) and the backward recomputes them (2·s·b·h·s more B FLOPs).
+    """
 
     layers: int
     hidden: int
@@ -39,6 +43,7 @@ class Transformer:
     seq_len: int
     microbatch_size: int = 1
     vocab: int = 0
+    flash_attention: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,11 +100,12 @@ def layer_cost(model: Transformer, hardware: Hardware) -> Cost:
     """One transformer layer, by the ZB paper's formulas; memory scaled from 2 to `bytes_per_value` bytes."""
     s, b, h, a = model.seq_len, model.microbatch_size, model.hidden, model.heads
     scale = hardware.bytes_per_value / 2
+    flash = model.flash_attention
     return Cost(
         forward_flops=s * b * h * (24 * h + 4 * s),
-        backward_flops=s * b * h * (24 * h + 8 * s),
+        backward_flops=s * b * h * (24 * h + (10 if flash else 8) * s),
         weight_flops=s * b * h * 24 * h,
-        activation_bytes=s * b * (34 * h + 5 * a * s) * scale,
+        activation_bytes=s * b * (34 * h + (0 if flash else 5 * a * s)) * scale,
         weight_bytes=32 * s * b * h * scale,
     )
 
@@ -245,7 +251,8 @@ def command_line(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> 
     words = [
         "pipesat instance from-model",
         f"--layers {model.layers} --hidden {model.hidden} --heads {model.heads} --seq-len {model.seq_len}",
-        f"--microbatch-size {model.microbatch_size} --vocab {model.vocab}",
+        f"--microbatch-size {model.microbatch_size} --vocab {model.vocab}"
+        + (" --flash-attention" if model.flash_attention else ""),
         f"-p {pipeline.devices} --chunks {pipeline.chunks} -m {pipeline.microbatches}",
     ]
     if pipeline.placement is not None:
@@ -266,7 +273,7 @@ def explain(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> list[
     s, b, h, a, vocab = model.seq_len, model.microbatch_size, model.hidden, model.heads, model.vocab
     layer, head = layer_cost(model, hardware), head_cost(model, hardware)
     rate = effective_flops_per_ms(hardware)
-    bpv = hardware.bytes_per_value
+    bpv, flash = hardware.bytes_per_value, model.flash_attention
     p, v = pipeline.devices, pipeline.chunks
     lines = [
         f"model: {model.layers} layers, hidden h={h}, heads a={a}, sequence s={s}, microbatch b={b}, vocabulary V={vocab}",
@@ -274,9 +281,11 @@ def explain(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> list[
         f"m={pipeline.microbatches} microbatches; layers per stage: {' '.join(str(c.layers) for c in costs)}",
         "per transformer layer (ZB paper, REFERENCE.md §1):",
         f"  F = s·b·h·(24h+4s) = {_flops(layer.forward_flops)}",
-        f"  B = s·b·h·(24h+8s) = {_flops(layer.backward_flops)}",
+        f"  B = s·b·h·(24h+{10 if flash else 8}s) = {_flops(layer.backward_flops)}"
+        + (" (flash attention: +2s·b·h·s to recompute the scores)" if flash else ""),
         f"  W = s·b·h·24h = {_flops(layer.weight_flops)}",
-        f"  M_B = s·b·(34h+5a·s) bytes at 2 bytes a value, x {bpv:g}/2 = {_mib(layer.activation_bytes)}",
+        f"  M_B = s·b·({'34h' if flash else '34h+5a·s'}) bytes at 2 bytes a value, x {bpv:g}/2 = "
+        f"{_mib(layer.activation_bytes)}" + (" (flash attention: no a·s x s scores kept)" if flash else ""),
         f"  M_W = 32·s·b·h bytes at 2 bytes a value, x {bpv:g}/2 = {_mib(layer.weight_bytes)}",
         "stage 0 also holds the embedding: a lookup, counted as no FLOPs and no activation memory",
     ]

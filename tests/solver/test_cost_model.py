@@ -260,3 +260,18 @@ def test_from_model_bad_descriptions_exit_2(changes: list[str], message: str) ->
     assert result.exit_code == EXIT_BAD_INPUT, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_flash_attention_drops_the_scores_from_memory_and_recomputes_them() -> None:
+    s, b, h = 1024, 1, 2304
+    flash = model_instance(dataclasses.replace(GPT_1_5B, flash_attention=True), A100, P8)
+    stage = 1  # transformer layers only
+    ratio = Fraction(flash.weight_memory[stage]) / Fraction(flash.activation_memory[stage])
+    assert ratio == Fraction(32, 34)
+    recompute_ms = 3 * 2 * s * b * h * s / (312e12 * 0.5) * 1e3
+    f, bw, w = flash.forward_times[stage], flash.backward_times[stage], flash.weight_times[stage]
+    assert bw + w == pytest.approx(2 * f + recompute_ms, rel=ROUNDING)
+    result = _run(*FROM_MODEL_1_5B, "--flash-attention")
+    assert result.exit_code == 0, result.output
+    assert "--flash-attention" in result.stdout.splitlines()[0]
+    assert yaml.safe_load(result.stdout)["activation_memory"] == list(flash.activation_memory)
