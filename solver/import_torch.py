@@ -17,6 +17,7 @@ torch's `I` does nothing and `W` runs the whole backward, and activations stay a
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from models import Instance, InstanceError, OpKey, PipesatError, Schedule, ScheduleError
 from models.instance import placement_devices
+from solver.compare import Comparison, ComparisonRow, measured_row
 from solver.heuristics import NotApplicable
 from solver.simulator import simulate
 from solver.validator import ensure_valid
@@ -46,7 +48,7 @@ TORCH_SCHEDULES: dict[str, bool] = {
 KNOWN_WRONG = {
     "1F1B": (
         f"torch {TORCH_VERSION}'s Schedule1F1B order is known to be wrong on the last rank (forwards for "
-        "microbatches 1..m instead of 0..m-1); pipesat's own 1f1b is the correct order"
+        "microbatches 1..m); pipesat's 1f1b is the right order"
     ),
 }
 
@@ -85,11 +87,15 @@ class TorchOrders:
 
 @dataclass(frozen=True)
 class TorchImport:
-    """One torch built-in schedule on an instance: its validated schedule, or why there is none."""
+    """One torch built-in schedule on an instance: its validated schedule, or why there is none.
+
+    `known_issue` is set when the failure is a known torch bug (the reason then gives the details).
+    """
 
     name: str
     schedule: Schedule | None
     reason: str | None
+    known_issue: str | None = None
 
 
 def parse_cell(text: str) -> list[TorchAction]:
@@ -256,8 +262,8 @@ def import_torch_csv(path: str | Path, instance: Instance) -> Schedule:
 def torch_rows(instance: Instance) -> list[TorchImport]:
     """Every torch built-in schedule on `instance`: validated schedules, or the reason for each other.
 
-    This is what `compare --with-torch` adds as rows. A reason starting with "needs" means the
-    schedule does not fit the instance (like a heuristic's "n/a"); any other reason is a failure.
+    A reason starting with "needs" means the schedule does not fit the instance (like a heuristic's
+    "n/a"); any other reason is a failure.
     """
     require_torch()
     results = []
@@ -265,5 +271,27 @@ def torch_rows(instance: Instance) -> list[TorchImport]:
         try:
             results.append(TorchImport(f"torch:{name}", import_torch_schedule(name, instance), None))
         except (NotApplicable, ScheduleError) as error:
-            results.append(TorchImport(f"torch:{name}", None, str(error).removeprefix(f"torch {name}: ")))
+            reason = str(error).removeprefix(f"torch {name}: ")
+            known = KNOWN_WRONG.get(name) if isinstance(error, ScheduleError) else None
+            results.append(TorchImport(f"torch:{name}", None, reason, known))
     return results
+
+
+def with_torch_rows(comparison: Comparison) -> Comparison:
+    """`compare --with-torch`: the comparison with one row per torch built-in schedule after pipesat's.
+
+    Like the heuristics, torch's schedules are timed without the memory limit and then judged
+    against it ("fits"), with gaps to the same optimum or bound.
+    """
+    unlimited = dataclasses.replace(comparison.instance, memory_limit=None)
+    rows = []
+    for result in torch_rows(unlimited):
+        title = result.name.replace(":", " ")
+        if result.schedule is None:
+            kind = "n/a" if result.reason.startswith("needs") else "failed"
+            rows.append(ComparisonRow(result.name, title, note=f"{kind}: {result.known_issue or result.reason}"))
+            continue
+        schedule = dataclasses.replace(result.schedule, instance=comparison.instance)
+        rows.append(measured_row(result.name, title, schedule, comparison.objective, comparison.reference))
+    rows.sort(key=lambda row: (row.value is None, row.fits is False, row.value or 0.0))
+    return dataclasses.replace(comparison, rows=[*comparison.rows, *rows])

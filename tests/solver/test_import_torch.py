@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from models import Instance, InstanceError, ScheduleError
+from solver.compare import compare
 from solver.export_torch import export_torch_csv
 from solver.heuristics import NotApplicable, run_heuristic
 from solver.import_torch import (
@@ -19,7 +20,9 @@ from solver.import_torch import (
     read_torch_csv,
     rows_to_orders,
     torch_rows,
+    with_torch_rows,
 )
+from solver.metrics import compute_metrics
 from tests.strategies import assert_valid
 
 LINEAR = {"num_devices": 4, "num_microbatches": 8, "p2p_time": 0.25}
@@ -180,3 +183,21 @@ def test_torch_memory_limit_is_checked() -> None:
     # GPipe holds all 8 microbatches, over the 1F1B peak of 4.
     with pytest.raises(ScheduleError, match="over the limit 4"):
         import_torch_schedule("GPipe", instance)
+
+
+def test_compare_with_torch_adds_one_row_per_builtin_after_pipesats() -> None:
+    _needs_torch()
+    instance = Instance.from_dict({**VSHAPE_SPLIT, "memory_limit": "1x"})
+    comparison = compare(instance, solve=False)
+    extended = with_torch_rows(comparison)
+    assert extended.rows[: len(comparison.rows)] == comparison.rows
+    torch_part = {row.name: row for row in extended.rows[len(comparison.rows) :]}
+    assert set(torch_part) == {f"torch:{name}" for name in TORCH_SCHEDULES}
+    zbv = torch_part["torch:ZBVZeroBubble"]
+    assert_valid(zbv.schedule)
+    assert zbv.value == compute_metrics(zbv.schedule).makespan and zbv.fits is True
+    # DualPipeV holds more than the 1F1B peak here: timed anyway, and marked as not fitting.
+    dual = torch_part["torch:DualPipeV"]
+    assert dual.fits is False and dual.note == "over the memory limit"
+    assert dual.peak_memory > instance.memory_limit
+    assert torch_part["torch:GPipe"].note == "n/a: needs one stage per device (chunks 1)"
