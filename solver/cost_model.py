@@ -311,7 +311,7 @@ def explain(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> list[
         lines.append(
             f"{stage:>5} {instance.placement[stage]:>6} {cost.layers:>6} {instance.forward_times[stage]:>9.4g} "
             f"{instance.backward_times[stage]:>9.4g} {instance.weight_times[stage]:>9.4g} "
-            f"{instance.activation_memory[stage]:>9.4g} {instance.weight_memory[stage]:>9.4g}{extra}"
+            f"{instance.activation_memory[stage]:>9.6g} {instance.weight_memory[stage]:>9.6g}{extra}"
         )
     return lines
 

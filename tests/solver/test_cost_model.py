@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from fractions import Fraction
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from cli import EXIT_BAD_INPUT, cli
-from models import InstanceError, load_instance
+from models import Instance, InstanceError, load_instance
 from solver.cost_model import (
     MIB,
     Hardware,
@@ -23,7 +24,9 @@ from solver.cost_model import (
     stage_costs,
 )
 from solver.heuristics import run_heuristic
+from solver.metrics import compute_metrics
 from solver.validator import validate
+from tests.conftest import INSTANCES_DIR
 
 # The 1.5B setting of REFERENCE.md §4 (h 2304, a 24, s 1024); 24 layers split over 8 devices.
 GPT_1_5B = Transformer(layers=24, hidden=2304, heads=24, seq_len=1024, microbatch_size=1, vocab=50257)
@@ -275,3 +278,35 @@ def test_flash_attention_drops_the_scores_from_memory_and_recomputes_them() -> N
     assert result.exit_code == 0, result.output
     assert "--flash-attention" in result.stdout.splitlines()[0]
     assert yaml.safe_load(result.stdout)["activation_memory"] == list(flash.activation_memory)
+
+
+# --- instances made for issue 7 -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted((INSTANCES_DIR / "modern").glob("*.yaml")), ids=lambda path: path.name)
+def test_modern_instances_are_what_their_command_makes(path: Path) -> None:
+    # Each file carries the from-model command that made it; running it again must give the same instance.
+    command = next(line for line in path.read_text().splitlines() if line.startswith("# pipesat instance from-model"))
+    stored = load_instance(path)
+    result = _run(*shlex.split(command.removeprefix("# pipesat ")), "--name", stored.name)
+    assert result.exit_code == 0, result.output
+    assert Instance.from_dict(yaml.safe_load(result.stdout)) == stored
+    heuristic = {"linear": "1f1b", "interleaved": "interleaved", "vshape": "zb-v"}[stored.placement_name()]
+    assert validate(run_heuristic(heuristic, stored)) == []
+
+
+@pytest.mark.parametrize("path", sorted((INSTANCES_DIR / "zb-paper").glob("*.yaml")), ids=lambda path: path.name)
+def test_zb_paper_instances_reproduce_the_published_1f1b_bubble(path: Path) -> None:
+    instance = load_instance(path)
+    assert (instance.activation_memory, instance.weight_memory) == (
+        (2.0,) * instance.num_stages,
+        (1.0,) * instance.num_stages,
+    )
+    schedule = run_heuristic("1f1b", instance)
+    assert validate(schedule) == []
+    busy = instance.num_microbatches * (
+        instance.forward_times[0] + instance.backward_times[0] + instance.weight_times[0]
+    )
+    max_span = compute_metrics(schedule).max_span
+    published = instance.metadata["published_bubble_rates"]["1f1b"]
+    assert round((max_span - busy) / max_span, 4) == published
