@@ -121,12 +121,7 @@ def head_cost(model: Transformer, hardware: Hardware) -> Cost:
 def check_description(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> None:
     """Raise `InstanceError` with one line for the first thing wrong in the description."""
     check_model(model)
-    for name, value in (
-        ("devices", pipeline.devices),
-        ("microbatches", pipeline.microbatches),
-        ("chunks", pipeline.chunks),
-    ):
-        _whole(name, value, minimum=1)
+    check_pipeline(pipeline)
     for name, value in (
         ("tflops", hardware.tflops),
         ("bandwidth", hardware.bandwidth),
@@ -140,6 +135,16 @@ def check_description(model: Transformer, hardware: Hardware, pipeline: Pipeline
         )
     if not math.isfinite(hardware.latency) or hardware.latency < 0:
         raise InstanceError(f"latency must be a non-negative number of microseconds, got {hardware.latency:g}")
+
+
+def check_pipeline(pipeline: Pipeline) -> None:
+    """Raise `InstanceError` when the device, chunk or microbatch count is not a positive whole number."""
+    for name, value in (
+        ("devices", pipeline.devices),
+        ("microbatches", pipeline.microbatches),
+        ("chunks", pipeline.chunks),
+    ):
+        _whole(name, value, minimum=1)
 
 
 def check_model(model: Transformer) -> None:

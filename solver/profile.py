@@ -29,7 +29,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from models import Instance, InstanceError
-from solver.cost_model import MEMORY_UNIT, MIB, TIME_UNIT, Pipeline, Transformer, check_model, layer_split
+from solver.cost_model import (
+    MEMORY_UNIT,
+    MIB,
+    TIME_UNIT,
+    Pipeline,
+    Transformer,
+    check_model,
+    check_pipeline,
+    layer_split,
+)
 
 INSTALL_HINT = "pipesat profile needs torch: pip install -e '.[torch]'"
 # A round of samples is stable when no median moved more than this since the previous round.
@@ -80,13 +89,15 @@ def profile_instance(spec: ProfileSpec, name: str = "") -> Instance:
     check_model(spec.model)
     if spec.repeats < 1:
         raise InstanceError(f"repeats must be at least 1, got {spec.repeats}")
+    pipeline = Pipeline(spec.devices, spec.microbatches, spec.chunks)
+    check_pipeline(pipeline)
     num_stages = spec.devices * spec.chunks
     if spec.layers % num_stages:
         raise InstanceError(
             f"{spec.layers} layers do not split evenly over {spec.devices} x {spec.chunks} = {num_stages} stages; "
             f"choose --layers as a multiple of {num_stages}"
         )
-    split = layer_split(spec.model, Pipeline(spec.devices, spec.microbatches, spec.chunks))
+    split = layer_split(spec.model, pipeline)
     torch = _import_torch()
     device = _torch_device(torch, spec.device)
     stages = [_profile_stage(torch, spec, device, s, count, len(split)) for s, count in enumerate(split)]

@@ -111,6 +111,8 @@ def test_profile_command_writes_an_instance_that_loads(tmp_path: Path) -> None:
         (["--heads", "3", "--seq-len", "16"], "hidden 32 is not divisible by heads 3"),
         (["--seq-len", "0"], "seq_len must be at least 1, got 0"),
         (["--seq-len", "16", "--repeats", "0"], "repeats must be at least 1, got 0"),
+        (["--seq-len", "16", "-p", "0"], "devices must be at least 1, got 0"),
+        (["--seq-len", "16", "--chunks", "0"], "chunks must be at least 1, got 0"),
     ],
 )
 def test_profile_bad_options_exit_2(changes: list[str], message: str) -> None:
