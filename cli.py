@@ -15,6 +15,7 @@ from models import Instance, InstanceError, PipesatError, Schedule, ScheduleErro
 from solver.ascii_view import render_ascii
 from solver.compare import compare, comparison_columns
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
+from solver.import_torch import TORCH_SCHEDULES, with_torch_rows
 from solver.metrics import OBJECTIVES, compute_metrics
 from solver.plots import PICTURE_SUFFIXES, pareto_figure, plot_schedule, save_figure
 from solver.schedule_file import load_schedule, save_schedule
@@ -461,11 +462,23 @@ def solve(
 @solver_options
 @click.option("--no-solve", is_flag=True, help="Only the handwritten schedules (no CP-SAT run).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--with-torch", is_flag=True, help="Add torch's built-in schedules as rows (needs torch).")
 def compare_command(
-    instance: Instance, objective: str, time_limit: float, workers: int, seed: int, no_solve: bool, fmt: str
+    instance: Instance,
+    objective: str,
+    time_limit: float,
+    workers: int,
+    seed: int,
+    no_solve: bool,
+    fmt: str,
+    with_torch: bool,
 ) -> None:
     """Every handwritten schedule and the solver's best, side by side, on one instance and limit."""
+    if with_torch:
+        exit_without_torch()
     comparison = compare(instance, objective, time_limit=time_limit, solve=not no_solve, workers=workers, seed=seed)
+    if with_torch:
+        comparison = with_torch_rows(comparison)
     rows = [row.as_dict() for row in comparison.rows]
     table = format_rows(comparison_columns(comparison, machine=fmt in ("csv", "json")), rows, fmt)
     if fmt == "table":
@@ -643,6 +656,122 @@ def profile_command(**options: Any) -> None:
     lines = profile_lines(instance)
     click.echo("\n".join(lines), err=options["output"] is None)
     emit_instance(instance, ["measured by: pipesat profile", *lines], options["output"], options["force"])
+
+
+# --- PyTorch: export, import torch/csv, torch-run, compare --with-torch (issue 6) -------------------
+
+
+def exit_without_torch() -> None:
+    """Exit 2 with the install line when torch (the optional extra) is not installed."""
+    from solver.import_torch import TorchMissing, require_torch
+
+    try:
+        require_torch()
+    except TorchMissing as error:
+        click.echo(f"error: {error}", err=True)
+        click.get_current_context().exit(EXIT_BAD_INPUT)
+
+
+@cli.command("export")
+@click.argument("schedule_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--to", "target", type=click.Choice(["torch-csv", "chrome-trace"]), required=True, help="The format to write."
+)
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+def export_command(schedule_file: Path, target: str, out: Path) -> None:
+    """Write a schedule file as torch's compute_only CSV or as a Chrome trace (Perfetto, chrome://tracing).
+
+    Only a valid schedule whose order cannot deadlock is written.
+    """
+    from solver.chrome_trace import export_chrome_trace
+    from solver.export_torch import export_torch_csv
+
+    schedule = load_schedule(schedule_file)
+    if target == "torch-csv":
+        path = export_torch_csv(schedule, out)
+        click.echo(f"torch CSV:    {path} ({schedule.instance.num_devices} ranks, {len(schedule.ops)} actions)")
+        click.echo("load it with _PipelineScheduleRuntime._load_csv(path, format='compute_only') (torch 2.13)")
+    else:
+        path = export_chrome_trace(schedule, out)
+        click.echo(f"Chrome trace: {path} (one track per device, memory counters; 1 time unit = 1 ms)")
+
+
+@cli.group("import", cls=PipesatGroup)
+def import_group() -> None:
+    """Time PyTorch's schedules on an instance: torch's built-ins, or any torch schedule CSV."""
+
+
+def echo_imported(schedule: Schedule, objective: str, save: Path | None, show_ascii: bool) -> None:
+    click.echo(f"{schedule.name} on {describe(schedule.instance)}")
+    echo_metrics(schedule, objective)
+    emit_schedule(schedule, objective, save, None, show_ascii)
+
+
+@import_group.command("torch", epilog="Schedules: " + ", ".join(TORCH_SCHEDULES) + ".")
+@click.argument("name")
+@instance_options
+@OBJECTIVE_OPTION
+@picture_options
+def import_torch_command(name: str, instance: Instance, objective: str, save: Path | None, show_ascii: bool) -> None:
+    """Torch's built-in schedule NAME, timed with the instance's durations and validated (needs torch).
+
+    Multi-stage schedules take --chunks; ZBVZeroBubble and DualPipeV need --placement vshape.
+    """
+    from solver.import_torch import import_torch_schedule
+
+    exit_without_torch()
+    try:
+        schedule = import_torch_schedule(name, instance)
+    except NotApplicable as error:
+        raise InstanceError(str(error)) from None
+    echo_imported(schedule, objective, save, show_ascii)
+
+
+def defaults_from_csv(ctx: click.Context, param: click.Parameter, value: Path) -> Any:
+    """Read the CSV first (an eager argument): its rows set the devices, microbatches and placement,
+    which become the defaults of the instance options (click's default_map)."""
+    from solver.import_torch import placement_options, read_torch_csv
+
+    torch_orders = read_torch_csv(value)
+    chunks, placement = placement_options(torch_orders.placement, torch_orders.num_devices)
+    ctx.default_map = {
+        "num_devices": torch_orders.num_devices,
+        "num_microbatches": torch_orders.num_microbatches,
+        "chunks": chunks,
+        "placement": placement,
+    }
+    return value
+
+
+@import_group.command("csv")
+@click.argument("csv_file", type=click.Path(dir_okay=False, path_type=Path), is_eager=True, callback=defaults_from_csv)
+@instance_options
+@OBJECTIVE_OPTION
+@picture_options
+def import_csv_command(csv_file: Path, instance: Instance, objective: str, save: Path | None, show_ascii: bool) -> None:
+    """A torch schedule CSV (one row per rank), timed with the instance's durations and validated.
+
+    The CSV gives the devices, microbatches and placement; the instance options give the times.
+    """
+    from solver.import_torch import import_torch_csv
+
+    echo_imported(import_torch_csv(csv_file, instance), objective, save, show_ascii)
+
+
+@cli.command("torch-run")
+@click.argument("schedule_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds to wait.")
+def torch_run_command(schedule_file: Path, timeout: float) -> None:
+    """Run one training step of the schedule in PyTorch (gloo, CPU, one process per device) and
+    check the gradients against plain training (needs torch)."""
+    from solver.torch_run import format_result, torch_run
+
+    schedule = load_schedule(schedule_file)
+    exit_without_torch()
+    result = torch_run(schedule, timeout_s=timeout)
+    click.echo("\n".join(format_result(result)))
+    if not result.passed:
+        click.get_current_context().exit(EXIT_INVALID)
 
 
 def main() -> None:
