@@ -3,7 +3,7 @@
 Per stage we time F, B (gradients with respect to the stage's input only) and W (gradients with
 respect to the weights), and measure what stays alive from F to B and from B to W. Splitting the
 backward needs the weight-gradient work to be put aside during B: every linear layer here is a
-`_DeferredLinear` whose backward, when a `WeightGradStore` is deferring, returns only the input
+`DeferredLinear` whose backward, when a `WeightGradStore` is deferring, returns only the input
 gradient and stores a closure (holding the layer's input and its output gradient) that W runs later.
 This is how zero-bubble implementations split the backward, and it means B + W does the same
 matrix products as one whole backward, which the profile also times as a check.
@@ -118,10 +118,11 @@ def profile_instance(spec: ProfileSpec, name: str = "") -> Instance:
             "torch": str(torch.__version__),
             "time_unit": TIME_UNIT,
             "memory_unit": MEMORY_UNIT,
-            "model": vars(spec.model) | {"layers_per_stage": list(split)},
+            "model": _model_metadata(spec.model, split),
             "full_backward_times": [st.full_backward for st in stages],
             "measured_weight_memory": [st.weight_bytes / MIB for st in stages],
             "repeats": spec.repeats,
+            "rounds": [st.rounds for st in stages],
             "stable_medians": all(st.stable for st in stages),
             "p2p_time": "not measured (one device); set it with --p2p-time when you use the instance",
         },
@@ -137,7 +138,11 @@ def profile_lines(instance: Instance) -> list[str]:
     model = metadata["model"]
     lines = [
         f"measured on {metadata['device']} (torch {metadata['torch']}), medians of rounds of {metadata['repeats']}"
-        + ("" if metadata["stable_medians"] else "; some medians still moved more than 5% in the last round"),
+        + (
+            ""
+            if metadata["stable_medians"]
+            else f"; some medians still moved over {STABLE_CHANGE:.0%} in the last round"
+        ),
         f"model: {model['layers']} layers, hidden {model['hidden']}, heads {model['heads']}, sequence {model['seq_len']}, "
         f"microbatch {model['microbatch_size']}, vocabulary {model['vocab']}; p2p_time not measured (0)",
         f"{'stage':>5} {'layers':>6} {'F ms':>8} {'B ms':>8} {'W ms':>8} {'B+W ms':>8} {'bwd ms':>8} {'M_B MiB':>9} {'M_W MiB':>9}",
@@ -157,6 +162,11 @@ def profile_lines(instance: Instance) -> list[str]:
             "activation_memory there (an instance's W frees at most what its F allocated)"
         )
     return lines
+
+
+def _model_metadata(model: Transformer, split: tuple[int, ...]) -> dict[str, Any]:
+    sizes = {key: value for key, value in vars(model).items() if key != "flash_attention"}
+    return sizes | {"attention": "torch scaled_dot_product_attention, causal", "layers_per_stage": list(split)}
 
 
 def _import_torch() -> Any:
@@ -245,7 +255,7 @@ def _model_classes(torch: Any) -> tuple[Any, Any]:
 
         def __init__(self, store: WeightGradStore, hidden: int, heads: int) -> None:
             super().__init__()
-            self.hidden, self.heads = hidden, heads
+            self.heads = heads
             self.qkv, self.proj = DeferredLinear(store, hidden, 3 * hidden), DeferredLinear(store, hidden, hidden)
             self.fc1, self.fc2 = DeferredLinear(store, hidden, 4 * hidden), DeferredLinear(store, 4 * hidden, hidden)
 
