@@ -135,12 +135,13 @@ def test_every_handwritten_schedule_loads_in_torch(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_solver_result_loads_in_torch(tmp_path: Path, shape: str) -> None:
-    solve_module = pytest.importorskip("solver.solve", reason="solver/solve.py is not there yet")
+    from solver.solve import solve
+
     instance = Instance.from_dict({**SHAPES[shape], "num_microbatches": 3})
-    schedule = assert_valid(solve_module.solve(instance, time_limit=5, workers=1, seed=0).schedule)
+    schedule = assert_valid(solve(instance, time_limit=5, workers=1, seed=0).schedule)
     path = export_torch_csv(schedule, tmp_path / f"{shape}.csv")
     runtime = load_in_torch(path, instance.num_devices, instance.num_stages, instance.num_microbatches)
     assert runtime.stage_index_to_group_rank == dict(enumerate(instance.placement))
-    split = instance.split_backward and schedule.split_backward
+    assert schedule.split_backward == instance.split_backward
     kinds = {action.computation_type.value for rank in runtime.pipeline_order.values() for action in rank}
-    assert kinds == ({"F", "I", "W"} if split else {"F", "B"})
+    assert kinds == ({"F", "I", "W"} if instance.split_backward else {"F", "B"})
