@@ -133,10 +133,20 @@ def test_builtin_schedule_validates_on_its_shape(name: str) -> None:
     assert schedule.split_backward == (name in ("InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"))
 
 
-def test_builtin_gpipe_is_pipesats_gpipe() -> None:
+@pytest.mark.parametrize(
+    ("torch_name", "pipesat_name", "shape"),
+    [
+        ("GPipe", "gpipe", LINEAR),
+        ("Interleaved1F1B", "interleaved", {**LINEAR, "chunks": 2}),
+        ("ZBVZeroBubble", "zb-v", VSHAPE_SPLIT),
+        ("ZBVZeroBubble", "zb-v", {**VSHAPE_SPLIT, "num_devices": 3, "num_microbatches": 6}),
+    ],
+)
+def test_torch_builtin_has_the_same_order_as_pipesats(torch_name: str, pipesat_name: str, shape: dict) -> None:
     _needs_torch()
-    instance = Instance.from_dict(LINEAR)
-    assert sorted(import_torch_schedule("gpipe", instance).ops) == sorted(run_heuristic("gpipe", instance).ops)
+    instance = Instance.from_dict(shape)
+    imported = assert_valid(import_torch_schedule(torch_name, instance))
+    assert imported.orders() == run_heuristic(pipesat_name, instance).orders()
 
 
 def test_torch_1f1b_is_reported_wrong_on_the_last_rank() -> None:
