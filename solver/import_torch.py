@@ -234,11 +234,11 @@ def import_torch_schedule(name: str, instance: Instance) -> Schedule:
     if multi and instance.chunks < 2:
         raise NotApplicable(f"torch {canonical}: needs several stages per device (chunks >= 2)")
     if not multi and instance.chunks != 1:
-        raise NotApplicable(f"torch {canonical}: needs one stage per device (chunks 1)")
+        raise NotApplicable(f"torch {canonical}: needs one stage per device (chunks 1, linear placement)")
     torch_orders = torch_builtin_orders(canonical, instance.num_devices, instance.num_microbatches, instance.chunks)
     if instance.placement != torch_orders.placement:
         chunks, placement = placement_options(torch_orders.placement, instance.num_devices)
-        raise NotApplicable(f"torch {canonical}: needs chunks {chunks} with placement {placement}")
+        raise NotApplicable(f"torch {canonical}: needs chunks {chunks} with {placement} placement")
     split = any(key[0] == "W" for order in torch_orders.orders for key in order)
     if split and not instance.split_backward:
         raise NotApplicable(f"torch {canonical}: needs a split backward (weight_times)")

@@ -158,9 +158,9 @@ def test_torch_1f1b_is_reported_wrong_on_the_last_rank() -> None:
 @pytest.mark.parametrize(
     ("name", "shape", "reason"),
     [
-        ("ZBVZeroBubble", {**LINEAR_SPLIT, "chunks": 2}, "needs chunks 2 with placement vshape"),
+        ("ZBVZeroBubble", {**LINEAR_SPLIT, "chunks": 2}, "needs chunks 2 with vshape placement"),
         ("ZBVZeroBubble", {**VSHAPE_SPLIT, "weight_times": None}, r"needs a split backward \(weight_times\)"),
-        ("GPipe", VSHAPE_SPLIT, r"needs one stage per device \(chunks 1\)"),
+        ("GPipe", VSHAPE_SPLIT, r"needs one stage per device \(chunks 1, linear placement\)"),
         ("Interleaved1F1B", LINEAR, r"needs several stages per device \(chunks >= 2\)"),
         (
             "DualPipeV",
@@ -210,4 +210,4 @@ def test_compare_with_torch_adds_one_row_per_builtin_after_pipesats() -> None:
     dual = torch_part["torch:DualPipeV"]
     assert dual.fits is False and dual.note == "over the memory limit"
     assert dual.peak_memory > instance.memory_limit
-    assert torch_part["torch:GPipe"].note == "n/a: needs one stage per device (chunks 1)"
+    assert torch_part["torch:GPipe"].note == "n/a: needs one stage per device (chunks 1, linear placement)"
