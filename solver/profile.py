@@ -188,7 +188,7 @@ def _torch_device(torch: Any, name: str) -> Any:
 def _device_name(torch: Any, device: Any) -> str:
     if device.type == "cuda":
         return f"cuda: {torch.cuda.get_device_name(device)}"
-    return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads"
+    return f"cpu: {platform.processor() or platform.machine()}, torch threads: {torch.get_num_threads()}"
 
 
 class WeightGradStore:
