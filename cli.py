@@ -237,30 +237,41 @@ def picture_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
+def echo_field(label: str, value: str) -> None:
+    """`label:  value`, values aligned in one column."""
+    click.echo(f"{label + ':':<16}{value}")
+
+
 def emit_schedule(
     schedule: Schedule, objective: str, save: Path | None, picture: Path | None, show_ascii: bool
 ) -> None:
     """Validate a schedule, then save, draw and print it as asked. Nothing invalid leaves here."""
     ensure_valid(schedule)
     if save is not None:
-        click.echo(f"schedule:     {save_schedule(schedule, save)}")
+        echo_field("schedule", str(save_schedule(schedule, save)))
     if picture is not None:
-        click.echo(f"picture:      {plot_schedule(schedule, picture, objective)}")
+        echo_field("picture", str(plot_schedule(schedule, picture, objective)))
     if show_ascii:
         click.echo()
         click.echo(render_ascii(schedule))
 
 
-def echo_metrics(schedule: Schedule, objective: str) -> None:
+def echo_metrics(schedule: Schedule, objective: str, skip: str | None = None) -> None:
+    """The schedule's makespan, max span, bubble rate and peak memory (less the `skip` one)."""
     metrics = compute_metrics(schedule)
     chosen = "makespan" if objective == "makespan" else "max span"
-    click.echo(f"makespan:     {format_number(metrics.makespan)}")
-    click.echo(f"max span:     {format_number(metrics.max_span)}")
-    click.echo(f"bubble rate:  {format_percent(metrics.bubble_rate_for(objective))} (of the {chosen})")
     per_device = ", ".join(format_number(peak) for peak in metrics.peak_memory)
     limit = schedule.instance.memory_limit
     fits = "" if limit is None else f"; limit {format_number(limit)}"
-    click.echo(f"peak memory:  {format_number(metrics.max_peak_memory)} (per device: {per_device}{fits})")
+    fields = {
+        "makespan": format_number(metrics.makespan),
+        "max span": format_number(metrics.max_span),
+        "bubble rate": f"{format_percent(metrics.bubble_rate_for(objective))} (of the {chosen})",
+        "peak memory": f"{format_number(metrics.max_peak_memory)} (per device: {per_device}{fits})",
+    }
+    for label, value in fields.items():
+        if label != skip:
+            echo_field(label, value)
 
 
 def describe(instance: Instance) -> str:
@@ -367,24 +378,31 @@ def _or_dash(value: float | None) -> str:
 
 
 def _on_terminal(progress: bool | None) -> bool:
-    return click.get_text_stream("stderr").isatty() if progress is None else progress
+    return sys.stderr.isatty() if progress is None else progress
 
 
-def echo_solve_summary(result: Any, instance: Instance) -> None:
+def echo_solve_summary(result: Any) -> None:
     """Status, value, bound, gap, the best heuristic and the improvement over it."""
-    what = OBJECTIVE_NAMES[result.objective]
-    click.echo(f"status:       {result.status}" + (" (proven by CP-SAT)" if result.status == "optimal" else ""))
-    click.echo(f"{what + ':':<13} {_or_dash(result.value)}")
-    click.echo(f"lower bound:  {_or_dash(result.bound)}")
-    click.echo(f"gap:          {'-' if result.gap is None else format_percent(result.gap)}")
-    if result.start_heuristic is not None:
-        improvement = "" if result.improvement is None else f", improvement {format_percent(result.improvement)}"
-        click.echo(f"best heuristic: {result.start_heuristic} = {_or_dash(result.start_value)}{improvement}")
+    echo_field("status", result.status + (" (proven by CP-SAT)" if result.status == "optimal" else ""))
+    echo_field(OBJECTIVE_NAMES[result.objective], _or_dash(result.value))
+    echo_field("lower bound", _or_dash(result.bound))
+    echo_field("gap", "-" if result.gap is None else format_percent(result.gap))
+    if result.start_heuristic is None:
+        echo_field("best heuristic", "none fits this instance and limit")
     else:
-        click.echo("best heuristic: none fits this instance and limit")
-    first = "" if result.time_to_first is None else f", first solution {result.time_to_first:.2f} s"
-    best = "" if result.time_to_best is None else f", best {result.time_to_best:.2f} s"
-    click.echo(f"solve time:   {result.solve_time:.2f} s{first}{best}")
+        improvement = "" if result.improvement is None else f"; improvement {format_percent(result.improvement)}"
+        echo_field("best heuristic", f"{_title(result.start_heuristic)} = {_or_dash(result.start_value)}{improvement}")
+    first = "" if result.time_to_first is None else f", first schedule at {result.time_to_first:.2f} s"
+    best = "" if result.time_to_best is None else f", best at {result.time_to_best:.2f} s"
+    echo_field("solve time", f"{result.solve_time:.2f} s{first}{best}")
+
+
+def _title(name: str) -> str:
+    """A heuristic's title (`ZB-H1`), or the name itself for other starting schedules."""
+    try:
+        return get_heuristic(name).title
+    except NotApplicable:
+        return name
 
 
 def no_schedule_error(result: Any, instance: Instance) -> ScheduleError:
@@ -451,8 +469,8 @@ def solve(
         line.clear()
     if result.schedule is None:
         raise no_schedule_error(result, instance)
-    echo_solve_summary(result, instance)
-    echo_metrics(result.schedule, objective)
+    echo_solve_summary(result)
+    echo_metrics(result.schedule, objective, skip=OBJECTIVE_NAMES[result.objective])
     emit_schedule(result.schedule, objective, save, output, show_ascii)
 
 

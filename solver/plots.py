@@ -56,21 +56,33 @@ def kind_names(split_backward: bool) -> dict[str, str]:
     return {"F": "forward", "B": backward, "W": "weight gradient"}
 
 
-def display_name(schedule: Schedule) -> str:
-    """A handwritten schedule's title (`ZB-V`), else the schedule's own name."""
+def _heuristic_title(name: str) -> str:
     try:
-        return get_heuristic(schedule.name).title
+        return get_heuristic(name).title
     except NotApplicable:
-        return schedule.name or "schedule"
+        return name
+
+
+def display_name(schedule: Schedule) -> str:
+    """`ZB-V` for a handwritten schedule; `CP-SAT: optimal` (and what it started from) for the solver's."""
+    source = schedule.source
+    if source.get("kind") != "solver":
+        return _heuristic_title(schedule.name) if schedule.name else "schedule"
+    text = "CP-SAT"
+    if source.get("status"):
+        text += f": {source['status']}"
+        if source["status"] != "optimal" and source.get("gap") is not None:
+            text += f", gap to bound {format_percent(source['gap'])}"
+    made_by = source.get("made_by")
+    if made_by and made_by != "cp-sat":
+        text += f" (the {_heuristic_title(made_by)} schedule)"
+    return text
 
 
 def schedule_title(schedule: Schedule, objective: Objective = "makespan") -> str:
     """Two title lines: what the schedule is, then its objective, bubble rate and peak memory."""
     instance, metrics = schedule.instance, compute_metrics(schedule)
     name = display_name(schedule)
-    status = schedule.source.get("status")
-    if status:
-        name += f" ({status})"
     shape = f"p={instance.num_devices}, m={instance.num_microbatches}"
     if instance.chunks > 1:
         shape += f", v={instance.chunks} ({instance.placement_name()})"
@@ -90,8 +102,10 @@ def schedule_figure(schedule: Schedule, objective: Objective = "makespan") -> Fi
     """The Gantt chart and memory panels of a schedule, as a matplotlib figure."""
     instance = schedule.instance
     p = instance.num_devices
-    ops_per_device = len(schedule.ops) / p
-    width = float(np.clip(ops_per_device * 0.22, 10.0, 26.0))
+    # About 0.22 inch for the shortest op, room for a two-digit microbatch number, within 10 to 26 inches.
+    durations = [op.end - op.start for op in schedule.ops if op.end > op.start]
+    span = max((op.end for op in schedule.ops), default=1.0) - min((op.start for op in schedule.ops), default=0.0)
+    width = float(np.clip(0.22 * span / min(durations, default=span or 1.0), 10.0, 26.0))
     gantt_height = 0.42 * p
     memory_height = 0.55 if p <= 8 else 0.4
     figure = Figure(figsize=(width, 1.3 + gantt_height + 0.45 + memory_height * p + 0.5), dpi=DPI)
