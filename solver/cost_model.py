@@ -13,8 +13,12 @@ output head and the loss sit on the last stage: the head is one h x V matmul, so
 2·s·b·h·V FLOPs, and it keeps its input and the s·b·V logits (then their gradient) for the backward;
 the loss's elementwise work (a few FLOPs per logit, under 1/h of the head) is left out.
 
+With flash attention (`Transformer.flash_attention`) the attention scores are not stored (M_B loses
+its 5a·s term) and B recomputes them (2·s·b·h·s more FLOPs).
+
 Times are FLOPs over the effective throughput (TFLOP/s x efficiency), in milliseconds rounded to 6
-significant digits; memory is in MiB (exact: whole bytes over 2^20); the p2p time is the link latency plus one microbatch's activation (s·b·h values) over the link.
+significant digits; memory is in MiB (bytes over 2^20, no rounding); the p2p time is the link latency
+plus one microbatch's activation (s·b·h values) over the link.
 """
 
 from __future__ import annotations
