@@ -54,7 +54,7 @@ def no_torch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_export_torch_csv_loads_in_torch(tmp_path: Path, zb_v_file: Path) -> None:
     out = tmp_path / "zbv.csv"
-    assert "torch CSV:    " in _ok(_run("export", zb_v_file, "--to", "torch-csv", out))
+    assert f"{out} (2 ranks, 48 actions)" in _ok(_run("export", zb_v_file, "--to", "torch-csv", out))
     with out.open(newline="") as file:
         rows = list(csv.reader(file))
     assert len(rows) == 2 and rows[0][:4] == ["0F0", "0F1", "0F2", "3F0"]
