@@ -1,0 +1,245 @@
+"""Proven lower bounds on the makespan, the max span and the peak memory of any valid schedule.
+
+Every bound holds for every schedule of the instance with the backward split or fused as asked and
+the memory limit respected (the validator's tolerance included). The arguments, per device d:
+
+- *busy*: d runs all its ops one at a time, so its span is at least their total time.
+- *one microbatch*: the ops of one microbatch form a chain (forwards down, backwards up, each W after
+  its B) with p2p between devices; `chain_offsets` gives the earliest start of each op after the
+  microbatch's first forward, which every other distance here is measured with.
+- *head window* (the memory-aware bound): from d's first op until its first B ends, d frees nothing,
+  so it runs only forwards that fit in the memory limit together (and at most m per stage) plus that
+  B. The window lasts at least the round trip from d's first stage down and back to that B, so the
+  rest of it is idle.
+- *tail window* (the same argument in reverse time): from the start of d's last forward to its last
+  op, d runs that forward and then only B and W ops, whose frees add up to what d holds at that
+  moment, at most the limit; the window lasts at least the round trip from d's last forward stage to
+  the end of that microbatch's last op on d.
+- The two windows are disjoint when d has more forwards than fit in the limit together; their idle
+  times then add up, otherwise the larger counts.
+- For the makespan, d's first op cannot start before its first stage's forward chain reaches it,
+  and (with a fused backward) the backward chain still runs after d's last op.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from models import Instance, InstanceError, op_duration
+
+# The validator accepts a peak up to limit * (1 + 1e-9) + 1e-9; the bounds allow the same.
+MEMORY_TOLERANCE = 1e-9
+# Branch-and-bound nodes of one knapsack before falling back to its (still sound) fractional bound.
+KNAPSACK_NODES = 20_000
+
+Item = tuple[float, float]
+"""A kind of op in a knapsack: (its time, its memory weight)."""
+
+
+def resolve_split(instance: Instance, split_backward: bool | None) -> bool:
+    """The backward mode to schedule: the instance's when None; a split needs weight times."""
+    if split_backward is None:
+        return instance.split_backward
+    if split_backward and not instance.split_backward:
+        raise InstanceError("a split backward needs weight_times in the instance; add weight_times or drop the split")
+    return split_backward
+
+
+def minimum_memory_limit(instance: Instance) -> float:
+    """The smallest memory limit any schedule fits in, exactly.
+
+    Every forward of a microbatch comes before its first backward, so when device d starts the forward
+    of its last stage for a microbatch it holds that microbatch's activations of all its stages. Running
+    one microbatch at a time holds no more, so the bound is met.
+    """
+    return max(sum(instance.activation_memory[s] for s in instance.stages_of(d)) for d in range(instance.num_devices))
+
+
+def chain_offsets(instance: Instance, split: bool) -> dict[tuple[str, int], float]:
+    """Earliest start of each op of one microbatch, `(kind, stage) -> time`, after its first forward starts."""
+    placement, p2p = instance.placement, instance.p2p_time
+    num_stages = instance.num_stages
+    offsets: dict[tuple[str, int], float] = {}
+    time = 0.0
+    for s in range(num_stages):
+        if s > 0 and placement[s] != placement[s - 1]:
+            time += p2p
+        offsets[("F", s)] = time
+        time += instance.forward_times[s]
+    for s in reversed(range(num_stages)):
+        if s < num_stages - 1 and placement[s] != placement[s + 1]:
+            time += p2p
+        offsets[("B", s)] = time
+        time += op_duration(instance, "B", s, split)
+    if split:
+        for s in range(num_stages):
+            offsets[("W", s)] = offsets[("B", s)] + instance.backward_times[s]
+    return offsets
+
+
+def zero_bubble_bound(instance: Instance, split: bool) -> float:
+    """The busiest device's total op time (a bound on both the makespan and the max span)."""
+    return max(_busy(instance, split, d) for d in range(instance.num_devices))
+
+
+def critical_path_bound(instance: Instance, split: bool) -> float:
+    """The makespan of one microbatch alone: its forward chain, backward chain and last W, with p2p."""
+    offsets = chain_offsets(instance, split)
+    return max(offsets[key] + op_duration(instance, key[0], key[1], split) for key in offsets)
+
+
+def device_span_bound(instance: Instance, split: bool, device: int, memory_limit: float | None) -> float:
+    """A lower bound on the span of `device`: its busy time plus the idle of its head and tail windows."""
+    m = instance.num_microbatches
+    stages = instance.stages_of(device)
+    offsets = chain_offsets(instance, split)
+    capacity = None if memory_limit is None else memory_limit * (1 + MEMORY_TOLERANCE) + MEMORY_TOLERANCE
+    activation = [instance.activation_memory[s] for s in stages]
+
+    forwards = [(instance.forward_times[s], instance.activation_memory[s]) for s in stages]
+    first_b_start = min(offsets[("B", s)] for s in stages)
+    head_idle = first_b_start - offsets[("F", stages[0])] - max_total_time(forwards, m, capacity)
+
+    backward_ends = [
+        offsets[(kind, s)] + op_duration(instance, kind, s, split)
+        for kind in "BW"
+        for s in stages
+        if (kind, s) in offsets
+    ]
+    tail_window = max(backward_ends) - offsets[("F", stages[-1])]
+    fill = max(instance.forward_times[s] for s in stages) + max_total_time(
+        _backward_items(instance, split, stages), m, capacity
+    )
+    tail_idle = tail_window - fill
+
+    head_idle, tail_idle = max(0.0, head_idle), max(0.0, tail_idle)
+    disjoint = m * len(stages) > max_count(activation, m, capacity)
+    idle = head_idle + tail_idle if disjoint else max(head_idle, tail_idle)
+    return _busy(instance, split, device) + idle
+
+
+def span_bound(instance: Instance, split: bool, memory_limit: float | None) -> float:
+    """A lower bound on the max span."""
+    return max(
+        zero_bubble_bound(instance, split),
+        max(device_span_bound(instance, split, d, memory_limit) for d in range(instance.num_devices)),
+    )
+
+
+def makespan_bound(instance: Instance, split: bool, memory_limit: float | None) -> float:
+    """A lower bound on the makespan: per device, head + span bound + tail, and the critical path."""
+    offsets = chain_offsets(instance, split)
+    placement = instance.placement
+    best = critical_path_bound(instance, split)
+    end_of_chain = offsets[("B", 0)] + op_duration(instance, "B", 0, split)
+    for d in range(instance.num_devices):
+        stages = instance.stages_of(d)
+        head = offsets[("F", stages[0])]
+        if split:
+            tail = 0.0  # a W can be the last op of every schedule
+        else:
+            # The last op on d is a B whose successor (if any) runs elsewhere.
+            last_candidates = [s for s in stages if s == 0 or placement[s - 1] != d]
+            tail = min(end_of_chain - offsets[("B", s)] - op_duration(instance, "B", s, split) for s in last_candidates)
+        best = max(best, head + device_span_bound(instance, split, d, memory_limit) + tail)
+    return best
+
+
+def lower_bound(instance: Instance, objective: str = "makespan", split_backward: bool | None = None) -> float:
+    """The best proven lower bound on `objective` ("makespan", "span" or "memory") under the instance's limit."""
+    split = resolve_split(instance, split_backward)
+    limit = instance.memory_limit
+    if objective == "memory":
+        return minimum_memory_limit(instance)
+    if objective == "span":
+        return span_bound(instance, split, limit)
+    if objective == "makespan":
+        return makespan_bound(instance, split, limit)
+    raise InstanceError(f"unknown objective {objective!r}; use makespan, span or memory")
+
+
+def max_count(weights: Sequence[float], count: int, capacity: float | None) -> int:
+    """The most items (at most `count` of each weight) whose weights fit in `capacity` together."""
+    if capacity is None:
+        return count * len(weights)
+    total = 0
+    for weight in sorted(weights):
+        fits = count if weight <= 0 else min(count, _floor_fit(capacity, weight))
+        total += fits
+        capacity -= fits * weight
+    return total
+
+
+def max_total_time(items: Sequence[Item], count: int, capacity: float | None) -> float:
+    """An upper bound (exact when the search is small) on the total time of ops chosen with at most
+    `count` of each item and total memory weight at most `capacity` (None: no limit)."""
+    if capacity is None:
+        return count * sum(time for time, _ in items)
+    free = count * sum(time for time, weight in items if weight <= 0)
+    weighted = sorted(
+        ((time, weight) for time, weight in items if weight > 0 and time > 0),
+        key=lambda item: item[0] / item[1],
+        reverse=True,
+    )
+    return free + _knapsack(weighted, count, capacity)
+
+
+def _knapsack(items: list[Item], count: int, capacity: float) -> float:
+    """Bounded knapsack by branch and bound over items sorted by time per weight.
+
+    Returns the optimum, or the fractional bound when the search exceeds KNAPSACK_NODES (both are
+    upper bounds on what the ops can fill, which is all the lower bounds need).
+    """
+
+    def fractional(i: int, room: float) -> float:
+        total = 0.0
+        for time, weight in items[i:]:
+            take = max(0.0, min(count, room / weight))
+            total += take * time
+            room -= take * weight
+            if room <= 0:
+                break
+        return total
+
+    best = 0.0
+    nodes = 0
+
+    def visit(i: int, room: float, value: float) -> None:
+        nonlocal best, nodes
+        nodes += 1
+        if i == len(items):
+            best = max(best, value)
+            return
+        if nodes > KNAPSACK_NODES or value + fractional(i, room) <= best:
+            return
+        time, weight = items[i]
+        for n in range(min(count, _floor_fit(room, weight)), -1, -1):
+            visit(i + 1, room - n * weight, value + n * time)
+
+    visit(0, capacity, 0.0)
+    return best if nodes <= KNAPSACK_NODES else fractional(0, capacity)
+
+
+def _floor_fit(capacity: float, weight: float) -> int:
+    """How many items of `weight` fit in `capacity`, rounding a hair up (sound for upper bounds)."""
+    return max(0, math.floor(capacity / weight * (1 + 1e-12) + 1e-12))
+
+
+def _backward_items(instance: Instance, split: bool, stages: list[int]) -> list[Item]:
+    """B (and W) ops of `stages` with the memory each frees at its end."""
+    items: list[Item] = []
+    for s in stages:
+        activation, weight = instance.activation_memory[s], instance.weight_memory[s]
+        if split:
+            items += [(instance.backward_times[s], activation - weight), (instance.weight_times[s], weight)]
+        else:
+            items.append((op_duration(instance, "B", s, split), activation))
+    return items
+
+
+def _busy(instance: Instance, split: bool, device: int) -> float:
+    per_microbatch = sum(
+        op_duration(instance, kind, s, split) for s in instance.stages_of(device) for kind in ("FBW" if split else "FB")
+    )
+    return instance.num_microbatches * per_microbatch
