@@ -18,6 +18,7 @@ from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_
 from solver.import_torch import TORCH_SCHEDULES, with_torch_rows
 from solver.metrics import OBJECTIVES, compute_metrics
 from solver.plots import PICTURE_SUFFIXES, pareto_figure, plot_schedule, save_figure
+from solver.retime import retime_for_span
 from solver.schedule_file import load_schedule, save_schedule
 from solver.tables import FORMATS, Column, format_number, format_percent, format_rows, percent_or_dash
 from solver.validator import ensure_valid, validate
@@ -312,6 +313,8 @@ def schedule_command(
         schedule = run_heuristic(name, instance)
     except NotApplicable as error:
         raise InstanceError(str(error)) from None
+    if objective == "span":
+        schedule = retime_for_span(schedule)
     over = [v for v in validate(schedule) if v.rule == "memory"]
     if over:
         raise ScheduleError(
@@ -567,7 +570,9 @@ def pareto(
     click.echo(format_rows(columns, rows, fmt))
     if fmt == "table":
         click.echo()
-        heuristic_rows = [{"name": name, "peak": peak, "value": value} for name, peak, value in sweep.heuristics]
+        heuristic_rows = [
+            {"name": _title(name), "peak": peak, "value": value} for name, peak, value in sweep.heuristics
+        ]
         heuristic_columns = [
             Column("name", "handwritten", align_right=False),
             Column("peak", "peak memory"),
@@ -576,7 +581,8 @@ def pareto(
         click.echo(format_rows(heuristic_columns, heuristic_rows, fmt))
     if not no_visualization:
         title = f"{what} against memory limit: {describe(dataclasses.replace(instance, memory_limit=None))}"
-        figure = pareto_figure(sweep.points, sweep.heuristics, objective, reference, title)
+        heuristics = [(_title(name), peak, value) for name, peak, value in sweep.heuristics]
+        figure = pareto_figure(sweep.points, heuristics, objective, reference, title)
         path = save_figure(figure, output or Path("pareto.png"))
         message = f"picture: {path}"
         click.echo(message, err=fmt != "table")

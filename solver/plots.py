@@ -267,9 +267,13 @@ def pareto_figure(
     infeasible = [limit for limit, result in points if result.status == "infeasible"]
     for limit in infeasible:
         axes.plot(limit, 0, "x", color=LIMIT_COLOUR, markersize=7, clip_on=False)
+    # Heuristics at the same point share one marker and one label.
+    labels: dict[tuple[float, float], list[str]] = {}
     for name, peak, value in heuristics:
+        labels.setdefault((peak, value), []).append(name)
+    for (peak, value), names in labels.items():
         axes.plot(peak, value, "D", color=KIND_COLOURS["B"], markersize=6)
-        axes.annotate(name, (peak, value), textcoords="offset points", xytext=(5, 5), fontsize=9)
+        axes.annotate(", ".join(names), (peak, value), textcoords="offset points", xytext=(5, 5), fontsize=9)
     all_values = [r.value for _, r in solved] + [value for _, _, value in heuristics]
     if all_values:
         axes.set_ylim(0, max(all_values) * 1.1)

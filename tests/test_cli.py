@@ -19,6 +19,7 @@ from cli import EXIT_BAD_INPUT, EXIT_INVALID, cli
 from models import Instance
 from solver.heuristics import all_heuristics, run_heuristic
 from solver.metrics import compute_metrics
+from solver.retime import retime_for_span
 from solver.schedule_file import load_schedule
 from solver.tables import format_number, format_percent
 from solver.validator import validate
@@ -106,6 +107,16 @@ def test_schedule_list_options_p2p_output_and_save(tmp_path: Path) -> None:
     assert picture.read_text().lstrip().startswith("<?xml") and "<svg" in picture.read_text()
     assert_saved_valid(saved)
     assert load_schedule(saved).instance == instance
+
+
+def test_schedule_objective_span_retimes_for_the_least_span(tmp_path: Path) -> None:
+    saved = tmp_path / "h2.json"
+    args = ["-s", 4, "-b", 8, "-w", 1, "-bw", 1, "--p2p-time", 0.5, "--no-visualization", "--save", saved]
+    output = _ok(_run("schedule", "zb-h2", *args, "--objective", "span"))
+    instance = load_schedule(saved).instance
+    retimed = compute_metrics(retime_for_span(run_heuristic("zb-h2", instance)))
+    assert _field(output, "max span") == format_number(retimed.max_span)
+    assert_saved_valid(saved)
 
 
 def test_schedule_no_visualization_writes_no_picture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

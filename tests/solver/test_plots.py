@@ -104,9 +104,9 @@ def test_pareto_plot_labels_every_heuristic(tmp_path: Path) -> None:
         (2.0, result("feasible", 40.0, 35.0)),
         (4.0, result("optimal", 30.0, 30.0)),
     ]
-    heuristics = [("1F1B", 4.0, 33.0), ("GPipe", 8.0, 33.0)]
+    heuristics = [("1F1B", 4.0, 33.0), ("GPipe", 8.0, 33.0), ("ZB-H1", 4.0, 27.0), ("ZB-auto", 4.0, 27.0)]
     figure = pareto_figure(points, heuristics, reference=4.0)
-    assert {text.get_text() for text in figure.axes[0].texts} == {"1F1B", "GPipe"}
+    assert {text.get_text() for text in figure.axes[0].texts} == {"1F1B", "GPipe", "ZB-H1, ZB-auto"}
     path = save_figure(figure, tmp_path / "pareto.png")
     image = matplotlib.image.imread(path)
     assert np.ptp(image[..., :3]) > 0.5
