@@ -30,6 +30,7 @@ MICROBATCH_SIZE = 2
 SEED = 0
 TOLERANCE = 1e-9
 TIMEOUT_S = 300.0
+FAILURE_GRACE_S = 5.0
 CSV_NAME = "schedule.csv"
 JOB_NAME = "job.json"
 
@@ -81,15 +82,23 @@ def torch_run(schedule: Schedule, timeout_s: float = TIMEOUT_S) -> TorchRunResul
             command = [sys.executable, "-m", "solver.torch_run", str(rank), str(folder)]
             processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
             log.close()
-        deadline = time.monotonic() + timeout_s
-        for process in processes:
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        _wait(processes, timeout_s)
         devices = tuple(_read_result(folder, rank, instance.placement) for rank in range(instance.num_devices))
     return TorchRunResult(devices, time.perf_counter() - started)
+
+
+def _wait(processes: list[subprocess.Popen], timeout_s: float) -> None:
+    """Wait for every worker; once one has failed, the others (likely stuck waiting for it) get
+    FAILURE_GRACE_S more seconds before they are killed, as are any still running at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while any(process.poll() is None for process in processes) and time.monotonic() < deadline:
+        if any(process.returncode not in (None, 0) for process in processes):
+            deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
+        time.sleep(0.05)
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def _read_result(folder: Path, rank: int, placement: tuple[int, ...]) -> DeviceResult:
@@ -135,6 +144,7 @@ def _worker(rank: int, folder: Path) -> None:
         last = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0]
         result = DeviceResult(rank, stage_ids, 0.0, float("inf"), last)
     (folder / f"rank{rank}.json").write_text(json.dumps(dataclasses.asdict(result)), encoding="utf-8")
+    sys.exit(0 if result.error is None else 1)
 
 
 def _run_rank(

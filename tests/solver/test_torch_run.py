@@ -7,10 +7,14 @@ the suite keeps to the two runs the issue asks for, and they run in CI.
 from __future__ import annotations
 
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from models import Instance, Op, Schedule, ScheduleError
+from solver import torch_run as torch_run_module
 from solver.heuristics import run_heuristic
 from solver.import_torch import INSTALL_HINT
 from solver.torch_run import TOLERANCE, format_result, torch_run
@@ -63,3 +67,20 @@ def test_corrupted_schedule_is_refused_before_any_process_starts(
     moved = tuple(Op(*op[:3], 1, op.start, op.end) if op.key == ("F", 0, 0) else op for op in schedule.ops)
     with pytest.raises(ScheduleError, match="stage 0 is placed on device 0"):
         torch_run(Schedule(schedule.instance, moved, "moved"))
+
+
+def test_a_failed_worker_does_not_leave_the_others_hanging(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch_run_module, "FAILURE_GRACE_S", 0.5)
+    failing = subprocess.Popen([sys.executable, "-c", "print('RuntimeError: boom'); raise SystemExit(1)"])
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    started = time.monotonic()
+    torch_run_module._wait([failing, stuck], timeout_s=120)
+    assert time.monotonic() - started < 30
+    assert failing.returncode == 1 and stuck.returncode is not None and stuck.returncode != 0
+
+
+def test_a_worker_without_a_result_is_reported_with_its_last_line(tmp_path: Path) -> None:
+    (tmp_path / "rank1.log").write_text("loading\nRuntimeError: gloo connect failed\n")
+    result = torch_run_module._read_result(tmp_path, 1, (0, 1, 1, 0))
+    assert not result.passed and result.stages == (1, 2)
+    assert result.error == "the process died or timed out (RuntimeError: gloo connect failed)"
