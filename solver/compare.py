@@ -15,7 +15,7 @@ from models import Instance, PipesatError, Schedule
 from solver.heuristics import NotApplicable, all_heuristics, run_heuristic
 from solver.metrics import Objective, compute_metrics
 from solver.retime import retime_for_span
-from solver.tables import Column, format_number, format_percent, percent_or_dash
+from solver.tables import Column, format_number, percent_or_dash
 from solver.validator import ensure_valid
 
 SOLVER_NAME = "cp-sat"
@@ -111,9 +111,7 @@ def solver_row(result: Any, objective: Objective) -> ComparisonRow:
         return ComparisonRow(SOLVER_NAME, title, note=note)
     schedule = ensure_valid(result.schedule)
     metrics = compute_metrics(schedule)
-    note = result.status
-    if result.status != "optimal" and result.gap is not None:
-        note += f", gap to bound {format_percent(result.gap)}"
+    note = "optimal (proven)" if result.status == "optimal" else result.status
     return ComparisonRow(
         SOLVER_NAME,
         title,
