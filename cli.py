@@ -713,11 +713,11 @@ def export_command(schedule_file: Path, target: str, out: Path) -> None:
     schedule = load_schedule(schedule_file)
     if target == "torch-csv":
         path = export_torch_csv(schedule, out)
-        click.echo(f"torch CSV:    {path} ({schedule.instance.num_devices} ranks, {len(schedule.ops)} actions)")
+        echo_field("torch CSV", f"{path} ({schedule.instance.num_devices} ranks, {len(schedule.ops)} actions)")
         click.echo("load it with _PipelineScheduleRuntime._load_csv(path, format='compute_only') (torch 2.13)")
     else:
         path = export_chrome_trace(schedule, out)
-        click.echo(f"Chrome trace: {path} (one track per device, memory counters; 1 time unit = 1 ms)")
+        echo_field("Chrome trace", f"{path} (one track per device, memory counters; 1 time unit = 1 ms)")
 
 
 @cli.group("import", cls=PipesatGroup)
