@@ -20,7 +20,7 @@ from solver.metrics import OBJECTIVES, compute_metrics
 from solver.plots import PICTURE_SUFFIXES, pareto_figure, plot_schedule, save_figure
 from solver.retime import retime_for_span
 from solver.schedule_file import load_schedule, save_schedule
-from solver.tables import FORMATS, Column, format_number, format_percent, format_rows, percent_or_dash
+from solver.tables import FORMATS, Column, format_number, format_percent, format_rows, heuristic_title, percent_or_dash
 from solver.validator import ensure_valid, validate
 
 EXIT_INVALID = 1
@@ -394,18 +394,12 @@ def echo_solve_summary(result: Any) -> None:
         echo_field("best heuristic", "none fits this instance and limit")
     else:
         improvement = "" if result.improvement is None else f"; improvement {format_percent(result.improvement)}"
-        echo_field("best heuristic", f"{_title(result.start_heuristic)} = {_or_dash(result.start_value)}{improvement}")
+        echo_field(
+            "best heuristic", f"{heuristic_title(result.start_heuristic)} = {_or_dash(result.start_value)}{improvement}"
+        )
     first = "" if result.time_to_first is None else f", first schedule at {result.time_to_first:.2f} s"
     best = "" if result.time_to_best is None else f", best at {result.time_to_best:.2f} s"
     echo_field("solve time", f"{result.solve_time:.2f} s{first}{best}")
-
-
-def _title(name: str) -> str:
-    """A heuristic's title (`ZB-H1`), or the name itself for other starting schedules."""
-    try:
-        return get_heuristic(name).title
-    except NotApplicable:
-        return name
 
 
 def no_schedule_error(result: Any, instance: Instance) -> ScheduleError:
@@ -571,7 +565,7 @@ def pareto(
     if fmt == "table":
         click.echo()
         heuristic_rows = [
-            {"name": _title(name), "peak": peak, "value": value} for name, peak, value in sweep.heuristics
+            {"name": heuristic_title(name), "peak": peak, "value": value} for name, peak, value in sweep.heuristics
         ]
         heuristic_columns = [
             Column("name", "handwritten", align_right=False),
@@ -581,11 +575,13 @@ def pareto(
         click.echo(format_rows(heuristic_columns, heuristic_rows, fmt))
     if not no_visualization:
         title = f"{what} against memory limit: {describe(dataclasses.replace(instance, memory_limit=None))}"
-        heuristics = [(_title(name), peak, value) for name, peak, value in sweep.heuristics]
+        heuristics = [(heuristic_title(name), peak, value) for name, peak, value in sweep.heuristics]
         figure = pareto_figure(sweep.points, heuristics, objective, reference, title)
         path = save_figure(figure, output or Path("pareto.png"))
-        message = f"picture: {path}"
-        click.echo(message, err=fmt != "table")
+        if fmt == "table":
+            echo_field("picture", str(path))
+        else:
+            click.echo(f"picture: {path}", err=True)
 
 
 # --- Instances from real models: instance from-model, profile (issue 7) ----------------------------

@@ -12,7 +12,7 @@ import shutil
 
 from models import Op, Schedule
 from solver.metrics import compute_metrics
-from solver.tables import format_number, format_percent
+from solver.tables import display_name, format_number, format_percent
 
 IDLE = "."
 DEFAULT_WIDTH = 100
@@ -76,7 +76,7 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
             scale = shortest_columns / shortest
     columns = max(1, min(available, round(makespan * scale)))
 
-    lines = [f"=== {schedule.name or 'schedule'} (p={p}, m={instance.num_microbatches}, v={v}) ==="]
+    lines = [f"=== {display_name(schedule)} (p={p}, m={instance.num_microbatches}, v={v}) ==="]
     rows = [[IDLE] * columns for _ in range(p)]
     for op in sorted(schedule.ops, key=lambda o: (o.start, o.end)):
         row = rows[op.device]

@@ -19,9 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from models import Schedule, ScheduleError
-from solver.heuristics import NotApplicable, get_heuristic
 from solver.metrics import Objective, compute_metrics, memory_profiles
-from solver.tables import format_number, format_percent
+from solver.tables import display_name, format_number, format_percent
 
 # Okabe-Ito: blue, orange, reddish purple (their light shades stay apart too); vermillion for limits.
 KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#CC79A7"}
@@ -54,29 +53,6 @@ def _text_colour(rgb: tuple[float, float, float]) -> str:
 def kind_names(split_backward: bool) -> dict[str, str]:
     backward = "backward (inputs)" if split_backward else "backward"
     return {"F": "forward", "B": backward, "W": "weight gradient"}
-
-
-def _heuristic_title(name: str) -> str:
-    try:
-        return get_heuristic(name).title
-    except NotApplicable:
-        return name
-
-
-def display_name(schedule: Schedule) -> str:
-    """`ZB-V` for a handwritten schedule; `CP-SAT: optimal` (and what it started from) for the solver's."""
-    source = schedule.source
-    if source.get("kind") != "solver":
-        return _heuristic_title(schedule.name) if schedule.name else "schedule"
-    text = "CP-SAT"
-    if source.get("status"):
-        text += f": {source['status']}"
-        if source["status"] != "optimal" and source.get("gap") is not None:
-            text += f", gap to bound {format_percent(source['gap'])}"
-    made_by = source.get("made_by")
-    if made_by and made_by != "cp-sat":
-        text += f" (the {_heuristic_title(made_by)} schedule)"
-    return text
 
 
 def schedule_title(schedule: Schedule, objective: Objective = "makespan") -> str:

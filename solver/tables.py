@@ -1,4 +1,4 @@
-"""Rows of values as a text table, CSV, JSON or Markdown: how `compare` and `pareto` print.
+"""How pipesat writes for people: schedule names, numbers, and rows as a table, CSV, JSON or Markdown.
 
 Rows hold raw values (numbers, booleans, strings, None). The text table and Markdown show them
 formatted for reading (percentages, "yes"/"no", "-" for nothing); CSV and JSON keep them exact
@@ -15,7 +15,34 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from models import Schedule
+from solver.heuristics import NotApplicable, get_heuristic
+
 FORMATS = ("table", "csv", "json", "markdown")
+
+
+def heuristic_title(name: str) -> str:
+    """A heuristic's title (`ZB-H1`), or the name itself for any other schedule."""
+    try:
+        return get_heuristic(name).title
+    except NotApplicable:
+        return name
+
+
+def display_name(schedule: Schedule) -> str:
+    """`ZB-V` for a handwritten schedule; `CP-SAT: optimal` (and what it started from) for the solver's."""
+    source = schedule.source
+    if source.get("kind") != "solver":
+        return heuristic_title(schedule.name) if schedule.name else "schedule"
+    text = "CP-SAT"
+    if source.get("status"):
+        text += f": {source['status']}"
+        if source["status"] != "optimal" and source.get("gap") is not None:
+            text += f", gap to bound {format_percent(source['gap'])}"
+    made_by = source.get("made_by")
+    if made_by and made_by != "cp-sat":
+        text += f" (the {heuristic_title(made_by)} schedule)"
+    return text
 
 
 def format_number(value: float) -> str:

@@ -8,7 +8,18 @@ import json
 
 import pytest
 
-from solver.tables import FORMATS, Column, format_percent, format_rows, percent_or_dash
+from models import Instance
+from solver.heuristics import run_heuristic
+from solver.tables import (
+    FORMATS,
+    Column,
+    display_name,
+    format_percent,
+    format_rows,
+    heuristic_title,
+    percent_or_dash,
+)
+from tests.strategies import assert_valid
 
 COLUMNS = [
     Column("name", "schedule", align_right=False),
@@ -49,3 +60,13 @@ def test_every_format_and_an_unknown_one() -> None:
 def test_a_tiny_gap_is_never_shown_as_zero() -> None:
     assert format_percent(0.0) == "0.00%"
     assert format_percent(1e-7) != "0.00%" and format_percent(1e-7).startswith("1.0e-05")
+
+
+def test_display_names() -> None:
+    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "weight_times": 1})
+    schedule = assert_valid(run_heuristic("zb-h1", instance))
+    assert display_name(schedule) == "ZB-H1" and heuristic_title("cp-sat") == "cp-sat"
+    solved = schedule.with_source(kind="solver", made_by="zb-h1", status="feasible", gap=0.25)
+    assert display_name(solved) == "CP-SAT: feasible, gap to bound 25.00% (the ZB-H1 schedule)"
+    found = schedule.with_source(name="cp-sat", kind="solver", made_by="cp-sat", status="optimal", gap=0.0)
+    assert display_name(found) == "CP-SAT: optimal"
