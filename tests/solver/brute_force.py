@@ -62,10 +62,8 @@ def all_schedules(instance: Instance, split: bool, objective: str, fifo: bool = 
     per_device = [device_orders(instance, d, split, fifo) for d in range(instance.num_devices)]
     for orders in itertools.product(*per_device):
         try:
-            if objective == "span":
-                schedule = min_span_schedule(instance, orders)
-            else:
-                schedule = simulate(instance, orders)
+            timing = min_span_schedule if objective == "span" else simulate
+            schedule = timing(instance, orders)
         except ScheduleError:
             continue  # the orders deadlock
         if not validate(schedule):

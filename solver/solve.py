@@ -1,0 +1,482 @@
+"""The solve: CP-SAT warm-started from the heuristics and bounded by the analytic lower bounds.
+
+Steps: check the memory limit against the smallest feasible one (exact, `solver.bounds`); time every
+applicable heuristic (and any extra starting schedules) on the instance, keep those that fit the limit;
+if the best meets the lower bound it is optimal and no search runs. Otherwise build the CP-SAT model,
+give it the best one as a complete hint, put [lower bound, its value] into the objective's domain, and
+search. The model's best per-device order is re-timed at the instance's exact float times (the
+simulator for the makespan, `retime` for the max span) and validated; the value comes from
+`solver.metrics`. The result is never worse than the best starting schedule: when the search does not
+beat it, that schedule is returned with the search's bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from models import Instance, InstanceError, OpKey, PipesatError, Schedule
+from models.cpsat_model import PipelineModel, orders_from_starts
+from solver.bounds import lower_bound, minimum_memory_limit, resolve_split
+from solver.heuristics import all_heuristics, run_heuristic
+from solver.metrics import OBJECTIVES, compute_metrics
+from solver.min_memory import NAME as ONE_AT_A_TIME
+from solver.min_memory import one_at_a_time_orders
+from solver.retime import min_span_schedule
+from solver.simulator import simulate
+from solver.validator import RELATIVE_TOLERANCE, validate
+
+MINIMIZE = ("time", "memory")
+STATUSES = ("optimal", "feasible", "infeasible", "unknown", "interrupted")
+
+Progress = Callable[[float, float | None, float | None], None]
+"""`progress(elapsed seconds, best value, best bound)`, called as the search finds them."""
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """What a solve found and proved.
+
+    `value` is the schedule's objective (makespan, max span or peak memory) by `solver.metrics`;
+    `bound` a proven lower bound on it; `gap = (value - bound) / value`. Times are seconds since
+    `solve` was called: `time_to_first` until a schedule was in hand (the starting heuristic or
+    CP-SAT's first solution), `time_to_best` until the returned one was. `improvement` is the
+    fraction by which the result beats `start_value`, the best starting schedule's value.
+    """
+
+    status: str
+    objective: str
+    schedule: Schedule | None
+    value: float | None
+    bound: float | None
+    gap: float | None
+    solve_time: float
+    time_to_first: float | None
+    time_to_best: float | None
+    start_heuristic: str | None
+    start_value: float | None
+    improvement: float | None
+    smallest_feasible_limit: float | None
+    message: str
+
+
+@dataclass(frozen=True)
+class _Start:
+    """A valid schedule the search can start from, with its objective value."""
+
+    name: str
+    schedule: Schedule
+    value: float
+    found_at: float
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """One solve's settings, resolved."""
+
+    instance: Instance
+    objective: str  # the time objective: "makespan" or "span"
+    minimize: str  # "time" or "memory"
+    split: bool
+    time_cap: float | None
+    symmetry_breaking: bool
+
+    @property
+    def result_objective(self) -> str:
+        return "memory" if self.minimize == "memory" else self.objective
+
+    def timed(self, orders: Sequence[Sequence[OpKey]], instance: Instance | None = None, name: str = "") -> Schedule:
+        """The orders timed at exact floats: as soon as possible, or for the least max span."""
+        target = instance or self.instance
+        if self.objective == "span":
+            return min_span_schedule(target, orders, name)
+        return simulate(target, orders, name)
+
+    def time_value(self, schedule: Schedule) -> float:
+        return compute_metrics(schedule).objective(self.objective)
+
+    def value(self, schedule: Schedule) -> float:
+        if self.minimize == "memory":
+            return compute_metrics(schedule).max_peak_memory
+        return self.time_value(schedule)
+
+    def accepts(self, schedule: Schedule) -> bool:
+        """Valid (memory limit included) and within the time cap."""
+        if validate(schedule):
+            return False
+        return self.time_cap is None or self.time_value(schedule) <= self.time_cap * (1 + RELATIVE_TOLERANCE)
+
+
+def solve(
+    instance: Instance,
+    objective: str = "makespan",
+    minimize: str = "time",
+    time_limit: float = 10.0,
+    workers: int = 1,
+    seed: int = 0,
+    deterministic: bool = False,
+    gap: float = 0.0,
+    symmetry_breaking: bool = True,
+    split_backward: bool | None = None,
+    makespan_cap: float | None = None,
+    progress: Progress | None = None,
+    starts: Sequence[Schedule] = (),
+) -> SolveResult:
+    """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
+
+    `objective` is "makespan" or "span" (max span). `minimize="memory"` minimises the peak memory
+    instead, ignoring the instance's memory limit, with the time objective capped at `makespan_cap`
+    when given. `split_backward` None schedules W apart exactly when the instance has weight times.
+    `deterministic` makes repeated runs give the same result: the time limit becomes CP-SAT's
+    deterministic time (wall clock stops it only at ten times the limit) and several workers
+    interleave. `gap` stops the search at that relative gap. `starts` are extra starting schedules
+    (for instance the previous point of a Pareto sweep).
+    """
+    clock = time.monotonic()
+    _check_options(objective, minimize, time_limit, workers, gap, makespan_cap)
+    split = resolve_split(instance, split_backward)
+    if minimize == "memory":
+        instance = dataclasses.replace(instance, memory_limit=None)
+    problem = _Problem(instance, objective, minimize, split, makespan_cap, symmetry_breaking)
+
+    smallest = minimum_memory_limit(instance)
+    limit = instance.memory_limit
+    if limit is not None and smallest > limit * (1 + RELATIVE_TOLERANCE) + RELATIVE_TOLERANCE:
+        message = f"infeasible: memory limit {limit:g} is too small; the smallest feasible limit is {smallest:g}"
+        return _empty(problem, "infeasible", clock, message, smallest_feasible_limit=smallest)
+
+    bound = lower_bound(instance, problem.result_objective, split)
+    if makespan_cap is not None:
+        time_bound = lower_bound(instance, objective, split)
+        if time_bound > makespan_cap * (1 + RELATIVE_TOLERANCE):
+            message = (
+                f"infeasible: no schedule has a {objective} within {makespan_cap:g}; the lower bound is {time_bound:g}"
+            )
+            return _empty(problem, "infeasible", clock, message)
+
+    candidates = _starting_points(problem, starts, clock)
+    best = min(candidates, key=lambda c: c.value) if candidates else None
+    if best is not None:
+        if progress is not None:
+            try:
+                progress(time.monotonic() - clock, best.value, bound)
+            except KeyboardInterrupt:
+                return _result(problem, best, best, bound, clock, interrupted=True, searched=False)
+        if best.value <= bound * (1 + RELATIVE_TOLERANCE) or _relative_gap(best.value, bound) <= gap:
+            return _result(problem, best, best, bound, clock, interrupted=False, searched=False)
+    return _search(problem, best, bound, clock, time_limit, workers, seed, deterministic, gap, progress)
+
+
+def _check_options(
+    objective: str, minimize: str, time_limit: float, workers: int, gap: float, cap: float | None
+) -> None:
+    if objective not in OBJECTIVES:
+        raise InstanceError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+    if minimize not in MINIMIZE:
+        raise InstanceError(f"unknown quantity to minimize {minimize!r}; use time or memory")
+    if not time_limit > 0:
+        raise InstanceError(f"the time limit must be positive, got {time_limit:g} seconds")
+    if workers < 1:
+        raise InstanceError(f"workers must be at least 1, got {workers}")
+    if not 0 <= gap < 1:
+        raise InstanceError(f"the gap to stop at must be a fraction in [0, 1), got {gap:g}")
+    if cap is not None and minimize != "memory":
+        raise InstanceError("a makespan cap applies only when minimizing memory; drop it or minimize memory")
+    if cap is not None and not cap > 0:
+        raise InstanceError(f"the makespan cap must be positive, got {cap:g}")
+
+
+def _starting_points(problem: _Problem, extra: Sequence[Schedule], clock: float) -> list[_Start]:
+    """Every heuristic (and extra schedule) that fits, re-timed for the objective, plus the
+    one-at-a-time schedule when nothing else fits."""
+    sources: list[tuple[str, Schedule]] = []
+    for heuristic in all_heuristics():
+        try:
+            sources.append((heuristic.name, run_heuristic(heuristic.name, problem.instance)))
+        except PipesatError:
+            continue
+    sources += [(schedule.name or "start", schedule) for schedule in extra]
+    starts = [start for name, schedule in sources if (start := _as_start(problem, name, schedule, clock))]
+    if not starts:
+        orders = one_at_a_time_orders(problem.instance, problem.split)
+        start = _as_start(problem, ONE_AT_A_TIME, simulate(problem.instance, orders, ONE_AT_A_TIME), clock)
+        starts = [start] if start else []
+    return starts
+
+
+def _as_start(problem: _Problem, name: str, schedule: Schedule, clock: float) -> _Start | None:
+    """The schedule's order for this problem (W split out after each B of a fused schedule), re-timed."""
+    orders = schedule.orders()
+    if schedule.split_backward != problem.split:
+        if not problem.split:
+            return None  # a schedule with separate W ops is not a fused-backward schedule
+        orders = [
+            [op for key in order for op in ([key, ("W", key[1], key[2])] if key[0] == "B" else [key])]
+            for order in orders
+        ]
+    try:
+        timed = problem.timed(orders, name=name).with_source(kind="heuristic", name=name)
+    except PipesatError:
+        return None
+    if not problem.accepts(timed):
+        return None
+    return _Start(name, timed, problem.value(timed), time.monotonic() - clock)
+
+
+def _tick_hint(problem: _Problem, model: PipelineModel, start: _Start) -> tuple[dict[OpKey, int], int | None]:
+    """The starting schedule's order timed in the model's ticks: a complete, feasible hint."""
+    orders = start.schedule.orders()
+    timed = problem.timed(orders, instance=model.ticks)
+    if any(op.start != round(op.start) for op in timed.ops):
+        # A min-span timing with a fractional span: the next whole tick keeps every time whole.
+        timed = min_span_schedule(model.ticks, orders, span=math.ceil(compute_metrics(timed).max_span - 1e-9))
+    starts = {op.key: round(op.start) for op in timed.ops}
+    capacity = round(compute_metrics(timed).max_peak_memory) if problem.minimize == "memory" else None
+    return starts, capacity
+
+
+class _Recorder(cp_model.CpSolverSolutionCallback):
+    """Keeps the latest (best) solution's starts and reports progress."""
+
+    def __init__(
+        self,
+        model: PipelineModel,
+        clock: float,
+        to_value: Callable[[float], float],
+        progress: Progress | None,
+        bound: Callable[[float], float],
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.clock = clock
+        self.to_value = to_value
+        self.to_bound = bound
+        self.progress = progress
+        self.starts: dict[OpKey, int] | None = None
+        self.found_at: float | None = None
+        self.first_at: float | None = None
+        self.interrupted = False
+        self.error: BaseException | None = None
+        # Set once the solver exists: the solver's own stop works from every callback.
+        self.stop: Callable[[], None] = lambda: None
+
+    def on_solution_callback(self) -> None:
+        now = time.monotonic() - self.clock
+        self.starts = {key: self.value(var) for key, var in self.model.starts.items()}
+        self.found_at = now
+        if self.first_at is None:
+            self.first_at = now
+        self.report(self.to_value(self.objective_value), self.to_bound(self.best_objective_bound))
+
+    def report(self, value: float | None, bound: float | None) -> None:
+        if self.progress is None:
+            return
+        try:
+            self.progress(time.monotonic() - self.clock, value, bound)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.stop()
+        except Exception as error:  # re-raised after the search stops
+            self.error = error
+            self.stop()
+
+
+def _search(
+    problem: _Problem,
+    best: _Start | None,
+    bound: float,
+    clock: float,
+    time_limit: float,
+    workers: int,
+    seed: int,
+    deterministic: bool,
+    gap: float,
+    progress: Progress | None,
+) -> SolveResult:
+    memory = problem.minimize == "memory"
+    model = PipelineModel(
+        problem.instance, problem.objective, problem.split, problem.symmetry_breaking, memory, problem.time_cap
+    )
+    per_unit = model.scale.memory if memory else model.scale.time
+    if memory:
+        tick_bound = minimum_memory_limit(model.ticks)
+    else:
+        tick_bound = lower_bound(model.ticks, problem.objective, problem.split)
+    upper = None
+    if best is not None:
+        upper = model.add_hint(*_tick_hint(problem, model, best))
+    model.restrict_objective(math.ceil(tick_bound * (1 - 1e-9) - 1e-9), upper)
+
+    # Flooring times keeps the model a relaxation; only a fractional min span loses up to a tick.
+    loose_tick = 0 if memory or problem.objective == "makespan" or model.scale.exact_span else 1
+
+    def to_bound(ticks: float) -> float:
+        return max(bound, (math.ceil(ticks - 1e-6) - loose_tick) / per_unit)
+
+    recorder = _Recorder(model, clock, lambda ticks: ticks / per_unit, progress, to_bound)
+    solver = cp_model.CpSolver()
+    recorder.stop = solver.stop_search
+    params = solver.parameters
+    params.num_workers = workers
+    params.random_seed = seed
+    params.relative_gap_limit = gap
+    params.catch_sigint_signal = False
+    remaining = max(time_limit - (time.monotonic() - clock), 0.01)
+    if deterministic:
+        params.max_deterministic_time = remaining
+        params.max_time_in_seconds = 10 * remaining
+        params.interleave_search = workers > 1
+    else:
+        params.max_time_in_seconds = remaining
+    if progress is not None:
+        solver.best_bound_callback = lambda ticks: recorder.report(
+            recorder.to_value(recorder.objective_value) if recorder.starts else (best and best.value),
+            to_bound(ticks),
+        )
+    status, interrupted = _run(solver, model, recorder)
+    if recorder.error is not None:
+        raise recorder.error
+    interrupted = interrupted or recorder.interrupted
+
+    found = None
+    if recorder.starts is not None:
+        orders = orders_from_starts(problem.instance, recorder.starts, model.duration)
+        timed = problem.timed(orders, name="cp-sat")
+        if problem.accepts(timed):
+            found = _Start("cp-sat", timed, problem.value(timed), recorder.found_at or 0.0)
+    proven = bound
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) or (
+        status == cp_model.UNKNOWN and math.isfinite(solver.best_objective_bound)
+    ):
+        proven = to_bound(solver.best_objective_bound)
+    chosen = found if found is not None and (best is None or found.value < best.value) else best
+    if chosen is None:
+        if interrupted:
+            return _empty(problem, "interrupted", clock, "interrupted before any schedule was found")
+        if status == cp_model.INFEASIBLE:
+            what = f"a {problem.objective} within {problem.time_cap:g}" if problem.time_cap is not None else "one"
+            return _empty(problem, "infeasible", clock, f"infeasible: no schedule fits; searched for {what}")
+        return _empty(problem, "unknown", clock, f"unknown: no schedule found in {time_limit:g} s")
+    first = best.found_at if best is not None else recorder.first_at
+    return _result(problem, chosen, best, proven, clock, interrupted, searched=True, time_to_first=first)
+
+
+def _run(solver: cp_model.CpSolver, model: PipelineModel, recorder: _Recorder) -> tuple[int, bool]:
+    """Solve in a worker thread so that Ctrl-C in the main thread stops the search gracefully.
+
+    The main thread waits on an event rather than `Thread.join`: a join interrupted by Ctrl-C can
+    report the thread finished while it still runs (CPython before 3.13).
+    """
+    outcome: dict[str, object] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome["status"] = solver.solve(model.model, recorder)
+        except BaseException as error:  # surfaced in the calling thread
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="cp-sat", daemon=True).start()
+    interrupted = False
+    try:
+        while not done.wait(0.05):
+            pass
+    except KeyboardInterrupt:
+        interrupted = True
+        solver.stop_search()
+        done.wait()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return int(outcome["status"]), interrupted  # type: ignore[call-overload]
+
+
+def _result(
+    problem: _Problem,
+    chosen: _Start,
+    start: _Start | None,
+    bound: float,
+    clock: float,
+    interrupted: bool,
+    searched: bool,
+    time_to_first: float | None = None,
+) -> SolveResult:
+    value = chosen.value
+    if bound > value * (1 + RELATIVE_TOLERANCE) + RELATIVE_TOLERANCE:
+        raise RuntimeError(f"internal error: lower bound {bound!r} exceeds the value {value!r} of a valid schedule")
+    optimal = value <= bound * (1 + RELATIVE_TOLERANCE)
+    if optimal:
+        bound = value
+    gap = _relative_gap(value, bound)
+    status = "interrupted" if interrupted else "optimal" if optimal else "feasible"
+    elapsed = time.monotonic() - clock
+    message = status if optimal and not interrupted else f"{status}, gap {_percent(gap)}"
+    if not searched:
+        message += f" ({chosen.name} meets the lower bound)" if optimal else f" ({chosen.name} is within the gap)"
+    schedule = chosen.schedule.with_source(
+        kind="solver",
+        made_by=chosen.name,
+        status=status,
+        objective=problem.result_objective,
+        value=value,
+        bound=bound,
+        gap=gap,
+        solve_time=elapsed,
+    )
+    improvement = None
+    if start is not None and start.value > 0:
+        improvement = (start.value - value) / start.value
+    memory = problem.minimize == "memory"
+    return SolveResult(
+        status=status,
+        objective=problem.result_objective,
+        schedule=schedule,
+        value=value,
+        bound=bound,
+        gap=gap,
+        solve_time=elapsed,
+        time_to_first=chosen.found_at if time_to_first is None else time_to_first,
+        time_to_best=chosen.found_at,
+        start_heuristic=None if start is None else start.name,
+        start_value=None if start is None else start.value,
+        improvement=improvement,
+        smallest_feasible_limit=value if memory and optimal else None,
+        message=message,
+    )
+
+
+def _empty(
+    problem: _Problem, status: str, clock: float, message: str, smallest_feasible_limit: float | None = None
+) -> SolveResult:
+    return SolveResult(
+        status=status,
+        objective=problem.result_objective,
+        schedule=None,
+        value=None,
+        bound=None,
+        gap=None,
+        solve_time=time.monotonic() - clock,
+        time_to_first=None,
+        time_to_best=None,
+        start_heuristic=None,
+        start_value=None,
+        improvement=None,
+        smallest_feasible_limit=smallest_feasible_limit,
+        message=message,
+    )
+
+
+def _relative_gap(value: float, bound: float) -> float:
+    return max(0.0, (value - bound) / value) if value > 0 else 0.0
+
+
+def _percent(fraction: float) -> str:
+    """A percentage with three significant digits, never rounded to zero."""
+    return f"{100 * fraction:.3g}%"

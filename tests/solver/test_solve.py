@@ -1,0 +1,282 @@
+"""The solve: proven optima against brute force, warm starts, limits, interruption, options."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from models import Instance, InstanceError, PipesatError
+from solver.bounds import minimum_memory_limit
+from solver.heuristics import all_heuristics, run_heuristic
+from solver.metrics import compute_metrics
+from solver.retime import retime_for_span
+from solver.solve import solve
+from solver.validator import validate
+from tests.solver.brute_force import brute_force_optimum
+from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
+
+FAST = {"time_limit": 10.0, "workers": 1, "seed": 0}
+
+
+def _instance(p: int, m: int, split: bool, p2p: float, limit: float | None) -> Instance:
+    data = {
+        "num_devices": p,
+        "num_microbatches": m,
+        "forward_times": [1, 1.5, 2][:p],
+        "backward_times": [2, 1.5, 2.5][:p],
+        "p2p_time": p2p,
+        "memory_limit": limit,
+    }
+    if split:
+        data["weight_times"] = [1, 0.5, 1][:p]
+    return Instance.from_dict(data)
+
+
+BRUTE_FORCE_CASES = [
+    # (p, m, split, p2p, limit, objective): limits between the least feasible and the 1F1B peak.
+    (2, 2, True, 0.0, None, "makespan"),
+    (2, 2, True, 0.5, 1.25, "makespan"),
+    (2, 2, True, 0.5, 1.25, "span"),
+    (2, 3, False, 0.0, 1.25, "makespan"),
+    (2, 3, False, 0.5, None, "span"),
+    (2, 3, False, 0.5, 1.25, "span"),
+    (3, 2, False, 0.5, None, "span"),
+    (3, 2, True, 0.0, None, "makespan"),
+    (3, 2, True, 0.0, 1.25, "span"),
+    (3, 2, True, 0.5, 2.0, "makespan"),
+    (3, 2, True, 0.5, None, "span"),
+]
+
+
+@pytest.mark.parametrize(("p", "m", "split", "p2p", "limit", "objective"), BRUTE_FORCE_CASES)
+def test_proven_optimum_equals_brute_force(
+    p: int, m: int, split: bool, p2p: float, limit: float | None, objective: str
+) -> None:
+    instance = _instance(p, m, split, p2p, limit)
+    result = solve(instance, objective, **FAST)
+    assert result.status == "optimal", result.message
+    assert result.value == brute_force_optimum(instance, split, objective)
+    assert result.bound == result.value and result.gap == 0
+    schedule = assert_valid(result.schedule)
+    assert compute_metrics(schedule).objective(objective) == result.value
+    assert schedule.split_backward == split
+
+
+@pytest.mark.parametrize("symmetry_breaking", [True, False])
+def test_brute_force_with_interleaved_chunks(symmetry_breaking: bool) -> None:
+    instance = Instance.from_dict(
+        {
+            "num_devices": 2,
+            "num_microbatches": 2,
+            "chunks": 2,
+            "placement": "interleaved",
+            "forward_times": [1, 2, 1, 1],
+            "backward_times": [2, 1, 2, 3],
+            "p2p_time": 1,
+            "memory_limit": 1.5,
+        }
+    )
+    result = solve(instance, symmetry_breaking=symmetry_breaking, **FAST)
+    assert result.status == "optimal"
+    assert result.value == brute_force_optimum(instance, False, "makespan")
+    assert_valid(result.schedule)
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 4), (3, 3), (4, 6), (4, 8)])
+def test_fused_uniform_linear_optimum_is_one_f_one_b(p: int, m: int) -> None:
+    instance = Instance.from_dict({"num_devices": p, "num_microbatches": m, "forward_times": 2, "backward_times": 3})
+    result = solve(instance, **FAST)
+    assert result.status == "optimal"
+    assert result.value == (m + p - 1) * (2 + 3)
+    assert_valid(result.schedule)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"num_devices": 3, "num_microbatches": 4, "weight_times": 1, "p2p_time": 0.5, "memory_limit": "1x"},
+        {"num_devices": 3, "num_microbatches": 3, "backward_times": [2, 3, 1], "memory_limit": "0.7x"},
+        {"num_devices": 2, "num_microbatches": 4, "chunks": 2, "placement": "vshape", "weight_times": 1},
+    ],
+)
+def test_symmetry_breaking_on_and_off_give_the_same_optimum(data: dict) -> None:
+    instance = Instance.from_dict(data)
+    on = solve(instance, **FAST)
+    off = solve(instance, symmetry_breaking=False, **FAST)
+    assert on.status == off.status == "optimal"
+    assert on.value == off.value
+    assert_valid(on.schedule)
+    assert_valid(off.schedule)
+
+
+def test_search_improves_on_the_best_heuristic_and_reports_it() -> None:
+    # The fused instance's heuristics are 1F1B and GPipe; with W split out CP-SAT does better.
+    instance = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "backward_times": 1, "weight_times": 1})
+    gpipe = compute_metrics(run_heuristic("gpipe", instance)).makespan
+    calls: list[tuple[float, float | None, float | None]] = []
+    result = solve(instance, progress=lambda *args: calls.append(args), **FAST)
+    assert result.status == "optimal"
+    assert result.start_heuristic is not None and result.start_value is not None
+    assert result.value <= result.start_value <= gpipe
+    assert result.improvement == pytest.approx((result.start_value - result.value) / result.start_value)
+    assert result.time_to_first is not None and result.time_to_best is not None
+    assert 0 <= result.time_to_first <= result.solve_time and result.time_to_best <= result.solve_time
+    assert calls and all(value is None or value >= result.value for _, value, _ in calls)
+    assert result.schedule.source["kind"] == "solver" and result.schedule.source["status"] == "optimal"
+
+
+def test_a_heuristic_meeting_the_bound_is_optimal_without_search() -> None:
+    instance = Instance.from_dict({"num_devices": 4, "num_microbatches": 8, "forward_times": 1, "backward_times": 2})
+    result = solve(instance, **FAST)
+    assert result.status == "optimal" and result.start_heuristic in ("1f1b", "gpipe")
+    assert "meets the lower bound" in result.message
+    assert result.improvement == 0
+
+
+def test_infeasible_limit_names_the_smallest_feasible_limit() -> None:
+    instance = Instance.from_dict(
+        {"num_devices": 3, "num_microbatches": 4, "chunks": 2, "placement": "vshape", "memory_limit": 0.9}
+    )
+    result = solve(instance, **FAST)
+    assert result.status == "infeasible" and result.schedule is None
+    assert result.smallest_feasible_limit == minimum_memory_limit(instance) == 1.0
+    assert "smallest feasible limit is 1" in result.message
+    at_that_limit = solve(instance.with_changes(memory_limit=result.smallest_feasible_limit), **FAST)
+    assert at_that_limit.status in ("optimal", "feasible")
+    assert_valid(at_that_limit.schedule)
+
+
+def test_minimize_memory_without_a_cap_is_the_minimum_limit() -> None:
+    instance = Instance.from_dict({"num_devices": 3, "num_microbatches": 3, "weight_times": 1, "memory_limit": 5})
+    result = solve(instance, minimize="memory", **FAST)
+    assert result.objective == "memory" and result.status == "optimal"
+    assert result.value == result.smallest_feasible_limit == minimum_memory_limit(instance)
+    assert_valid(result.schedule)
+
+
+def test_minimize_memory_under_a_makespan_cap_matches_brute_force() -> None:
+    instance = _instance(2, 3, False, 0.5, None)
+    cap = 14.0
+    result = solve(instance, minimize="memory", makespan_cap=cap, **FAST)
+    assert result.status == "optimal"
+    assert compute_metrics(result.schedule).makespan <= cap
+    feasible = [
+        limit
+        for limit in (1.0, 2.0, 3.0)
+        if brute_force_optimum(instance.with_changes(memory_limit=limit), False) <= cap
+    ]
+    assert result.value == min(feasible) > minimum_memory_limit(instance)
+    assert_valid(dataclasses.replace(result.schedule, instance=instance.with_changes(memory_limit=result.value)))
+
+
+def test_a_cap_below_the_lower_bound_is_infeasible() -> None:
+    result = solve(_instance(2, 3, False, 0.0, None), minimize="memory", makespan_cap=3)
+    assert result.status == "infeasible" and "lower bound" in result.message
+
+
+def _hard_instance() -> Instance:
+    # Not closed by the bound at once: the search runs long enough to be interrupted.
+    return Instance.from_dict(
+        {
+            "num_devices": 4,
+            "num_microbatches": 12,
+            "forward_times": [5, 4, 6, 5],
+            "backward_times": [6, 7, 5, 6],
+            "weight_times": [4, 3, 4, 5],
+            "p2p_time": 1,
+            "memory_limit": "1.3x",
+        }
+    )
+
+
+def test_keyboard_interrupt_in_progress_returns_the_best_so_far() -> None:
+    calls = []
+
+    def progress(elapsed: float, value: float | None, bound: float | None) -> None:
+        calls.append(value)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    result = solve(_hard_instance(), time_limit=30, symmetry_breaking=False, progress=progress)
+    assert result.status == "interrupted", result.message
+    assert result.solve_time < 20
+    assert_valid(result.schedule)
+    assert result.value <= result.start_value
+
+
+def test_ctrl_c_during_the_search_returns_the_best_so_far() -> None:
+    calls = []
+
+    def progress(elapsed: float, value: float | None, bound: float | None) -> None:
+        calls.append(value)
+        if len(calls) == 2:
+            signal.raise_signal(signal.SIGINT)  # delivered to the main thread, as Ctrl-C is
+
+    result = solve(_hard_instance(), time_limit=30, symmetry_breaking=False, progress=progress)
+    assert result.status == "interrupted", result.message
+    assert_valid(result.schedule)
+
+
+def test_deterministic_runs_agree() -> None:
+    instance = _hard_instance()
+    first = solve(instance, time_limit=1.0, deterministic=True, workers=2)
+    second = solve(instance, time_limit=1.0, deterministic=True, workers=2)
+    assert first.value == second.value and first.bound == second.bound
+    assert first.schedule.ops == second.schedule.ops
+
+
+def test_gap_stops_early_with_an_honest_message() -> None:
+    result = solve(_hard_instance(), gap=0.5, **FAST)
+    assert result.status in ("feasible", "optimal")
+    if result.status == "feasible":
+        assert 0 < result.gap <= 0.5 and "gap" in result.message
+    assert result.solve_time < 5
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"objective": "latency"}, "objective"),
+        ({"minimize": "energy"}, "minimize"),
+        ({"time_limit": 0}, "time limit"),
+        ({"workers": 0}, "workers"),
+        ({"gap": 1.5}, "gap"),
+        ({"makespan_cap": 10}, "cap"),
+        ({"split_backward": True}, "weight_times"),
+    ],
+)
+def test_bad_options_say_what_is_wrong(options: dict, match: str) -> None:
+    with pytest.raises(InstanceError, match=match):
+        solve(Instance.from_dict({"num_devices": 2, "num_microbatches": 2}), **options)
+
+
+@st.composite
+def _limited_instances(draw: st.DrawFn) -> Instance:
+    instance = draw(instances(max_devices=3, max_microbatches=4))
+    low, high = minimum_memory_limit(instance), max(minimum_memory_limit(instance), instance.one_f_one_b_peak())
+    fraction = draw(st.sampled_from([None, 0.0, 0.5, 1.0]))
+    return instance if fraction is None else instance.with_changes(memory_limit=low + fraction * (high - low))
+
+
+@PROPERTY_SETTINGS
+@given(_limited_instances(), st.sampled_from(["makespan", "span"]))
+def test_never_worse_than_any_fitting_heuristic(instance: Instance, objective: str) -> None:
+    result = solve(instance, objective, time_limit=1.0, workers=1, seed=0)
+    assert result.status in ("optimal", "feasible"), result.message
+    assert not validate(result.schedule)
+    assert compute_metrics(result.schedule).objective(objective) == result.value
+    assert result.bound <= result.value
+    for heuristic in all_heuristics():
+        try:
+            schedule = run_heuristic(heuristic.name, instance)
+        except PipesatError:
+            continue
+        if validate(schedule):
+            continue  # does not fit the limit
+        if objective == "span":
+            schedule = retime_for_span(schedule)
+        assert result.value <= compute_metrics(schedule).objective(objective) + 1e-9, heuristic.name
