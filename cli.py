@@ -17,9 +17,12 @@ from solver.compare import compare, comparison_columns
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
 from solver.import_torch import TORCH_SCHEDULES, with_torch_rows
 from solver.metrics import OBJECTIVES, compute_metrics
+from solver.pareto import pareto_sweep, parse_limits
 from solver.plots import PICTURE_SUFFIXES, pareto_figure, plot_schedule, save_figure
 from solver.retime import retime_for_span
 from solver.schedule_file import load_schedule, save_schedule
+from solver.solve import SolveResult
+from solver.solve import solve as run_solver
 from solver.tables import FORMATS, Column, format_number, format_percent, format_rows, heuristic_title, percent_or_dash
 from solver.validator import ensure_valid, validate
 
@@ -384,7 +387,7 @@ def _on_terminal(progress: bool | None) -> bool:
     return sys.stderr.isatty() if progress is None else progress
 
 
-def echo_solve_summary(result: Any) -> None:
+def echo_solve_summary(result: SolveResult) -> None:
     """Status, value, bound, gap, the best heuristic and the improvement over it."""
     echo_field("status", result.status + (" (proven by CP-SAT)" if result.status == "optimal" else ""))
     echo_field(OBJECTIVE_NAMES[result.objective], _or_dash(result.value))
@@ -402,7 +405,7 @@ def echo_solve_summary(result: Any) -> None:
     echo_field("solve time", f"{result.solve_time:.2f} s{first}{best}")
 
 
-def no_schedule_error(result: Any, instance: Instance) -> ScheduleError:
+def no_schedule_error(result: SolveResult, instance: Instance) -> ScheduleError:
     """Why the solver returned no schedule, with the smallest feasible limit when it is known."""
     if result.status == "infeasible":
         text = "no schedule fits"
@@ -446,8 +449,6 @@ def solve(
     progress: bool | None,
 ) -> None:
     """Find the best schedule with CP-SAT, warm-started from every handwritten schedule that fits."""
-    from solver.solve import solve as run_solver
-
     click.echo(f"CP-SAT on {describe(instance)}, {time_limit:g} s, {workers} worker(s)")
     line = ProgressLine(_on_terminal(progress))
     try:
@@ -529,8 +530,6 @@ def pareto(
     fmt: str,
 ) -> None:
     """The fastest schedule at each memory limit: the frontier table and its plot."""
-    from solver.pareto import pareto_sweep, parse_limits
-
     values = parse_limits(limits, instance)
     sweep = pareto_sweep(
         instance, values, objective=objective, time_limit_per_point=time_limit, workers=workers, seed=seed

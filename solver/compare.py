@@ -15,6 +15,8 @@ from models import Instance, PipesatError, Schedule
 from solver.heuristics import NotApplicable, all_heuristics, run_heuristic
 from solver.metrics import Objective, compute_metrics
 from solver.retime import retime_for_span
+from solver.solve import SolveResult
+from solver.solve import solve as run_solver
 from solver.tables import Column, format_number, percent_or_dash
 from solver.validator import ensure_valid
 
@@ -48,7 +50,7 @@ class Comparison:
     instance: Instance
     objective: Objective
     rows: list[ComparisonRow]
-    solve_result: Any = None
+    solve_result: SolveResult | None = None
     reference: float | None = None
     reference_kind: str | None = None  # "optimum" | "bound" | None
 
@@ -103,7 +105,7 @@ def measured_row(
     )
 
 
-def solver_row(result: Any, objective: Objective) -> ComparisonRow:
+def solver_row(result: SolveResult, objective: Objective) -> ComparisonRow:
     """The solver's row from a `SolveResult`; its schedule has passed the validator."""
     title = "CP-SAT"
     if result.schedule is None:
@@ -143,8 +145,6 @@ def compare(
     )
     if not solve:
         return Comparison(instance, objective, rows)
-    from solver.solve import solve as run_solver
-
     result = run_solver(instance, objective=objective, time_limit=time_limit, **solve_kwargs)
     reference, kind = None, None
     if result.status == "optimal" and result.value is not None:

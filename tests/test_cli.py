@@ -257,7 +257,6 @@ def test_compare_bad_format() -> None:
 
 
 def test_solve_summary_save_and_picture(tmp_path: Path) -> None:
-    pytest.importorskip("solver.solve")
     saved, picture = tmp_path / "opt.json", tmp_path / "opt.png"
     output = _ok(_run("solve", *TINY, "-w", 0.5, "-bw", 1, "--save", saved, "-o", picture))
     assert _field(output, "status") in ("optimal (proven by CP-SAT)", "feasible")
@@ -270,7 +269,6 @@ def test_solve_summary_save_and_picture(tmp_path: Path) -> None:
 
 
 def test_solve_progress_line_only_when_asked() -> None:
-    pytest.importorskip("solver.solve")
     quiet = _run("solve", *TINY)
     assert quiet.exit_code == 0 and "\r" not in quiet.stderr
     shown = _run("solve", *TINY, "--progress")
@@ -278,7 +276,6 @@ def test_solve_progress_line_only_when_asked() -> None:
 
 
 def test_solve_infeasible_limit_says_the_smallest() -> None:
-    pytest.importorskip("solver.solve")
     line = _error(_run("solve", *TINY, "--memory-limit", 0.5), EXIT_INVALID)
     assert "no schedule fits the memory limit 0.5" in line
 
@@ -293,7 +290,6 @@ def test_solve_bad_options(args: list, message: str) -> None:
 
 
 def test_compare_with_the_solver() -> None:
-    pytest.importorskip("solver.solve")
     data = json.loads(_ok(_run("compare", *TINY, "-w", 0.5, "-bw", 1, "--format", "json")))
     solver = data[0]
     assert solver["name"] == "cp-sat" and solver["value"] is not None
@@ -304,7 +300,6 @@ def test_compare_with_the_solver() -> None:
 
 
 def test_pareto_table_and_plot(tmp_path: Path) -> None:
-    pytest.importorskip("solver.pareto")
     picture = tmp_path / "front.png"
     output = _ok(_run("pareto", *TINY, "--limits", "0.5x,1x", "-o", picture))
     assert "memory limit" in output and "1.00x" in output

@@ -67,7 +67,6 @@ def test_solver_row_says_feasible_or_why_not() -> None:
 
 
 def test_with_the_solver_gaps_are_to_its_optimum_or_bound() -> None:
-    pytest.importorskip("solver.solve")
     instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 3, "weight_times": 0.5, "backward_times": 1})
     comparison = compare(instance, time_limit=3, workers=1)
     solver = comparison.rows[0]
