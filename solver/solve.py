@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -384,6 +385,13 @@ def _run(solver: cp_model.CpSolver, model: PipelineModel, recorder: _Recorder) -
         finally:
             done.set()
 
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):
+        # A CP-SAT solve elsewhere in this process that caught SIGINT itself may have left the
+        # operating system's handler replaced; re-installing Python's makes Ctrl-C reach us.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=work, name="cp-sat", daemon=True).start()
     interrupted = False
     try:

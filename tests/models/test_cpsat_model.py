@@ -26,6 +26,7 @@ def _solve(model: PipelineModel, **params: object) -> tuple[int, cp_model.CpSolv
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
     solver.parameters.max_time_in_seconds = 20
+    solver.parameters.catch_sigint_signal = False  # CP-SAT's handler would replace Python's Ctrl-C
     for key, value in params.items():
         setattr(solver.parameters, key, value)
     return solver.solve(model.model), solver

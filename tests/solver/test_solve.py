@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+import time
 
 import pytest
 from hypothesis import given
@@ -215,6 +216,7 @@ def test_ctrl_c_during_the_search_returns_the_best_so_far() -> None:
         calls.append(value)
         if len(calls) == 2:
             signal.raise_signal(signal.SIGINT)  # delivered to the main thread, as Ctrl-C is
+            time.sleep(0.5)  # hold the search until the main thread has taken the signal
 
     result = solve(_hard_instance(), time_limit=30, symmetry_breaking=False, progress=progress)
     assert result.status == "interrupted", result.message
