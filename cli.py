@@ -408,12 +408,12 @@ def echo_solve_summary(result: SolveResult) -> None:
 def no_schedule_error(result: SolveResult, instance: Instance) -> ScheduleError:
     """Why the solver returned no schedule, with the smallest feasible limit when it is known."""
     if result.status == "infeasible":
-        text = "no schedule fits"
-        if instance.memory_limit is not None:
-            text += f" the memory limit {format_number(instance.memory_limit)}"
-        if result.smallest_feasible_limit is not None:
-            text += f"; the smallest feasible limit is {format_number(result.smallest_feasible_limit)}"
-        return ScheduleError(text)
+        if result.smallest_feasible_limit is not None and instance.memory_limit is not None:
+            return ScheduleError(
+                f"no schedule fits the memory limit {format_number(instance.memory_limit)}; "
+                f"the smallest feasible limit is {format_number(result.smallest_feasible_limit)}"
+            )
+        return ScheduleError(f"no schedule fits: {result.message.removeprefix('infeasible: ')}")
     detail = f" ({result.message})" if result.message else ""
     return ScheduleError(f"the solver found no schedule ({result.status}){detail}; raise --time-limit")
 
@@ -428,7 +428,7 @@ def no_schedule_error(result: SolveResult, instance: Instance) -> ScheduleError:
     show_default=True,
     help="time: the objective under the memory limit; memory: the peak memory (under --makespan-cap).",
 )
-@click.option("--makespan-cap", type=float, help="With --minimize memory: the largest objective value allowed.")
+@click.option("--makespan-cap", type=float, help="With --minimize memory: the largest makespan (or max span) allowed.")
 @solver_options
 @click.option("--gap", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Stop at this relative gap.")
 @output_option("Picture file (.png, .svg, .pdf).")
@@ -449,7 +449,11 @@ def solve(
     progress: bool | None,
 ) -> None:
     """Find the best schedule with CP-SAT, warm-started from every handwritten schedule that fits."""
-    click.echo(f"CP-SAT on {describe(instance)}, {time_limit:g} s, {workers} worker(s)")
+    goal = f"least {OBJECTIVE_NAMES[objective]}"
+    if minimize == "memory":
+        cap = "" if makespan_cap is None else f" with {OBJECTIVE_NAMES[objective]} <= {makespan_cap:g}"
+        goal = f"least peak memory{cap}"
+    click.echo(f"CP-SAT ({goal}) on {describe(instance)}, {time_limit:g} s, {workers} worker(s)")
     line = ProgressLine(_on_terminal(progress))
     try:
         result = run_solver(

@@ -280,9 +280,28 @@ def test_solve_infeasible_limit_says_the_smallest() -> None:
     assert "no schedule fits the memory limit 0.5" in line
 
 
+def test_solve_minimize_memory_under_a_makespan_cap(tmp_path: Path) -> None:
+    saved = tmp_path / "low.json"
+    args = ["-s", 3, "-b", 4, "-w", 1, "-bw", 1, "--time-limit", 3, "--minimize", "memory"]
+    one_f_one_b = compute_metrics(run_heuristic("1f1b", Instance.from_dict({"num_devices": 3, "num_microbatches": 4})))
+    output = _ok(_run("solve", *args, "--makespan-cap", one_f_one_b.makespan, "--save", saved))
+    assert output.startswith(f"CP-SAT (least peak memory with makespan <= {one_f_one_b.makespan:g})")
+    metrics = compute_metrics(load_schedule(saved))
+    assert _field(output, "peak memory") == format_number(metrics.max_peak_memory)
+    assert metrics.max_peak_memory <= one_f_one_b.max_peak_memory and metrics.makespan <= one_f_one_b.makespan
+    line = _error(_run("solve", *args, "--makespan-cap", 5), EXIT_INVALID)
+    assert line.startswith("error: no schedule fits: no schedule has a makespan within 5; the lower bound is")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--time-limit", 0], "--time-limit"), (["--workers", 0], "--workers"), (["--minimize", "cost"], "--minimize")],
+    [
+        (["--time-limit", 0], "--time-limit"),
+        (["--workers", 0], "--workers"),
+        (["--minimize", "cost"], "--minimize"),
+        (["--gap", 2], "--gap"),
+        (["--objective", "speed"], "--objective"),
+    ],
 )
 def test_solve_bad_options(args: list, message: str) -> None:
     result = _run("solve", "-s", 2, "-b", 2, *args)
@@ -297,6 +316,18 @@ def test_compare_with_the_solver() -> None:
         if item["value"] is not None:
             assert item["value"] >= solver["value"] - 1e-9
             assert item["gap"] is not None and item["gap"] >= 0
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ("abc", "memory_limit must be a number, got 'abc'"),
+        ("2x:1x:0.5x", "memory limit range '2x:1x:0.5x' ends before it starts"),
+        ("1:2", "memory limit range '1:2' must be start:stop:step"),
+    ],
+)
+def test_pareto_bad_limits(limits: str, message: str) -> None:
+    assert message in _error(_run("pareto", "-s", 2, "-b", 2, "--limits", limits), EXIT_BAD_INPUT)
 
 
 def test_pareto_table_and_plot(tmp_path: Path) -> None:
