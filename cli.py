@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -348,11 +349,12 @@ SOLVER_OPTIONS = (
     click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True),
     click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="CP-SAT search workers."),
     click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed."),
+    click.option("--progress/--no-progress", default=None, help="The live progress line (default: on a terminal)."),
 )
 
 
 def solver_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`--time-limit`, `--workers`, `--seed`: shared by every command that runs the solver."""
+    """`--time-limit`, `--workers`, `--seed`, `--progress`: shared by every command that runs the solver."""
     for option in reversed(SOLVER_OPTIONS):
         command = option(command)
     return command
@@ -383,8 +385,14 @@ def _or_dash(value: float | None) -> str:
     return "-" if value is None else format_number(value)
 
 
-def _on_terminal(progress: bool | None) -> bool:
-    return sys.stderr.isatty() if progress is None else progress
+@contextlib.contextmanager
+def live_progress(enabled: bool | None) -> Iterator[ProgressLine]:
+    """The progress callback for the solver: shown on a terminal (or as `enabled` says), cleared after."""
+    line = ProgressLine(sys.stderr.isatty() if enabled is None else enabled)
+    try:
+        yield line
+    finally:
+        line.clear()
 
 
 def echo_solve_summary(result: SolveResult) -> None:
@@ -433,7 +441,6 @@ def no_schedule_error(result: SolveResult, instance: Instance) -> ScheduleError:
 @click.option("--gap", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Stop at this relative gap.")
 @output_option("Picture file (.png, .svg, .pdf).")
 @picture_options
-@click.option("--progress/--no-progress", default=None, help="The live progress line (default: on a terminal).")
 def solve(
     instance: Instance,
     objective: str,
@@ -454,8 +461,7 @@ def solve(
         cap = "" if makespan_cap is None else f" with {OBJECTIVE_NAMES[objective]} <= {makespan_cap:g}"
         goal = f"least peak memory{cap}"
     click.echo(f"CP-SAT ({goal}) on {describe(instance)}, {time_limit:g} s, {workers} worker(s)")
-    line = ProgressLine(_on_terminal(progress))
-    try:
+    with live_progress(progress) as line:
         result = run_solver(
             instance,
             objective=objective,
@@ -467,8 +473,6 @@ def solve(
             makespan_cap=makespan_cap,
             progress=line,
         )
-    finally:
-        line.clear()
     if result.schedule is None:
         raise no_schedule_error(result, instance)
     echo_solve_summary(result)
@@ -489,6 +493,7 @@ def compare_command(
     time_limit: float,
     workers: int,
     seed: int,
+    progress: bool | None,
     no_solve: bool,
     fmt: str,
     with_torch: bool,
@@ -496,7 +501,10 @@ def compare_command(
     """Every handwritten schedule and the solver's best, side by side, on one instance and limit."""
     if with_torch:
         exit_without_torch()
-    comparison = compare(instance, objective, time_limit=time_limit, solve=not no_solve, workers=workers, seed=seed)
+    with live_progress(progress) as line:
+        comparison = compare(
+            instance, objective, time_limit=time_limit, solve=not no_solve, workers=workers, seed=seed, progress=line
+        )
     if with_torch:
         comparison = with_torch_rows(comparison)
     rows = [row.as_dict() for row in comparison.rows]
@@ -529,15 +537,23 @@ def pareto(
     time_limit: float,
     workers: int,
     seed: int,
+    progress: bool | None,
     output: Path | None,
     no_visualization: bool,
     fmt: str,
 ) -> None:
     """The fastest schedule at each memory limit: the frontier table and its plot."""
     values = parse_limits(limits, instance)
-    sweep = pareto_sweep(
-        instance, values, objective=objective, time_limit_per_point=time_limit, workers=workers, seed=seed
-    )
+    with live_progress(progress) as line:
+        sweep = pareto_sweep(
+            instance,
+            values,
+            objective=objective,
+            time_limit_per_point=time_limit,
+            workers=workers,
+            seed=seed,
+            progress=line,
+        )
     reference = instance.one_f_one_b_peak()
     rows = [
         {

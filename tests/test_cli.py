@@ -270,8 +270,10 @@ def test_solve_summary_save_and_picture(tmp_path: Path) -> None:
 def test_solve_progress_line_only_when_asked() -> None:
     quiet = _run("solve", *TINY)
     assert quiet.exit_code == 0 and "\r" not in quiet.stderr
-    shown = _run("solve", *TINY, "--progress")
-    assert shown.exit_code == 0 and "best" in shown.stderr and "\r" in shown.stderr
+    for command in ("solve", "compare"):
+        shown = _run(command, *TINY, "-w", 0.5, "-bw", 1, "--progress")
+        assert shown.exit_code == 0 and "best" in shown.stderr and "\r" in shown.stderr
+        assert "\r" not in shown.stdout
 
 
 def test_solve_infeasible_limit_says_the_smallest() -> None:
