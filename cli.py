@@ -309,7 +309,7 @@ def schedule_command(
     save: Path | None,
     show_ascii: bool,
 ) -> None:
-    """Run the handwritten schedule NAME: print its metrics, draw it, save it.
+    """Run the handwritten schedule NAME: its metrics, picture and schedule file.
 
     The earlier tool's command line works: pipesat schedule 1f1b -s 4 -b 8
     """
@@ -337,7 +337,7 @@ def schedule_command(
 @output_option("Picture file (.png, .svg, .pdf); default: SCHEDULE_FILE with .png, unless --ascii.")
 @click.option("--ascii", "show_ascii", is_flag=True, help="Print the schedule as text, to scale.")
 def render(schedule_file: Path, objective: str, output: Path | None, show_ascii: bool) -> None:
-    """Draw a schedule file (any source) after checking it with the validator."""
+    """Draw a schedule file, or print it with --ascii; it must pass the validator."""
     schedule = load_schedule(schedule_file)
     if validate(schedule):
         raise ScheduleError(f"{schedule_file} is not a valid schedule; `pipesat check {schedule_file}` lists why")
@@ -346,7 +346,13 @@ def render(schedule_file: Path, objective: str, output: Path | None, show_ascii:
 
 
 SOLVER_OPTIONS = (
-    click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True),
+    click.option(
+        "--time-limit",
+        type=click.FloatRange(min=0, min_open=True),
+        default=10.0,
+        show_default=True,
+        help="Seconds CP-SAT may search (per memory limit in pareto).",
+    ),
     click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="CP-SAT search workers."),
     click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed."),
     click.option("--progress/--no-progress", default=None, help="The live progress line (default: on a terminal)."),
@@ -485,7 +491,9 @@ def solve(
 @OBJECTIVE_OPTION
 @solver_options
 @click.option("--no-solve", is_flag=True, help="Only the handwritten schedules (no CP-SAT run).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="How to print the rows."
+)
 @click.option("--with-torch", is_flag=True, help="Add torch's built-in schedules as rows (needs torch).")
 def compare_command(
     instance: Instance,
@@ -498,7 +506,7 @@ def compare_command(
     fmt: str,
     with_torch: bool,
 ) -> None:
-    """Every handwritten schedule and the solver's best, side by side, on one instance and limit."""
+    """Every handwritten schedule and the solver side by side, on one instance and memory limit."""
     if with_torch:
         exit_without_torch()
     with live_progress(progress) as line:
@@ -529,7 +537,9 @@ def compare_command(
 @solver_options
 @output_option("Plot file; default pareto.png.")
 @click.option("--no-visualization", is_flag=True, help="Do not draw the plot.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="How to print the rows."
+)
 def pareto(
     instance: Instance,
     objective: str,
