@@ -486,6 +486,25 @@ def solve(
     emit_schedule(result.schedule, objective, save, output, show_ascii)
 
 
+SAVE_ALL_OPTION = click.option(
+    "--save",
+    "save_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to write every schedule file into (NAME.json).",
+)
+
+
+def save_schedules(schedules: list[tuple[str, Schedule]], directory: Path, fmt: str, note: str = "") -> None:
+    """Write each (name, schedule) as DIRECTORY/name.json; say so on stdout, or stderr for csv/json."""
+    for name, schedule in schedules:
+        save_schedule(schedule, directory / f"{name}.json")
+    message = f"{len(schedules)} files in {directory}{note}"
+    if fmt == "table":
+        echo_field("schedules", message)
+    else:
+        click.echo(f"schedules: {message}", err=True)
+
+
 @cli.command("compare")
 @instance_options
 @OBJECTIVE_OPTION
@@ -495,6 +514,7 @@ def solve(
     "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="How to print the rows."
 )
 @click.option("--with-torch", is_flag=True, help="Add torch's built-in schedules as rows (needs torch).")
+@SAVE_ALL_OPTION
 def compare_command(
     instance: Instance,
     objective: str,
@@ -505,6 +525,7 @@ def compare_command(
     no_solve: bool,
     fmt: str,
     with_torch: bool,
+    save_dir: Path | None,
 ) -> None:
     """Every handwritten schedule and the solver side by side, on one instance and memory limit."""
     if with_torch:
@@ -523,6 +544,11 @@ def compare_command(
     click.echo(table)
     if fmt == "table" and comparison.reference_kind == "bound":
         click.echo(f"\nThe optimum is not proven: gaps are to the lower bound {format_number(comparison.reference)}.")
+    if save_dir is not None:
+        made = [row for row in comparison.rows if row.schedule is not None]
+        fitting = [(row.name, row.schedule) for row in made if row.fits is not False]
+        over = len(made) - len(fitting)
+        save_schedules(fitting, save_dir, fmt, f" ({over} over the memory limit not saved)" if over else "")
 
 
 @cli.command()
@@ -540,6 +566,7 @@ def compare_command(
 @click.option(
     "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="How to print the rows."
 )
+@SAVE_ALL_OPTION
 def pareto(
     instance: Instance,
     objective: str,
@@ -551,6 +578,7 @@ def pareto(
     output: Path | None,
     no_visualization: bool,
     fmt: str,
+    save_dir: Path | None,
 ) -> None:
     """The fastest schedule at each memory limit: the frontier table and its plot."""
     values = parse_limits(limits, instance)
@@ -611,6 +639,9 @@ def pareto(
             echo_field("picture", str(path))
         else:
             click.echo(f"picture: {path}", err=True)
+    if save_dir is not None:
+        solved = [(f"limit-{limit:g}", result.schedule) for limit, result in sweep.points if result.schedule]
+        save_schedules(solved, save_dir, fmt)
 
 
 # --- Instances from real models: instance from-model, profile (issue 7) ----------------------------

@@ -241,6 +241,21 @@ def test_compare_csv_and_json_agree_with_the_heuristics() -> None:
     assert by_name["gpipe"]["fits"] == "false" and by_name["1f1b"]["fits"] == "true"
 
 
+def test_compare_saves_every_schedule_that_fits(tmp_path: Path) -> None:
+    args = ["compare", "-s", 3, "-b", 6, "-w", 1, "-bw", 1, "--memory-limit", "1x", "--no-solve"]
+    data = json.loads(_ok(_run(*args, "--format", "json", "--save", tmp_path)))
+    fitting = sorted(item["name"] for item in data if item["fits"])
+    assert fitting and sorted(path.stem for path in tmp_path.iterdir()) == fitting
+    for name in fitting:
+        assert_saved_valid(tmp_path / f"{name}.json")
+    output = _ok(_run(*args, "--save", tmp_path / "again"))
+    over = sum(1 for item in data if item["fits"] is False)
+    assert (
+        _field(output, "schedules")
+        == f"{len(fitting)} files in {tmp_path / 'again'} ({over} over the memory limit not saved)"
+    )
+
+
 def test_compare_markdown() -> None:
     lines = _ok(_run("compare", "-s", 2, "-b", 2, "--no-solve", "--format", "markdown")).splitlines()
     assert lines[0].startswith("| schedule | makespan |") and set(lines[1]) <= set("|-:")
@@ -336,5 +351,13 @@ def test_pareto_table_and_plot(tmp_path: Path) -> None:
     output = _ok(_run("pareto", *TINY, "--limits", "0.5x,1x", "-o", picture))
     assert "memory limit" in output and "1.00x" in output
     assert_picture(picture)
-    rows = json.loads(_ok(_run("pareto", *TINY, "--limits", "0.5x,1x", "--format", "json", "--no-visualization")))
+    args = ["--limits", "0.5x,1x", "--format", "json", "--no-visualization", "--save", tmp_path / "front"]
+    rows = json.loads(_ok(_run("pareto", *TINY, *args)))
     assert [row["relative_limit"] for row in rows] == pytest.approx([0.5, 1.0])
+    saved = sorted((tmp_path / "front").iterdir())
+    assert [path.name for path in saved] == [f"limit-{row['limit']:g}.json" for row in rows if row["value"] is not None]
+    for row in rows:
+        if row["value"] is not None:
+            path = tmp_path / "front" / f"limit-{row['limit']:g}.json"
+            assert_saved_valid(path)
+            assert compute_metrics(load_schedule(path)).makespan == row["value"]
