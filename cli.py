@@ -280,7 +280,7 @@ def echo_metrics(schedule: Schedule, objective: str, skip: str | None = None) ->
 
 
 def describe(instance: Instance) -> str:
-    """`4 devices, 8 microbatches, ...`: the instance in one line."""
+    """`name: 4 devices, 8 microbatches, ...`: the instance in one line."""
     parts = [f"{instance.num_devices} devices", f"{instance.num_microbatches} microbatches"]
     if instance.chunks > 1:
         parts.append(f"{instance.chunks} chunks ({instance.placement_name()})")
@@ -290,7 +290,7 @@ def describe(instance: Instance) -> str:
     if instance.memory_limit is not None:
         relative = instance.memory_limit / instance.one_f_one_b_peak()
         parts.append(f"memory limit {format_number(instance.memory_limit)} ({format_number(relative)}x)")
-    return ", ".join(parts)
+    return (f"{instance.name}: " if instance.name else "") + ", ".join(parts)
 
 
 @cli.command("schedule", epilog="Schedules: " + ", ".join(h.name for h in all_heuristics()) + ".")
