@@ -256,15 +256,20 @@ def pareto_figure(
     objective_name = "makespan" if objective == "makespan" else "max span"
     axes.set_xlabel("memory limit per device (activation memory units)")
     axes.set_ylabel(objective_name)
-    handles = [
-        axes.plot([], [], "o", color=KIND_COLOURS["F"], label="solver: optimal")[0],
-        axes.plot(
-            [], [], "o", color=KIND_COLOURS["F"], markerfacecolor="white", label="solver: feasible, bar to bound"
-        )[0],
-        axes.plot([], [], "D", color=KIND_COLOURS["B"], label="handwritten schedule (at its peak memory)")[0],
+    # A legend entry for each kind of mark the plot holds.
+    statuses = {result.status for _, result in solved}
+    entries = [
+        ("optimal" in statuses, "o", {"color": KIND_COLOURS["F"]}, "solver: optimal"),
+        (
+            bool(statuses - {"optimal"}),
+            "o",
+            {"color": KIND_COLOURS["F"], "markerfacecolor": "white"},
+            "solver: feasible, bar to bound",
+        ),
+        (bool(heuristics), "D", {"color": KIND_COLOURS["B"]}, "handwritten schedule (at its peak memory)"),
+        (bool(infeasible), "x", {"color": LIMIT_COLOUR}, "no schedule fits"),
     ]
-    if infeasible:
-        handles.append(axes.plot([], [], "x", color=LIMIT_COLOUR, label="no schedule fits")[0])
+    handles = [axes.plot([], [], marker, label=label, **style)[0] for shown, marker, style, label in entries if shown]
     axes.legend(handles=handles, loc="upper right", fontsize=8)
     axes.grid(alpha=0.3)
     for side in ("top", "right"):

@@ -107,6 +107,15 @@ def test_pareto_plot_labels_every_heuristic(tmp_path: Path) -> None:
     heuristics = [("1F1B", 4.0, 33.0), ("GPipe", 8.0, 33.0), ("ZB-H1", 4.0, 27.0), ("ZB-auto", 4.0, 27.0)]
     figure = pareto_figure(points, heuristics, reference=4.0)
     assert {text.get_text() for text in figure.axes[0].texts} == {"1F1B", "GPipe", "ZB-H1, ZB-auto"}
+    legend = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert legend == [
+        "solver: optimal",
+        "solver: feasible, bar to bound",
+        "handwritten schedule (at its peak memory)",
+        "no schedule fits",
+    ]
+    only_optimal = pareto_figure(points[2:], [])
+    assert [text.get_text() for text in only_optimal.axes[0].get_legend().get_texts()] == ["solver: optimal"]
     path = save_figure(figure, tmp_path / "pareto.png")
     image = matplotlib.image.imread(path)
     assert np.ptp(image[..., :3]) > 0.5
