@@ -172,8 +172,11 @@ class PipelineModel:
     def add_hint(self, starts: Mapping[OpKey, int], capacity: int | None = None) -> int:
         """Hint every variable from op starts in ticks (and the capacity when minimising memory).
 
-        Returns the hinted value of the minimised variable.
+        Returns the hinted value of the minimised variable. With symmetry breaking the starts are
+        first relabelled first-in-first-out per (stage, kind), which keeps the schedule valid.
         """
+        if self.symmetry_breaking:
+            starts = _first_in_first_out(starts)
         self.model.clear_hints()
         for key, var in self.starts.items():
             self.model.add_hint(var, starts[key])
@@ -224,6 +227,8 @@ class PipelineModel:
                 latency = p2p if placement[dep[1]] != placement[key[1]] else 0
                 self.model.add(self.starts[key] >= self.end(dep) + latency)
         if self.symmetry_breaking:
+            # F(0, 0) comes before every op; shifting the whole schedule puts it at 0.
+            self.model.add(self.starts[("F", 0, 0)] == 0)
             m = self.instance.num_microbatches
             for kind, stage, j in self.keys:
                 if j + 1 < m:
@@ -291,20 +296,19 @@ class PipelineModel:
                 if kind == sink_kind and (self.split or stage == 0) and (not last_only or j == m - 1):
                     self.model.add(time >= self.end(key))
             return time
-        placement = self.instance.placement
         closing_kind = "W" if self.split else "B"
         for d in range(self.instance.num_devices):
+            first_stage = self.instance.stages_of(d)[0]
+            on_device = [key for key in keys if self.instance.placement[key[1]] == d]
+            # The first op on d is a forward of its first stage, the last a W (or a fused B).
+            openers = [
+                self.starts[k] for k in on_device if k[:2] == ("F", first_stage) and (not last_only or k[2] == 0)
+            ]
+            closers = [self.end(k) for k in on_device if k[0] == closing_kind and (not last_only or k[2] == m - 1)]
             first = self.model.new_int_var(0, self.horizon, f"first on device {d}")
             last = self.model.new_int_var(0, self.horizon, f"last on device {d}")
-            first_stage = self.instance.stages_of(d)[0]
-            for key in keys:
-                kind, stage, j = key
-                if placement[stage] != d:
-                    continue
-                if kind == "F" and stage == first_stage and (not last_only or j == 0):
-                    self.model.add(first <= self.starts[key])
-                if kind == closing_kind and (not last_only or j == m - 1):
-                    self.model.add(last >= self.end(key))
+            self.model.add_min_equality(first, openers)
+            self.model.add_max_equality(last, closers)
             self.model.add(time >= last - first)
             self.first.append(first)
             self.last.append(last)
@@ -319,6 +323,14 @@ def orders_from_starts(
     for key in sorted(starts, key=lambda k: (starts[k], starts[k] + duration[k])):
         orders[instance.placement[key[1]]].append(key)
     return orders
+
+
+def _first_in_first_out(starts: Mapping[OpKey, int]) -> dict[OpKey, int]:
+    """The same op times with microbatches renumbered in start order per (kind, stage)."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    for (kind, stage, _), start in starts.items():
+        groups.setdefault((kind, stage), []).append(start)
+    return {(kind, stage, j): start for (kind, stage), times in groups.items() for j, start in enumerate(sorted(times))}
 
 
 def _exact_multiplier(values: Iterable[float]) -> int | None:

@@ -1,0 +1,78 @@
+"""The solver against ZB-auto: p=4 with m=8 and m=12, F/B/W = 5/6/4, p2p 0 and 1, memory limits 1x and 2x.
+
+Run: `python benchmarks/bench_solver.py [--time-limit 60] [--workers 1] [--objective makespan]`
+(CPU-heavy: up to 8 x the time limit). Target from issue 4: proven optimal within 60 s on the 2-core
+machine, and strictly better than ZB-auto wherever ZB-auto is not optimal. Every returned schedule
+is validated (memory limit included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+from models import Instance, PipesatError
+from solver.heuristics import run_heuristic
+from solver.metrics import compute_metrics
+from solver.retime import retime_for_span
+from solver.solve import solve
+from solver.validator import validate
+
+
+def zb_auto_value(instance: Instance, objective: str) -> float | None:
+    """ZB-auto's value (re-timed for the least span when the objective is the max span), if it fits."""
+    try:
+        schedule = run_heuristic("zb-auto", instance)
+    except PipesatError:
+        return None
+    if objective == "span":
+        schedule = retime_for_span(schedule)
+    if validate(schedule):
+        return None
+    return compute_metrics(schedule).objective(objective)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--objective", choices=("makespan", "span"), default="makespan")
+    args = parser.parse_args()
+
+    header = f"{'m':>3} {'p2p':>3} {'limit':>5} | {'status':>8} {'value':>7} {'bound':>7} {'gap':>7} {'time s':>7} {'to best':>7} | {'ZB-auto':>7}  verdict"
+    print(f"p=4, F/B/W=5/6/4, objective {args.objective}, {args.workers} worker(s), limit {args.time_limit:g} s")
+    print(header)
+    print("-" * len(header))
+    for m, p2p, limit in itertools.product((8, 12), (0, 1), ("1x", "2x")):
+        instance = Instance.from_dict(
+            {
+                "num_devices": 4,
+                "num_microbatches": m,
+                "forward_times": 5,
+                "backward_times": 6,
+                "weight_times": 4,
+                "p2p_time": p2p,
+                "memory_limit": limit,
+            }
+        )
+        result = solve(instance, args.objective, time_limit=args.time_limit, workers=args.workers, seed=0)
+        assert result.schedule is not None and not validate(result.schedule), result.message
+        zb = zb_auto_value(instance, args.objective)
+        if zb is None:
+            verdict = "ZB-auto n/a"
+        elif result.value < zb:
+            verdict = "better than ZB-auto"
+        elif result.status == "optimal":
+            verdict = "ZB-auto optimal"
+        else:
+            verdict = "NOT better, not proven"
+        print(
+            f"{m:>3} {p2p:>3} {limit:>5} | {result.status:>8} {result.value:>7g} {result.bound:>7g} "
+            f"{100 * result.gap:>6.2f}% {result.solve_time:>7.2f} {result.time_to_best or 0:>7.2f} | "
+            f"{'n/a' if zb is None else f'{zb:g}':>7}  {verdict}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
