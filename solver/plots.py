@@ -97,7 +97,14 @@ def schedule_figure(schedule: Schedule, objective: Objective = "makespan") -> Fi
     end = max((op.end for op in schedule.ops), default=1.0)
     _draw_gantt(gantt, schedule, origin, end, width * (0.985 - 0.07) * DPI)
     _draw_memory(memory_axes, schedule, origin, end)
-    figure.suptitle(schedule_title(schedule, objective), fontsize=12, x=0.07, ha="left")
+    figure.suptitle(
+        schedule_title(schedule, objective),
+        fontsize=12,
+        x=0.07,
+        y=1 - 0.12 / figure.get_figheight(),
+        ha="left",
+        va="top",
+    )
     return figure
 
 
