@@ -592,6 +592,9 @@ def pareto(
             seed=seed,
             progress=line,
         )
+    for _, result in sweep.points:
+        if result.schedule is not None:
+            ensure_valid(result.schedule)
     reference = instance.one_f_one_b_peak()
     rows = [
         {
