@@ -549,6 +549,8 @@ def compare_command(
         fitting = [(row.name, row.schedule) for row in made if row.fits is not False]
         over = len(made) - len(fitting)
         save_schedules(fitting, save_dir, fmt, f" ({over} over the memory limit not saved)" if over else "")
+    if comparison.solve_result is not None and comparison.solve_result.status == "infeasible":
+        raise no_schedule_error(comparison.solve_result, instance)
 
 
 @cli.command()

@@ -109,8 +109,8 @@ def solver_row(result: SolveResult, objective: Objective) -> ComparisonRow:
     """The solver's row from a `SolveResult`; its schedule has passed the validator."""
     title = "CP-SAT"
     if result.schedule is None:
-        note = f"{result.status}: {result.message}" if result.message else result.status
-        return ComparisonRow(SOLVER_NAME, title, note=note)
+        note = result.message if result.message.startswith(result.status) else f"{result.status}: {result.message}"
+        return ComparisonRow(SOLVER_NAME, title, note=note.rstrip(": "))
     schedule = ensure_valid(result.schedule)
     metrics = compute_metrics(schedule)
     note = "optimal (proven)" if result.status == "optimal" else result.status

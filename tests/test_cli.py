@@ -346,6 +346,13 @@ def test_pareto_bad_limits(limits: str, message: str) -> None:
     assert message in _error(_run("pareto", "-s", 2, "-b", 2, "--limits", limits), EXIT_BAD_INPUT)
 
 
+def test_compare_under_an_impossible_limit_prints_the_table_then_fails() -> None:
+    result = _run("compare", *TINY, "--memory-limit", 0.5)
+    line = _error(result, EXIT_INVALID)
+    assert line == "error: no schedule fits the memory limit 0.5; the smallest feasible limit is 1"
+    assert "over the memory limit" in result.stdout and "infeasible" in result.stdout
+
+
 def test_pareto_table_and_plot(tmp_path: Path) -> None:
     picture = tmp_path / "front.png"
     output = _ok(_run("pareto", *TINY, "--limits", "0.5x,1x", "-o", picture))

@@ -64,6 +64,10 @@ def test_solver_row_says_feasible_or_why_not() -> None:
     assert row.name == SOLVER_NAME and row.note == "feasible" and row.gap == 0.125 and row.value == 9
     infeasible = SimpleNamespace(status="infeasible", schedule=None, gap=None, message="smallest feasible limit 2")
     assert solver_row(infeasible, "makespan").note == "infeasible: smallest feasible limit 2"
+    said = SimpleNamespace(status="infeasible", schedule=None, gap=None, message="infeasible: limit 1 is too small")
+    assert solver_row(said, "makespan").note == "infeasible: limit 1 is too small"
+    unknown = SimpleNamespace(status="unknown", schedule=None, gap=None, message="")
+    assert solver_row(unknown, "makespan").note == "unknown"
 
 
 def test_with_the_solver_gaps_are_to_its_optimum_or_bound() -> None:
