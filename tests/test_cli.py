@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli import EXIT_BAD_INPUT, EXIT_INVALID, cli
-from models import Instance
+from models import Instance, InstanceError
 from solver.heuristics import all_heuristics, run_heuristic
 from solver.metrics import compute_metrics
 from solver.retime import retime_for_span
@@ -117,6 +117,30 @@ def test_schedule_objective_span_retimes_for_the_least_span(tmp_path: Path) -> N
     retimed = compute_metrics(retime_for_span(run_heuristic("zb-h2", instance)))
     assert _field(output, "max span") == format_number(retimed.max_span)
     assert_saved_valid(saved)
+
+
+def test_schedule_long_option_names_of_the_earlier_tool(tmp_path: Path) -> None:
+    picture = tmp_path / "long.png"
+    args = ["--num-stages", 3, "--num-batches", 5, "--forward-times", 1, 2, 1, "--backward-times", 2, 3, 2]
+    output = _ok(_run("schedule", "1f1b", *args, "--p2p-time", 0.5, "--output", picture))
+    instance = Instance.from_dict(
+        {
+            "num_devices": 3,
+            "num_microbatches": 5,
+            "forward_times": [1, 2, 1],
+            "backward_times": [2, 3, 2],
+            "p2p_time": 0.5,
+        }
+    )
+    assert _field(output, "makespan") == format_number(compute_metrics(run_heuristic("1f1b", instance)).makespan)
+    assert_picture(picture)
+    config = _ok(_run("schedule", "1f1b", "--config", INSTANCES_DIR / "sample_config.json", "--no-visualization"))
+    assert config.startswith("1F1B on sample_config: 6 devices, 12 microbatches")
+
+
+def test_debug_shows_the_traceback_of_a_schedule_error() -> None:
+    result = _run("--debug", "schedule", "nope", "-s", 2, "-b", 2)
+    assert result.exit_code != 0 and isinstance(result.exception, InstanceError)
 
 
 def test_schedule_no_visualization_writes_no_picture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
