@@ -11,9 +11,10 @@ and the objective: makespan, max span, or the memory capacity shared by every de
 p2p 0.601, thirds, quarters), the scale is the least common multiple of the denominators and the
 model is exact. Otherwise times are floored at 1/10_000 of the smallest positive time (memory at
 1/1_000_000 of the largest): flooring makes the model a relaxation, so its proven bounds stay valid.
-For the max span objective the time scale is further multiplied by lcm(1..p) when that is at most 60:
-the smallest max span of an order is a cycle mean over at most p devices, so it is a whole number of
-ticks only then. Either way the solver re-times the model's per-device order at the instance's exact
+For the max span objective the time scale is further multiplied by lcm(1..p) (while the scale stays
+at most 10**7 ticks per unit, so up to p = 8 with millisecond decimals): the smallest max span of an
+order is a cycle mean over at most p devices, so only then is it a whole number of ticks. Beyond
+that a proven span bound is one tick below the model's. Either way the solver re-times the model's per-device order at the instance's exact
 float times, so schedules users get are exact.
 
 **Symmetry breaking.** Microbatches are interchangeable: any schedule stays valid (same times, same
@@ -40,7 +41,7 @@ from models.schedule import OpKey, dependency, expected_op_keys, op_duration
 MAX_EXACT_MULTIPLIER = 10**6
 TIME_RESOLUTION = 10_000
 MEMORY_RESOLUTION = 1_000_000
-MAX_SPAN_MULTIPLIER = 60
+MAX_SPAN_SCALE = 10**7
 OBJECTIVES = ("makespan", "span")
 
 
@@ -69,7 +70,7 @@ def choose_scale(instance: Instance, objective: str) -> TickScale:
     if time_multiplier is None:
         time_multiplier = _rounded_multiplier(min(t for t in times if t > 0), TIME_RESOLUTION)
     span_multiplier = math.lcm(*range(1, instance.num_devices + 1))
-    exact_span = exact_time and span_multiplier <= MAX_SPAN_MULTIPLIER
+    exact_span = exact_time and time_multiplier * span_multiplier <= MAX_SPAN_SCALE
     if objective == "span" and exact_span:
         time_multiplier *= span_multiplier
 

@@ -12,9 +12,10 @@ the memory limit respected (the validator's tolerance included). The arguments, 
   B. The window lasts at least the round trip from d's first stage down and back to that B, so the
   rest of it is idle.
 - *tail window* (the same argument in reverse time): from the start of d's last forward to its last
-  op, d runs that forward and then only B and W ops, whose frees add up to what d holds at that
-  moment, at most the limit; the window lasts at least the round trip from d's last forward stage to
-  the end of that microbatch's last op on d.
+  op, d runs that forward and then only B and W ops: a B and its W for each microbatch and stage
+  holding M_B at that moment, a W for each one holding only M_W, all within the limit. The window
+  lasts at least the round trip from d's last forward stage to the end of that microbatch's last op
+  on d.
 - The two windows are disjoint when d has more forwards than fit in the limit together; their idle
   times then add up, otherwise the larger counts.
 - For the makespan, d's first op cannot start before its first stage's forward chain reaches it,
@@ -227,12 +228,17 @@ def _floor_fit(capacity: float, weight: float) -> int:
 
 
 def _backward_items(instance: Instance, split: bool, stages: list[int]) -> list[Item]:
-    """B (and W) ops of `stages` with the memory each frees at its end."""
+    """What a device may still run after its last forward starts, with the memory it holds then.
+
+    A microbatch of stage s whose B is still to come holds M_B and has its B and W to run; one with
+    only its W to come holds M_W. (Fused: the whole backward, holding M_B.)
+    """
     items: list[Item] = []
     for s in stages:
-        activation, weight = instance.activation_memory[s], instance.weight_memory[s]
+        activation = instance.activation_memory[s]
         if split:
-            items += [(instance.backward_times[s], activation - weight), (instance.weight_times[s], weight)]
+            weight_time = instance.weight_times[s]
+            items += [(instance.backward_times[s] + weight_time, activation), (weight_time, instance.weight_memory[s])]
         else:
             items.append((op_duration(instance, "B", s, split), activation))
     return items

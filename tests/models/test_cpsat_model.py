@@ -45,7 +45,8 @@ def test_span_scale_makes_cycle_means_whole_ticks() -> None:
     assert choose_scale(instance, "makespan").time == 2
     span_scale = choose_scale(instance, "span")
     assert span_scale.exact_span and span_scale.time == 2 * math.lcm(1, 2, 3)
-    assert not choose_scale(_instance(num_devices=8), "span").exact_span
+    assert choose_scale(_instance(num_devices=8, forward_times=0.001), "span").time == 1000 * 840
+    assert not choose_scale(_instance(num_devices=16, forward_times=0.001), "span").exact_span
 
 
 def test_irrational_times_are_floored_at_fine_resolution() -> None:
