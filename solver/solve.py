@@ -195,7 +195,7 @@ def _check_options(
 
 def _starting_points(problem: _Problem, extra: Sequence[Schedule], clock: float) -> list[_Start]:
     """Every heuristic (and extra schedule) that fits, re-timed for the objective, plus the
-    one-at-a-time schedule when nothing else fits."""
+    one-at-a-time schedule when minimising memory or when nothing else fits."""
     sources: list[tuple[str, Schedule]] = []
     for heuristic in all_heuristics():
         try:
@@ -204,10 +204,10 @@ def _starting_points(problem: _Problem, extra: Sequence[Schedule], clock: float)
             continue
     sources += [(schedule.name or "start", schedule) for schedule in extra]
     starts = [start for name, schedule in sources if (start := _as_start(problem, name, schedule, clock))]
-    if not starts:
+    if not starts or problem.minimize == "memory":
         orders = one_at_a_time_orders(problem.instance, problem.split)
         start = _as_start(problem, ONE_AT_A_TIME, simulate(problem.instance, orders, ONE_AT_A_TIME), clock)
-        starts = [start] if start else []
+        starts += [start] if start else []
     return starts
 
 
@@ -252,6 +252,7 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
         to_value: Callable[[float], float],
         progress: Progress | None,
         bound: Callable[[float], float],
+        start_value: float | None,
     ) -> None:
         super().__init__()
         self.model = model
@@ -259,6 +260,9 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
         self.to_value = to_value
         self.to_bound = bound
         self.progress = progress
+        # The best value so far (the model's, in instance units) and bound, for progress reports.
+        self.best_value = start_value
+        self.best_bound: float | None = None
         self.starts: dict[OpKey, int] | None = None
         self.found_at: float | None = None
         self.first_at: float | None = None
@@ -273,13 +277,18 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
         self.found_at = now
         if self.first_at is None:
             self.first_at = now
-        self.report(self.to_value(self.objective_value), self.to_bound(self.best_objective_bound))
+        self.best_value = self.to_value(self.objective_value)
+        self.report(bound=self.to_bound(self.best_objective_bound))
 
-    def report(self, value: float | None, bound: float | None) -> None:
+    def on_bound(self, ticks: float) -> None:
+        self.report(bound=self.to_bound(ticks))
+
+    def report(self, bound: float) -> None:
+        self.best_bound = bound if self.best_bound is None else max(self.best_bound, bound)
         if self.progress is None:
             return
         try:
-            self.progress(time.monotonic() - self.clock, value, bound)
+            self.progress(time.monotonic() - self.clock, self.best_value, self.best_bound)
         except KeyboardInterrupt:
             self.interrupted = True
             self.stop()
@@ -320,7 +329,8 @@ def _search(
     def to_bound(ticks: float) -> float:
         return max(bound, (math.ceil(ticks - 1e-6) - loose_tick) / per_unit)
 
-    recorder = _Recorder(model, clock, lambda ticks: ticks / per_unit, progress, to_bound)
+    start_value = None if best is None else best.value
+    recorder = _Recorder(model, clock, lambda ticks: ticks / per_unit, progress, to_bound, start_value)
     solver = cp_model.CpSolver()
     recorder.stop = solver.stop_search
     params = solver.parameters
@@ -336,10 +346,7 @@ def _search(
     else:
         params.max_time_in_seconds = remaining
     if progress is not None:
-        solver.best_bound_callback = lambda ticks: recorder.report(
-            recorder.to_value(recorder.objective_value) if recorder.starts else (best and best.value),
-            to_bound(ticks),
-        )
+        solver.best_bound_callback = recorder.on_bound
     status, interrupted = _run(solver, model, recorder)
     if recorder.error is not None:
         raise recorder.error
