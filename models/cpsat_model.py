@@ -258,8 +258,12 @@ class PipelineModel:
         for d in range(self.instance.num_devices):
             intervals, demands = [], []
             for s in self.instance.stages_of(d):
-                activation, weight = int(ticks.activation_memory[s]), int(ticks.weight_memory[s]) if self.split else 0
-                holds = [(activation - weight, "B"), (weight, "W")] if self.split else [(activation, "B")]
+                activation = int(ticks.activation_memory[s])
+                if self.split:
+                    weight = int(ticks.weight_memory[s])
+                    holds = [(activation - weight, "B"), (weight, "W")]
+                else:
+                    holds = [(activation, "B")]
                 for j in range(m):
                     for demand, kind in holds:
                         if demand > 0:
