@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import signal
 import time
 
@@ -68,23 +69,45 @@ def test_proven_optimum_equals_brute_force(
 
 
 @pytest.mark.parametrize("symmetry_breaking", [True, False])
-def test_brute_force_with_interleaved_chunks(symmetry_breaking: bool) -> None:
+@pytest.mark.parametrize(("placement", "objective"), [("interleaved", "makespan"), ("vshape", "span")])
+def test_brute_force_with_two_chunks(placement: str, objective: str, symmetry_breaking: bool) -> None:
     instance = Instance.from_dict(
         {
             "num_devices": 2,
             "num_microbatches": 2,
             "chunks": 2,
-            "placement": "interleaved",
+            "placement": placement,
             "forward_times": [1, 2, 1, 1],
             "backward_times": [2, 1, 2, 3],
             "p2p_time": 1,
             "memory_limit": 1.5,
         }
     )
-    result = solve(instance, symmetry_breaking=symmetry_breaking, **FAST)
+    result = solve(instance, objective, symmetry_breaking=symmetry_breaking, **FAST)
     assert result.status == "optimal"
-    assert result.value == brute_force_optimum(instance, False, "makespan")
+    assert result.value == brute_force_optimum(instance, False, objective)
     assert_valid(result.schedule)
+
+
+def test_inexact_times_report_a_small_honest_gap() -> None:
+    # Irrational times are floored to ticks: the bound stays proven, the gap is never shown as zero.
+    instance = Instance.from_dict(
+        {
+            "num_devices": 3,
+            "num_microbatches": 5,
+            "forward_times": [math.pi, 2.0, math.e],
+            "backward_times": [3 * math.sqrt(2), 5, 4],
+            "weight_times": [1 / 7, 2 / 3, math.sqrt(3)],
+            "p2p_time": 0.1234567,
+            "memory_limit": "1.5x",
+        }
+    )
+    result = solve(instance, **FAST)
+    assert_valid(result.schedule)
+    assert result.bound <= result.value
+    if result.status != "optimal":
+        assert 0 < result.gap < 1e-4
+        assert result.message == f"feasible, gap {100 * result.gap:.3g}%"
 
 
 @pytest.mark.parametrize(("p", "m"), [(2, 4), (3, 3), (4, 6), (4, 8)])
