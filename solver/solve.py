@@ -35,6 +35,8 @@ from solver.validator import RELATIVE_TOLERANCE, validate
 
 MINIMIZE = ("time", "memory")
 STATUSES = ("optimal", "feasible", "infeasible", "unknown", "interrupted")
+# Share of the time limit that a max-span solve first spends on the makespan (see `solve`).
+MAKESPAN_PHASE = 1 / 3
 
 Progress = Callable[[float, float | None, float | None], None]
 """`progress(elapsed seconds, best value, best bound)`, called as the search finds them."""
@@ -137,7 +139,9 @@ def solve(
     `deterministic` makes repeated runs give the same result: the time limit becomes CP-SAT's
     deterministic time (wall clock stops it only at ten times the limit) and several workers
     interleave. `gap` stops the search at that relative gap. `starts` are extra starting schedules
-    (for instance the previous point of a Pareto sweep).
+    (for instance the previous point of a Pareto sweep). A max-span solve first spends a third of
+    the time limit on the makespan, whose model CP-SAT searches far better, and starts from that
+    order re-timed for the span when it is the best start.
     """
     clock = time.monotonic()
     _check_options(objective, minimize, time_limit, workers, gap, makespan_cap)
@@ -171,7 +175,29 @@ def solve(
                 return _result(problem, best, best, bound, clock, interrupted=True, searched=False)
         if best.value <= bound * (1 + RELATIVE_TOLERANCE) or _relative_gap(best.value, bound) <= gap:
             return _result(problem, best, best, bound, clock, interrupted=False, searched=False)
-    return _search(problem, best, bound, clock, time_limit, workers, seed, deterministic, gap, progress)
+    options = {"workers": workers, "seed": seed, "deterministic": deterministic, "gap": gap}
+    lead = best
+    if objective == "span" and minimize == "time":
+        # The makespan model searches far better; its best order re-timed for the span leads the search.
+        start_value = None if best is None else best.value
+        phase = solve(
+            instance,
+            "makespan",
+            time_limit=time_limit * MAKESPAN_PHASE,
+            symmetry_breaking=symmetry_breaking,
+            split_backward=split_backward,
+            progress=progress and (lambda *_: progress(time.monotonic() - clock, start_value, bound)),
+            starts=starts,
+            **options,
+        )
+        found = _as_start(problem, "cp-sat (makespan)", phase.schedule, clock) if phase.schedule else None
+        if found is not None and (lead is None or found.value < lead.value):
+            lead = found
+        if phase.status == "interrupted":
+            if lead is None:
+                return _empty(problem, "interrupted", clock, "interrupted before any schedule was found")
+            return _result(problem, lead, best, bound, clock, interrupted=True, searched=True)
+    return _search(problem, best, lead, bound, clock, time_limit, progress, **options)
 
 
 def _check_options(
@@ -300,15 +326,17 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
 def _search(
     problem: _Problem,
     best: _Start | None,
+    lead: _Start | None,
     bound: float,
     clock: float,
     time_limit: float,
+    progress: Progress | None,
     workers: int,
     seed: int,
     deterministic: bool,
     gap: float,
-    progress: Progress | None,
 ) -> SolveResult:
+    """CP-SAT from `lead` (the best schedule so far; `best` is the best heuristic, for the report)."""
     memory = problem.minimize == "memory"
     model = PipelineModel(
         problem.instance, problem.objective, problem.split, problem.symmetry_breaking, memory, problem.time_cap
@@ -319,8 +347,8 @@ def _search(
     else:
         tick_bound = lower_bound(model.ticks, problem.objective, problem.split)
     upper = None
-    if best is not None:
-        upper = model.add_hint(*_tick_hint(problem, model, best))
+    if lead is not None:
+        upper = model.add_hint(*_tick_hint(problem, model, lead))
     model.restrict_objective(math.ceil(tick_bound * (1 - 1e-9) - 1e-9), upper)
 
     # Flooring times keeps the model a relaxation; only a fractional min span loses up to a tick.
@@ -329,7 +357,7 @@ def _search(
     def to_bound(ticks: float) -> float:
         return max(bound, (math.ceil(ticks - 1e-6) - loose_tick) / per_unit)
 
-    start_value = None if best is None else best.value
+    start_value = None if lead is None else lead.value
     recorder = _Recorder(model, clock, lambda ticks: ticks / per_unit, progress, to_bound, start_value)
     solver = cp_model.CpSolver()
     recorder.stop = solver.stop_search
@@ -363,7 +391,7 @@ def _search(
         status == cp_model.UNKNOWN and math.isfinite(solver.best_objective_bound)
     ):
         proven = to_bound(solver.best_objective_bound)
-    chosen = found if found is not None and (best is None or found.value < best.value) else best
+    chosen = found if found is not None and (lead is None or found.value < lead.value) else lead
     if chosen is None:
         if interrupted:
             return _empty(problem, "interrupted", clock, "interrupted before any schedule was found")
@@ -371,7 +399,7 @@ def _search(
             what = f"a {problem.objective} within {problem.time_cap:g}" if problem.time_cap is not None else "one"
             return _empty(problem, "infeasible", clock, f"infeasible: no schedule fits; searched for {what}")
         return _empty(problem, "unknown", clock, f"unknown: no schedule found in {time_limit:g} s")
-    first = best.found_at if best is not None else recorder.first_at
+    first = next((start.found_at for start in (best, lead) if start is not None), recorder.first_at)
     return _result(problem, chosen, best, proven, clock, interrupted, searched=True, time_to_first=first)
 
 
