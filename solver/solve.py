@@ -7,7 +7,9 @@ give it the best one as a complete hint, put [lower bound, its value] into the o
 search. The model's best per-device order is re-timed at the instance's exact float times (the
 simulator for the makespan, `retime` for the max span) and validated; the value comes from
 `solver.metrics`. The result is never worse than the best starting schedule: when the search does not
-beat it, that schedule is returned with the search's bound.
+beat it, that schedule is returned with the search's bound. A max-span solve first runs a shorter
+makespan solve and starts from its order too. The smallest feasible memory limit is known exactly
+(`minimum_memory_limit`), so an impossible limit is reported without a search.
 """
 
 from __future__ import annotations
