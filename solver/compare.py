@@ -13,7 +13,7 @@ from typing import Any
 
 from models import Instance, PipesatError, Schedule
 from solver.heuristics import NotApplicable, all_heuristics, run_heuristic
-from solver.metrics import Objective, compute_metrics
+from solver.metrics import Objective, compute_metrics, relative_gap
 from solver.retime import retime_for_span
 from solver.solve import SolveResult
 from solver.solve import solve as run_solver
@@ -60,7 +60,7 @@ def _fits(peak: float, limit: float | None) -> bool | None:
 
 
 def _gap(value: float, reference: float | None) -> float | None:
-    return None if reference is None or value <= 0 else (value - reference) / value
+    return None if reference is None or value <= 0 else relative_gap(value, reference)
 
 
 def heuristic_row(instance: Instance, name: str, title: str, objective: Objective) -> ComparisonRow:

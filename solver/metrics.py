@@ -62,6 +62,20 @@ def bubble_rate(total_busy: float, num_devices: int, value: float) -> float:
     return 1.0 - total_busy / (num_devices * value) if value > 0 else 0.0
 
 
+def relative_gap(value: float, reference: float) -> float:
+    """`(value - reference) / value`: how far a value is above a bound or optimum.
+
+    Differences within float noise (relative 1e-9, e.g. the same times summed in another order) count
+    as equal, so the same schedule value is never reported with a spurious 1e-14 gap.
+    """
+    if value <= 0:
+        return 0.0
+    difference = value - reference
+    if abs(difference) <= 1e-9 * max(abs(value), abs(reference)):
+        return 0.0
+    return difference / value
+
+
 def compute_metrics(schedule: Schedule) -> Metrics:
     """All metrics of a schedule (it need not be valid; the validator says whether it is)."""
     p = schedule.instance.num_devices

@@ -141,3 +141,12 @@ def test_one_f_one_b_peak_matches_the_closed_form(instance: Instance) -> None:
     p, m = instance.num_devices, instance.num_microbatches
     assert metrics.peak_memory == tuple(min(p - d, m) * instance.activation_memory[d] for d in range(p))
     assert metrics.max_peak_memory == instance.one_f_one_b_peak()
+
+
+def test_relative_gap_ignores_float_noise_but_not_real_differences():
+    from solver.metrics import relative_gap
+
+    assert relative_gap(40.2, 40.2 - 1e-14) == 0.0
+    assert relative_gap(0.1 + 0.2, 0.3) == 0.0
+    assert relative_gap(10.0, 9.0) == 0.1
+    assert relative_gap(100.0, 100.0 - 1e-6) > 0.0
