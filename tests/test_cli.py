@@ -13,9 +13,8 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
 
-from cli import EXIT_BAD_INPUT, EXIT_INVALID, cli
+from cli import EXIT_BAD_INPUT, EXIT_INVALID
 from models import Instance, InstanceError
 from solver.heuristics import all_heuristics, run_heuristic
 from solver.metrics import compute_metrics
@@ -23,26 +22,10 @@ from solver.retime import retime_for_span
 from solver.schedule_file import load_schedule
 from solver.tables import format_number, format_percent
 from solver.validator import validate
+from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.conftest import INSTANCES_DIR
 
 TINY = ["-s", "2", "-b", "3", "--time-limit", "3", "--workers", "1"]
-
-
-def _run(*args: object) -> Result:
-    return CliRunner().invoke(cli, [str(arg) for arg in args])
-
-
-def _ok(result: Result) -> str:
-    assert result.exit_code == 0, result.output + (result.stderr or "")
-    return result.stdout
-
-
-def _error(result: Result, code: int) -> str:
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 def _field(output: str, name: str) -> str:
@@ -72,7 +55,7 @@ def assert_saved_valid(path: Path) -> None:
 
 def test_schedule_1f1b_like_the_earlier_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    output = _ok(_run("schedule", "1f1b", "-s", 4, "-b", 8))
+    output = cli_ok(run_cli("schedule", "1f1b", "-s", 4, "-b", 8))
     # 1F1B at unit F and B = 2F: the bubble is (p-1)/(m+p-1) of the makespan.
     assert _field(output, "bubble rate").startswith(format_percent(3 / 11))
     assert _field(output, "makespan") == format_number(11 * 3)
@@ -88,8 +71,8 @@ def test_schedule_reads_the_earlier_tools_config_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str, picture: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    output = _ok(_run("schedule", "1f1b", "-c", INSTANCES_DIR / config))
-    instance = Instance.from_dict(json.loads(_ok(_run("instance", "show", INSTANCES_DIR / config))))
+    output = cli_ok(run_cli("schedule", "1f1b", "-c", INSTANCES_DIR / config))
+    instance = Instance.from_dict(json.loads(cli_ok(run_cli("instance", "show", INSTANCES_DIR / config))))
     metrics = compute_metrics(run_heuristic("1f1b", instance))
     assert _field(output, "makespan") == format_number(metrics.makespan)
     assert _field(output, "bubble rate").startswith(format_percent(metrics.bubble_rate))
@@ -99,7 +82,7 @@ def test_schedule_reads_the_earlier_tools_config_files(
 def test_schedule_list_options_p2p_output_and_save(tmp_path: Path) -> None:
     picture, saved = tmp_path / "mine.svg", tmp_path / "s.json"
     args = ["-s", 4, "-b", 6, "-f", 1, 1.5, 1, 1, "-bw", 2, 3, 2, 2, "--p2p-time", 0.25]
-    output = _ok(_run("schedule", "1f1b", *args, "-o", picture, "--save", saved))
+    output = cli_ok(run_cli("schedule", "1f1b", *args, "-o", picture, "--save", saved))
     instance = Instance.from_dict(
         {"num_devices": 4, "num_microbatches": 6, "forward_times": [1, 1.5, 1, 1], "backward_times": [2, 3, 2, 2]}
     ).with_changes(p2p_time=0.25)
@@ -112,7 +95,7 @@ def test_schedule_list_options_p2p_output_and_save(tmp_path: Path) -> None:
 def test_schedule_objective_span_retimes_for_the_least_span(tmp_path: Path) -> None:
     saved = tmp_path / "h2.json"
     args = ["-s", 4, "-b", 8, "-w", 1, "-bw", 1, "--p2p-time", 0.5, "--no-visualization", "--save", saved]
-    output = _ok(_run("schedule", "zb-h2", *args, "--objective", "span"))
+    output = cli_ok(run_cli("schedule", "zb-h2", *args, "--objective", "span"))
     instance = load_schedule(saved).instance
     retimed = compute_metrics(retime_for_span(run_heuristic("zb-h2", instance)))
     assert _field(output, "max span") == format_number(retimed.max_span)
@@ -122,7 +105,7 @@ def test_schedule_objective_span_retimes_for_the_least_span(tmp_path: Path) -> N
 def test_schedule_long_option_names_of_the_earlier_tool(tmp_path: Path) -> None:
     picture = tmp_path / "long.png"
     args = ["--num-stages", 3, "--num-batches", 5, "--forward-times", 1, 2, 1, "--backward-times", 2, 3, 2]
-    output = _ok(_run("schedule", "1f1b", *args, "--p2p-time", 0.5, "--output", picture))
+    output = cli_ok(run_cli("schedule", "1f1b", *args, "--p2p-time", 0.5, "--output", picture))
     instance = Instance.from_dict(
         {
             "num_devices": 3,
@@ -134,24 +117,24 @@ def test_schedule_long_option_names_of_the_earlier_tool(tmp_path: Path) -> None:
     )
     assert _field(output, "makespan") == format_number(compute_metrics(run_heuristic("1f1b", instance)).makespan)
     assert_picture(picture)
-    config = _ok(_run("schedule", "1f1b", "--config", INSTANCES_DIR / "sample_config.json", "--no-visualization"))
+    config = cli_ok(run_cli("schedule", "1f1b", "--config", INSTANCES_DIR / "sample_config.json", "--no-visualization"))
     assert config.startswith("1F1B on sample_config: 6 devices, 12 microbatches")
 
 
 def test_debug_shows_the_traceback_of_a_schedule_error() -> None:
-    result = _run("--debug", "schedule", "nope", "-s", 2, "-b", 2)
+    result = run_cli("--debug", "schedule", "nope", "-s", 2, "-b", 2)
     assert result.exit_code != 0 and isinstance(result.exception, InstanceError)
 
 
 def test_schedule_no_visualization_writes_no_picture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    _ok(_run("schedule", "gpipe", "-s", 2, "-b", 2, "--no-visualization"))
+    cli_ok(run_cli("schedule", "gpipe", "-s", 2, "-b", 2, "--no-visualization"))
     assert list(tmp_path.iterdir()) == []
 
 
 def test_schedule_ascii_with_chunks_and_w(tmp_path: Path) -> None:
     args = ["-s", 2, "-b", 4, "-w", 1, "-bw", 1, "--chunks", 2, "--placement", "vshape", "--no-visualization"]
-    output = _ok(_run("schedule", "zb-v", *args, "--ascii"))
+    output = cli_ok(run_cli("schedule", "zb-v", *args, "--ascii"))
     rows = [line for line in output.splitlines() if line.startswith("GPU ")]
     assert len(rows) == 2
     assert all(letter in "".join(rows) for letter in "FBWfbw")
@@ -160,7 +143,7 @@ def test_schedule_ascii_with_chunks_and_w(tmp_path: Path) -> None:
 def test_schedule_memory_limit_and_weight_times(tmp_path: Path) -> None:
     saved = tmp_path / "zb.json"
     args = ["-s", 4, "-b", 8, "-w", 1, "-bw", 1, "--memory-limit", "1x", "--no-visualization", "--save", saved]
-    output = _ok(_run("schedule", "zb-h1", *args))
+    output = cli_ok(run_cli("schedule", "zb-h1", *args))
     assert "limit 4" in _field(output, "peak memory")
     assert_saved_valid(saved)
     assert load_schedule(saved).split_backward
@@ -184,7 +167,7 @@ def test_schedule_bad_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list, code: int, message: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert message in _error(_run("schedule", *args), code)
+    assert message in cli_error(run_cli("schedule", *args), code)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -195,23 +178,23 @@ def test_schedule_bad_input(
 def saved_schedule(tmp_path: Path) -> Path:
     path = tmp_path / "v.json"
     args = ["-s", 4, "-b", 8, "-w", 1, "-bw", 1, "--chunks", 2, "--placement", "vshape", "--p2p-time", 0.1]
-    _ok(_run("schedule", "zb-v", *args, "--memory-limit", "1x", "--no-visualization", "--save", path))
+    cli_ok(run_cli("schedule", "zb-v", *args, "--memory-limit", "1x", "--no-visualization", "--save", path))
     return path
 
 
 def test_render_png_svg_pdf(saved_schedule: Path) -> None:
     png, svg, pdf = (saved_schedule.with_name("out" + suffix) for suffix in (".png", ".svg", ".pdf"))
     for path in (png, svg, pdf):
-        assert _field(_ok(_run("render", saved_schedule, "-o", path)), "picture") == str(path)
+        assert _field(cli_ok(run_cli("render", saved_schedule, "-o", path)), "picture") == str(path)
     assert_picture(png, (1000, 600))
     assert "<svg" in svg.read_text()
     assert pdf.read_bytes().startswith(b"%PDF")
 
 
 def test_render_default_name_and_ascii(saved_schedule: Path) -> None:
-    _ok(_run("render", saved_schedule))
+    cli_ok(run_cli("render", saved_schedule))
     assert_picture(saved_schedule.with_suffix(".png"))
-    text = _ok(_run("render", saved_schedule, "--ascii"))
+    text = cli_ok(run_cli("render", saved_schedule, "--ascii"))
     names = [line.split(":")[0] for line in text.splitlines() if line.startswith("GPU")]
     assert names and names == [f"GPU {d}" for d in range(4)] * (len(names) // 4)
 
@@ -220,17 +203,17 @@ def test_render_and_check_refuse_a_corrupted_schedule(saved_schedule: Path) -> N
     data = json.loads(saved_schedule.read_text())
     data["ops"][0]["end"] += 5
     saved_schedule.write_text(json.dumps(data))
-    assert "pipesat check" in _error(_run("render", saved_schedule), EXIT_INVALID)
-    assert "violation(s)" in _error(_run("check", saved_schedule), EXIT_INVALID)
+    assert "pipesat check" in cli_error(run_cli("render", saved_schedule), EXIT_INVALID)
+    assert "violation(s)" in cli_error(run_cli("check", saved_schedule), EXIT_INVALID)
     assert not saved_schedule.with_suffix(".png").exists()
 
 
 def test_check_accepts_what_schedule_saved(saved_schedule: Path) -> None:
-    assert _ok(_run("check", saved_schedule)).startswith(f"{saved_schedule}: valid")
+    assert cli_ok(run_cli("check", saved_schedule)).startswith(f"{saved_schedule}: valid")
 
 
 def test_render_missing_file(tmp_path: Path) -> None:
-    assert "no such file" in _error(_run("render", tmp_path / "none.json"), EXIT_INVALID)
+    assert "no such file" in cli_error(run_cli("render", tmp_path / "none.json"), EXIT_INVALID)
 
 
 # --- compare ----------------------------------------------------------------------------------------
@@ -240,7 +223,7 @@ TITLES = [h.title for h in all_heuristics()]
 
 
 def test_compare_table_has_every_heuristic_and_na_reasons() -> None:
-    output = _ok(_run("compare", "-s", 4, "-b", 8, "-w", 1, "-bw", 1, "--no-solve"))
+    output = cli_ok(run_cli("compare", "-s", 4, "-b", 8, "-w", 1, "-bw", 1, "--no-solve"))
     for title in TITLES:
         assert any(line.startswith(title + " ") for line in output.splitlines()), title
     assert "n/a: needs chunks 2 with vshape placement" in output
@@ -248,8 +231,8 @@ def test_compare_table_has_every_heuristic_and_na_reasons() -> None:
 
 def test_compare_csv_and_json_agree_with_the_heuristics() -> None:
     args = ["compare", "-s", 3, "-b", 6, "-w", 1, "-bw", 1, "--memory-limit", "1x", "--no-solve"]
-    rows = list(csv.DictReader(io.StringIO(_ok(_run(*args, "--format", "csv")))))
-    data = json.loads(_ok(_run(*args, "--format", "json")))
+    rows = list(csv.DictReader(io.StringIO(cli_ok(run_cli(*args, "--format", "csv")))))
+    data = json.loads(cli_ok(run_cli(*args, "--format", "json")))
     assert sorted(row["name"] for row in rows) == sorted(NAMES) == sorted(item["name"] for item in data)
     instance = Instance.from_dict(
         {"num_devices": 3, "num_microbatches": 6, "weight_times": 1, "backward_times": 1, "memory_limit": "1x"}
@@ -267,12 +250,12 @@ def test_compare_csv_and_json_agree_with_the_heuristics() -> None:
 
 def test_compare_saves_every_schedule_that_fits(tmp_path: Path) -> None:
     args = ["compare", "-s", 3, "-b", 6, "-w", 1, "-bw", 1, "--memory-limit", "1x", "--no-solve"]
-    data = json.loads(_ok(_run(*args, "--format", "json", "--save", tmp_path)))
+    data = json.loads(cli_ok(run_cli(*args, "--format", "json", "--save", tmp_path)))
     fitting = sorted(item["name"] for item in data if item["fits"])
     assert fitting and sorted(path.stem for path in tmp_path.iterdir()) == fitting
     for name in fitting:
         assert_saved_valid(tmp_path / f"{name}.json")
-    output = _ok(_run(*args, "--save", tmp_path / "again"))
+    output = cli_ok(run_cli(*args, "--save", tmp_path / "again"))
     over = sum(1 for item in data if item["fits"] is False)
     assert (
         _field(output, "schedules")
@@ -281,13 +264,13 @@ def test_compare_saves_every_schedule_that_fits(tmp_path: Path) -> None:
 
 
 def test_compare_markdown() -> None:
-    lines = _ok(_run("compare", "-s", 2, "-b", 2, "--no-solve", "--format", "markdown")).splitlines()
+    lines = cli_ok(run_cli("compare", "-s", 2, "-b", 2, "--no-solve", "--format", "markdown")).splitlines()
     assert lines[0].startswith("| schedule | makespan |") and set(lines[1]) <= set("|-:")
     assert len(lines) == 2 + len(NAMES) and all(line.startswith("|") for line in lines)
 
 
 def test_compare_bad_format() -> None:
-    result = _run("compare", "-s", 2, "-b", 2, "--no-solve", "--format", "xml")
+    result = run_cli("compare", "-s", 2, "-b", 2, "--no-solve", "--format", "xml")
     assert result.exit_code == EXIT_BAD_INPUT and "'xml' is not one of" in result.stderr
 
 
@@ -296,7 +279,7 @@ def test_compare_bad_format() -> None:
 
 def test_solve_summary_save_and_picture(tmp_path: Path) -> None:
     saved, picture = tmp_path / "opt.json", tmp_path / "opt.png"
-    output = _ok(_run("solve", *TINY, "-w", 0.5, "-bw", 1, "--save", saved, "-o", picture))
+    output = cli_ok(run_cli("solve", *TINY, "-w", 0.5, "-bw", 1, "--save", saved, "-o", picture))
     assert _field(output, "status") in ("optimal (proven by CP-SAT)", "feasible")
     value = float(_field(output, "makespan"))
     best = _field(output, "best heuristic")
@@ -307,16 +290,16 @@ def test_solve_summary_save_and_picture(tmp_path: Path) -> None:
 
 
 def test_solve_progress_line_only_when_asked() -> None:
-    quiet = _run("solve", *TINY)
+    quiet = run_cli("solve", *TINY)
     assert quiet.exit_code == 0 and "\r" not in quiet.stderr
     for command in ("solve", "compare"):
-        shown = _run(command, *TINY, "-w", 0.5, "-bw", 1, "--progress")
+        shown = run_cli(command, *TINY, "-w", 0.5, "-bw", 1, "--progress")
         assert shown.exit_code == 0 and "best" in shown.stderr and "\r" in shown.stderr
         assert "\r" not in shown.stdout
 
 
 def test_solve_infeasible_limit_says_the_smallest() -> None:
-    line = _error(_run("solve", *TINY, "--memory-limit", 0.5), EXIT_INVALID)
+    line = cli_error(run_cli("solve", *TINY, "--memory-limit", 0.5), EXIT_INVALID)
     assert "no schedule fits the memory limit 0.5" in line
 
 
@@ -324,12 +307,12 @@ def test_solve_minimize_memory_under_a_makespan_cap(tmp_path: Path) -> None:
     saved = tmp_path / "low.json"
     args = ["-s", 3, "-b", 4, "-w", 1, "-bw", 1, "--time-limit", 3, "--minimize", "memory"]
     one_f_one_b = compute_metrics(run_heuristic("1f1b", Instance.from_dict({"num_devices": 3, "num_microbatches": 4})))
-    output = _ok(_run("solve", *args, "--makespan-cap", one_f_one_b.makespan, "--save", saved))
+    output = cli_ok(run_cli("solve", *args, "--makespan-cap", one_f_one_b.makespan, "--save", saved))
     assert output.startswith(f"CP-SAT (least peak memory with makespan <= {one_f_one_b.makespan:g})")
     metrics = compute_metrics(load_schedule(saved))
     assert _field(output, "peak memory") == format_number(metrics.max_peak_memory)
     assert metrics.max_peak_memory <= one_f_one_b.max_peak_memory and metrics.makespan <= one_f_one_b.makespan
-    line = _error(_run("solve", *args, "--makespan-cap", 5), EXIT_INVALID)
+    line = cli_error(run_cli("solve", *args, "--makespan-cap", 5), EXIT_INVALID)
     assert line.startswith("error: no schedule fits: no schedule has a makespan within 5; the lower bound is")
 
 
@@ -344,12 +327,12 @@ def test_solve_minimize_memory_under_a_makespan_cap(tmp_path: Path) -> None:
     ],
 )
 def test_solve_bad_options(args: list, message: str) -> None:
-    result = _run("solve", "-s", 2, "-b", 2, *args)
+    result = run_cli("solve", "-s", 2, "-b", 2, *args)
     assert result.exit_code == EXIT_BAD_INPUT and message in result.stderr
 
 
 def test_compare_with_the_solver() -> None:
-    data = json.loads(_ok(_run("compare", *TINY, "-w", 0.5, "-bw", 1, "--format", "json")))
+    data = json.loads(cli_ok(run_cli("compare", *TINY, "-w", 0.5, "-bw", 1, "--format", "json")))
     solver = data[0]
     assert solver["name"] == "cp-sat" and solver["value"] is not None
     for item in data[1:]:
@@ -367,23 +350,23 @@ def test_compare_with_the_solver() -> None:
     ],
 )
 def test_pareto_bad_limits(limits: str, message: str) -> None:
-    assert message in _error(_run("pareto", "-s", 2, "-b", 2, "--limits", limits), EXIT_BAD_INPUT)
+    assert message in cli_error(run_cli("pareto", "-s", 2, "-b", 2, "--limits", limits), EXIT_BAD_INPUT)
 
 
 def test_compare_under_an_impossible_limit_prints_the_table_then_fails() -> None:
-    result = _run("compare", *TINY, "--memory-limit", 0.5)
-    line = _error(result, EXIT_INVALID)
+    result = run_cli("compare", *TINY, "--memory-limit", 0.5)
+    line = cli_error(result, EXIT_INVALID)
     assert line == "error: no schedule fits the memory limit 0.5; the smallest feasible limit is 1"
     assert "over the memory limit" in result.stdout and "infeasible" in result.stdout
 
 
 def test_pareto_table_and_plot(tmp_path: Path) -> None:
     picture = tmp_path / "front.png"
-    output = _ok(_run("pareto", *TINY, "--limits", "0.5x,1x", "-o", picture))
+    output = cli_ok(run_cli("pareto", *TINY, "--limits", "0.5x,1x", "-o", picture))
     assert "memory limit" in output and "1.00x" in output
     assert_picture(picture)
     args = ["--limits", "0.5x,1x", "--format", "json", "--no-visualization", "--save", tmp_path / "front"]
-    rows = json.loads(_ok(_run("pareto", *TINY, *args)))
+    rows = json.loads(cli_ok(run_cli("pareto", *TINY, *args)))
     assert [row["relative_limit"] for row in rows] == pytest.approx([0.5, 1.0])
     saved = sorted((tmp_path / "front").iterdir())
     assert [path.name for path in saved] == [f"limit-{row['limit']:g}.json" for row in rows if row["value"] is not None]

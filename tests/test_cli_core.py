@@ -6,27 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from cli import EXIT_BAD_INPUT, EXIT_INVALID, cli
+from cli import EXIT_INVALID
 from models import Instance, InstanceError
 from solver.heuristics import run_heuristic
 from solver.schedule_file import save_schedule
 from tests.bad_inputs import BAD_INSTANCES
+from tests.cli_helpers import cli_error, run_cli
 from tests.conftest import INSTANCES_DIR
 from tests.strategies import assert_valid
-
-
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(cli, [str(arg) for arg in args])
-
-
-def _assert_one_line_error(result: Result, code: int = EXIT_BAD_INPUT) -> str:
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ")
-    return lines[0]
 
 
 def _shown(result: Result) -> dict:
@@ -35,14 +24,14 @@ def _shown(result: Result) -> dict:
 
 
 def test_help() -> None:
-    result = _run("--help")
+    result = run_cli("--help")
     assert result.exit_code == 0 and "instance" in result.stdout and "check" in result.stdout
 
 
 @pytest.mark.parametrize("name", ["sample_config.json", "sample_config.yaml"])
 def test_instance_show_reads_the_earlier_tools_configs(name: str) -> None:
     for args in ([INSTANCES_DIR / name], ["-c", INSTANCES_DIR / name], ["--config", INSTANCES_DIR / name]):
-        shown = _shown(_run("instance", "show", *args))
+        shown = _shown(run_cli("instance", "show", *args))
         assert shown["name"] == "sample_config"
         assert shown == Instance.from_dict(shown).to_dict()
     raw = json.loads((INSTANCES_DIR / name).read_text()) if name.endswith(".json") else None
@@ -51,7 +40,7 @@ def test_instance_show_reads_the_earlier_tools_configs(name: str) -> None:
 
 
 def test_instance_show_from_options_with_space_separated_lists() -> None:
-    shown = _shown(_run("instance", "show", "-s", 4, "-b", 8, "-f", 1, 2, 3, 4, "-bw", "2,4,6,8", "-w", 1))
+    shown = _shown(run_cli("instance", "show", "-s", 4, "-b", 8, "-f", 1, 2, 3, 4, "-bw", "2,4,6,8", "-w", 1))
     assert (shown["num_devices"], shown["num_microbatches"]) == (4, 8)
     assert shown["forward_times"] == [1, 2, 3, 4]
     assert shown["backward_times"] == [2, 4, 6, 8]
@@ -60,20 +49,20 @@ def test_instance_show_from_options_with_space_separated_lists() -> None:
 
 def test_long_option_names_and_aliases() -> None:
     shown = _shown(
-        _run("instance", "show", "--num-stages", 2, "--num-microbatches", 3, "--chunks", 2, "--placement", "vshape")
+        run_cli("instance", "show", "--num-stages", 2, "--num-microbatches", 3, "--chunks", 2, "--placement", "vshape")
     )
     assert shown["placement"] == [0, 1, 1, 0]
-    shown = _shown(_run("instance", "show", "--num-devices", 2, "--num-batches", 3, "--placement", "1,0,0,1"))
+    shown = _shown(run_cli("instance", "show", "--num-devices", 2, "--num-batches", 3, "--placement", "1,0,0,1"))
     assert (shown["chunks"], shown["placement"]) == (2, [1, 0, 0, 1])
 
 
 def test_options_override_the_file() -> None:
-    shown = _shown(_run("instance", "show", INSTANCES_DIR / "sample_config.yaml", "-b", 3, "--p2p-time", 0.25))
+    shown = _shown(run_cli("instance", "show", INSTANCES_DIR / "sample_config.yaml", "-b", 3, "--p2p-time", 0.25))
     assert (shown["num_devices"], shown["num_microbatches"], shown["p2p_time"]) == (5, 3, 0.25)
 
 
 def test_relative_memory_limit() -> None:
-    shown = _shown(_run("instance", "show", "-s", 4, "-b", 8, "--memory-limit", "0.5x"))
+    shown = _shown(run_cli("instance", "show", "-s", 4, "-b", 8, "--memory-limit", "0.5x"))
     assert shown["memory_limit"] == 0.5 * 4
 
 
@@ -81,7 +70,7 @@ def test_relative_memory_limit() -> None:
 def test_bad_instance_file_gives_one_line_and_exit_2(tmp_path: Path, data: dict, message: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
-    line = _assert_one_line_error(_run("instance", "show", path))
+    line = cli_error(run_cli("instance", "show", path))
     assert line.startswith(f"error: {path}: ")
     assert message in line
 
@@ -103,7 +92,7 @@ def test_bad_instance_file_gives_one_line_and_exit_2(tmp_path: Path, data: dict,
     ],
 )
 def test_bad_options_give_one_line_and_exit_2(args: list, message: str) -> None:
-    assert message in _assert_one_line_error(_run("instance", "show", *args))
+    assert message in cli_error(run_cli("instance", "show", *args))
 
 
 @pytest.mark.parametrize(
@@ -117,17 +106,17 @@ def test_bad_options_give_one_line_and_exit_2(args: list, message: str) -> None:
 def test_unparsable_files_say_where(tmp_path: Path, name: str, text: str, message: str) -> None:
     path = tmp_path / name
     path.write_text(text)
-    assert message in _assert_one_line_error(_run("instance", "show", path))
+    assert message in cli_error(run_cli("instance", "show", path))
 
 
 def test_missing_instance_file_and_two_files(tmp_path: Path) -> None:
-    assert "nope.yaml: no such file" in _assert_one_line_error(_run("instance", "show", tmp_path / "nope.yaml"))
+    assert "nope.yaml: no such file" in cli_error(run_cli("instance", "show", tmp_path / "nope.yaml"))
     first, second = INSTANCES_DIR / "sample_config.json", INSTANCES_DIR / "sample_config.yaml"
-    assert "give the instance once" in _assert_one_line_error(_run("instance", "show", first, "-c", second))
+    assert "give the instance once" in cli_error(run_cli("instance", "show", first, "-c", second))
 
 
 def test_debug_shows_the_exception() -> None:
-    result = _run("--debug", "instance", "show", "-s", 0, "-b", 2)
+    result = run_cli("--debug", "instance", "show", "-s", 0, "-b", 2)
     assert result.exit_code != 0
     assert isinstance(result.exception, InstanceError)
 
@@ -139,7 +128,7 @@ def schedule_file(tmp_path: Path) -> Path:
 
 
 def test_check_valid_schedule(schedule_file: Path) -> None:
-    result = _run("check", schedule_file)
+    result = run_cli("check", schedule_file)
     assert result.exit_code == 0
     assert result.stdout.strip() == f"{schedule_file}: valid (24 ops)"
 
@@ -151,8 +140,8 @@ def test_check_lists_every_violation(schedule_file: Path) -> None:
     last = max((op for op in data["ops"] if op["device"] == 0), key=lambda op: op["start"])
     last["end"] += 1
     schedule_file.write_text(json.dumps(data))
-    result = _run("check", schedule_file)
-    line = _assert_one_line_error(result, EXIT_INVALID)
+    result = run_cli("check", schedule_file)
+    line = cli_error(result, EXIT_INVALID)
     assert line == f"error: {schedule_file}: 2 violation(s)"
     assert result.stdout.splitlines() == [
         "B(stage 2, mb 3) is missing",
@@ -162,8 +151,8 @@ def test_check_lists_every_violation(schedule_file: Path) -> None:
 
 def test_check_corrupted_file(schedule_file: Path) -> None:
     schedule_file.write_text("{not json")
-    assert "not valid JSON" in _assert_one_line_error(_run("check", schedule_file), EXIT_INVALID)
+    assert "not valid JSON" in cli_error(run_cli("check", schedule_file), EXIT_INVALID)
     schedule_file.write_text(json.dumps({"format": "pipesat-schedule/1", "instance": {}, "ops": []}))
-    assert "the schedule's instance is invalid: missing num_devices" in _assert_one_line_error(
-        _run("check", schedule_file), EXIT_INVALID
+    assert "the schedule's instance is invalid: missing num_devices" in cli_error(
+        run_cli("check", schedule_file), EXIT_INVALID
     )

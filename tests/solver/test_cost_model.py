@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner, Result
 
-from cli import EXIT_BAD_INPUT, cli
+from cli import EXIT_BAD_INPUT
 from models import Instance, InstanceError, load_instance
 from solver.cost_model import (
     MIB,
@@ -26,6 +25,7 @@ from solver.cost_model import (
 from solver.heuristics import run_heuristic
 from solver.metrics import compute_metrics
 from solver.validator import validate
+from tests.cli_helpers import run_cli
 from tests.conftest import INSTANCES_DIR
 
 # The 1.5B setting of REFERENCE.md §4 (h 2304, a 24, s 1024); 24 layers split over 8 devices.
@@ -204,13 +204,9 @@ FROM_MODEL_1_5B = [
 ]
 
 
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
-
-
 def test_from_model_writes_an_instance_that_loads_back(tmp_path: Path) -> None:
     path = tmp_path / "gpt.yaml"
-    result = _run(*FROM_MODEL_1_5B, "-o", str(path), "--name", "gpt-1.5b")
+    result = run_cli(*FROM_MODEL_1_5B, "-o", str(path), "--name", "gpt-1.5b")
     assert result.exit_code == 0, result.output
     assert f"wrote {path}" in result.stdout
     loaded = load_instance(path)
@@ -224,23 +220,23 @@ def test_from_model_writes_an_instance_that_loads_back(tmp_path: Path) -> None:
 def test_from_model_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     path = tmp_path / "gpt.json"
     path.write_text("{}")
-    result = _run(*FROM_MODEL_1_5B, "-o", str(path))
+    result = run_cli(*FROM_MODEL_1_5B, "-o", str(path))
     assert result.exit_code == EXIT_BAD_INPUT
     assert result.stderr.strip() == f"error: {path} already exists; choose another file or pass --force to overwrite it"
     assert path.read_text() == "{}"
-    assert _run(*FROM_MODEL_1_5B, "-o", str(path), "--force").exit_code == 0
+    assert run_cli(*FROM_MODEL_1_5B, "-o", str(path), "--force").exit_code == 0
     assert load_instance(path).num_devices == 8
 
 
 def test_from_model_explain_and_stdout() -> None:
-    result = _run(*FROM_MODEL_1_5B, "--explain")
+    result = run_cli(*FROM_MODEL_1_5B, "--explain")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("model: 24 layers, hidden h=2304")
     assert "\nnum_devices: 8\n" in result.stdout
 
 
 def test_from_model_uneven_split_option() -> None:
-    result = _run(*FROM_MODEL_1_5B, "--layers-per-stage", "2,3,3,4,4,3,3,2")
+    result = run_cli(*FROM_MODEL_1_5B, "--layers-per-stage", "2,3,3,4,4,3,3,2")
     assert result.exit_code == 0, result.output
     forward = yaml.safe_load(result.stdout)["forward_times"]
     assert forward[3] > forward[1] > forward[0]
@@ -259,7 +255,7 @@ def test_from_model_uneven_split_option() -> None:
     ],
 )
 def test_from_model_bad_descriptions_exit_2(changes: list[str], message: str) -> None:
-    result = _run(*FROM_MODEL_1_5B, *changes)
+    result = run_cli(*FROM_MODEL_1_5B, *changes)
     assert result.exit_code == EXIT_BAD_INPUT, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
@@ -274,7 +270,7 @@ def test_flash_attention_drops_the_scores_from_memory_and_recomputes_them() -> N
     recompute_ms = 3 * 2 * s * b * h * s / (312e12 * 0.5) * 1e3
     f, bw, w = flash.forward_times[stage], flash.backward_times[stage], flash.weight_times[stage]
     assert bw + w == pytest.approx(2 * f + recompute_ms, rel=ROUNDING)
-    result = _run(*FROM_MODEL_1_5B, "--flash-attention")
+    result = run_cli(*FROM_MODEL_1_5B, "--flash-attention")
     assert result.exit_code == 0, result.output
     assert "--flash-attention" in result.stdout.splitlines()[0]
     assert yaml.safe_load(result.stdout)["activation_memory"] == list(flash.activation_memory)
@@ -288,7 +284,7 @@ def test_modern_instances_are_what_their_command_makes(path: Path) -> None:
     # Each file carries the from-model command that made it; running it again must give the same instance.
     command = next(line for line in path.read_text().splitlines() if line.startswith("# pipesat instance from-model"))
     stored = load_instance(path)
-    result = _run(*shlex.split(command.removeprefix("# pipesat ")), "--name", stored.name)
+    result = run_cli(*shlex.split(command.removeprefix("# pipesat ")), "--name", stored.name)
     assert result.exit_code == 0, result.output
     assert Instance.from_dict(yaml.safe_load(result.stdout)) == stored
     heuristic = {"linear": "1f1b", "interleaved": "interleaved", "vshape": "zb-v"}[stored.placement_name()]

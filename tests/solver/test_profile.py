@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from cli import EXIT_BAD_INPUT, cli
+from cli import EXIT_BAD_INPUT
 from models import Instance, InstanceError, load_instance
 from solver.heuristics import run_heuristic
 from solver.profile import INSTALL_HINT, ProfileSpec, profile_instance
 from solver.validator import validate
+from tests.cli_helpers import run_cli
 
 torch = pytest.importorskip("torch")
 
@@ -100,16 +100,12 @@ def test_activation_memory_grows_with_the_microbatch() -> None:
     assert ratio == pytest.approx(2, rel=0.05)
 
 
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
-
-
 PROFILE_ARGS = ["profile", "-p", "2", "--chunks", "2", "-m", "4", "--layers", "4", "--hidden", "32", "--heads", "2"]
 
 
 def test_profile_command_writes_an_instance_that_loads(tmp_path: Path) -> None:
     path = tmp_path / "measured.yaml"
-    result = _run(*PROFILE_ARGS, "--seq-len", "16", "--repeats", "1", "--placement", "vshape", "-o", str(path))
+    result = run_cli(*PROFILE_ARGS, "--seq-len", "16", "--repeats", "1", "--placement", "vshape", "-o", str(path))
     assert result.exit_code == 0, result.output
     assert "measured on cpu" in result.stdout and f"wrote {path}" in result.stdout
     instance = load_instance(path)
@@ -130,7 +126,7 @@ def test_profile_command_writes_an_instance_that_loads(tmp_path: Path) -> None:
     ],
 )
 def test_profile_bad_options_exit_2(changes: list[str], message: str) -> None:
-    result = _run(*PROFILE_ARGS, *changes)
+    result = run_cli(*PROFILE_ARGS, *changes)
     assert result.exit_code == EXIT_BAD_INPUT, result.output
     assert message in result.stderr and len(result.stderr.splitlines()) == 1
 
@@ -138,7 +134,7 @@ def test_profile_bad_options_exit_2(changes: list[str], message: str) -> None:
 def test_profile_on_cuda_without_cuda_says_so() -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    result = _run(*PROFILE_ARGS, "--seq-len", "16", "--device", "cuda")
+    result = run_cli(*PROFILE_ARGS, "--seq-len", "16", "--device", "cuda")
     assert result.exit_code == EXIT_BAD_INPUT
     assert "torch sees no CUDA device; use --device cpu" in result.stderr
 
@@ -147,6 +143,6 @@ def test_profile_without_torch_says_how_to_install(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
     with pytest.raises(InstanceError, match="pip install -e"):
         profile_instance(TINY)
-    result = _run(*PROFILE_ARGS, "--seq-len", "16")
+    result = run_cli(*PROFILE_ARGS, "--seq-len", "16")
     assert result.exit_code == EXIT_BAD_INPUT
     assert result.stderr.strip() == f"error: {INSTALL_HINT}"

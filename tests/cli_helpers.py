@@ -1,0 +1,27 @@
+"""Driving the command line through click's runner, shared by every CLI test."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner, Result
+
+from cli import EXIT_BAD_INPUT, cli
+
+
+def run_cli(*args: object) -> Result:
+    """Invoke `pipesat ARGS...` in-process; stdout and stderr are kept apart."""
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+def cli_ok(result: Result) -> str:
+    """Assert success and return what went to stdout."""
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    return result.stdout
+
+
+def cli_error(result: Result, code: int = EXIT_BAD_INPUT) -> str:
+    """Assert exit `code` with exactly one `error:` line on stderr and no traceback; return the line."""
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
