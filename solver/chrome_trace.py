@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from models import Schedule, ScheduleError
+from models import Schedule
 from solver.metrics import memory_profiles
+from solver.output_file import write_output
 from solver.validator import ensure_valid
 
 MICROSECONDS_PER_UNIT = 1000.0
@@ -94,11 +95,4 @@ def chrome_trace(schedule: Schedule) -> dict[str, Any]:
 
 def export_chrome_trace(schedule: Schedule, path: str | Path) -> Path:
     """Write the schedule's Chrome trace JSON; refuses an invalid schedule."""
-    trace = chrome_trace(schedule)
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
-    except OSError as error:
-        raise ScheduleError(f"{path}: cannot write ({error.strerror})") from None
-    return path
+    return write_output(path, json.dumps(chrome_trace(schedule), indent=1) + "\n")

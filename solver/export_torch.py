@@ -13,10 +13,12 @@ deadlock: the runtime would only hang or fail with "Malformed compute schedule" 
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from models import Instance, OpKey, Schedule, ScheduleError
+from models import Instance, OpKey, Schedule
+from solver.output_file import write_output
 from solver.simulator import simulate
 from solver.validator import ensure_valid
 
@@ -51,14 +53,9 @@ def schedule_to_rows(schedule: Schedule) -> Rows:
 
 def write_rows(rows: Rows, path: str | Path) -> Path:
     """Write CSV rows (one per device) the way `csv.reader` reads them back."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="", encoding="utf-8") as file:
-            csv.writer(file).writerows(rows)
-    except OSError as error:
-        raise ScheduleError(f"{path}: cannot write ({error.strerror})") from None
-    return path
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows(rows)
+    return write_output(path, text.getvalue())
 
 
 def export_torch_csv(schedule: Schedule, path: str | Path) -> Path:

@@ -7,20 +7,15 @@ from pathlib import Path
 
 from models import Schedule, ScheduleError
 from solver.metrics import compute_metrics
+from solver.output_file import write_output
 from solver.validator import ensure_valid
 
 
 def save_schedule(schedule: Schedule, path: str | Path) -> Path:
     """Validate the schedule, then write it with its metrics. Refuses an invalid schedule."""
     ensure_valid(schedule)
-    path = Path(path)
     data = schedule.to_dict(compute_metrics(schedule).to_dict())
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    except OSError as error:
-        raise ScheduleError(f"{path}: cannot write ({error.strerror})") from None
-    return path
+    return write_output(path, json.dumps(data, indent=1) + "\n")
 
 
 def load_schedule(path: str | Path) -> Schedule:
