@@ -39,6 +39,10 @@ MINIMIZE = ("time", "memory")
 STATUSES = ("optimal", "feasible", "infeasible", "unknown", "interrupted")
 # Share of the time limit that a max-span solve first spends on the makespan (see `solve`).
 MAKESPAN_PHASE = 1 / 3
+# Wall time kept back from the search to read back, re-time and validate its schedule (measured
+# about 20 microseconds an op), and the least time a search gets.
+FINISH_SECONDS_PER_OP = 3e-5
+MIN_SEARCH_SECONDS = 0.05
 
 Progress = Callable[[float, float | None, float | None], None]
 """`progress(elapsed seconds, best value, best bound)`, called as the search finds them."""
@@ -78,6 +82,7 @@ class _Start:
     name: str
     schedule: Schedule
     value: float
+    peak: float
     found_at: float
 
 
@@ -103,19 +108,17 @@ class _Problem:
             return min_span_schedule(target, orders, name)
         return simulate(target, orders, name)
 
-    def time_value(self, schedule: Schedule) -> float:
-        return compute_metrics(schedule).objective(self.objective)
-
-    def value(self, schedule: Schedule) -> float:
-        if self.minimize == "memory":
-            return compute_metrics(schedule).max_peak_memory
-        return self.time_value(schedule)
-
-    def accepts(self, schedule: Schedule) -> bool:
-        """Valid (memory limit included) and within the time cap."""
+    def start(self, name: str, schedule: Schedule, found_at: float) -> _Start | None:
+        """`schedule` as a start with its value and peak, or None unless it is valid (memory limit
+        included) and within the time cap."""
         if validate(schedule):
-            return False
-        return self.time_cap is None or self.time_value(schedule) <= self.time_cap * (1 + RELATIVE_TOLERANCE)
+            return None
+        metrics = compute_metrics(schedule)
+        time_value = metrics.objective(self.objective)
+        if self.time_cap is not None and time_value > self.time_cap * (1 + RELATIVE_TOLERANCE):
+            return None
+        value = metrics.max_peak_memory if self.minimize == "memory" else time_value
+        return _Start(name, schedule, value, metrics.max_peak_memory, found_at)
 
 
 def solve(
@@ -151,46 +154,71 @@ def solve(
     if minimize == "memory":
         instance = dataclasses.replace(instance, memory_limit=None)
     problem = _Problem(instance, objective, minimize, split, makespan_cap, symmetry_breaking)
+    options = _Options(workers, seed, deterministic, gap, clock + time_limit)
+    return _solve(problem, options, clock, progress, starts)
 
+
+@dataclass(frozen=True)
+class _Options:
+    """The search's settings; `deadline` is the `time.monotonic()` by which the solve returns."""
+
+    workers: int
+    seed: int
+    deterministic: bool
+    gap: float
+    deadline: float
+
+
+def _solve(
+    problem: _Problem,
+    options: _Options,
+    clock: float,
+    progress: Progress | None,
+    starts: Sequence[Schedule],
+    heuristics: Sequence[tuple[str, Schedule]] | None = None,
+) -> SolveResult:
+    """`solve` with its settings resolved; `heuristics` are the heuristics' schedules when known."""
+    instance, objective = problem.instance, problem.objective
     smallest = minimum_memory_limit(instance)
     limit = instance.memory_limit
     if limit is not None and smallest > limit * (1 + RELATIVE_TOLERANCE) + RELATIVE_TOLERANCE:
         message = f"infeasible: memory limit {limit:g} is too small; the smallest feasible limit is {smallest:g}"
         return _empty(problem, "infeasible", clock, message, smallest_feasible_limit=smallest)
 
-    bound = lower_bound(instance, problem.result_objective, split)
-    if makespan_cap is not None:
-        time_bound = lower_bound(instance, objective, split)
-        if time_bound > makespan_cap * (1 + RELATIVE_TOLERANCE):
+    bound = lower_bound(instance, problem.result_objective, problem.split)
+    if problem.time_cap is not None:
+        time_bound = lower_bound(instance, objective, problem.split)
+        if time_bound > problem.time_cap * (1 + RELATIVE_TOLERANCE):
             message = (
-                f"infeasible: no schedule has a {objective} within {makespan_cap:g}; the lower bound is {time_bound:g}"
+                f"infeasible: no schedule has a {objective} within {problem.time_cap:g}; "
+                f"the lower bound is {time_bound:g}"
             )
             return _empty(problem, "infeasible", clock, message)
 
-    candidates = _starting_points(problem, starts, clock)
-    best = min(candidates, key=lambda c: c.value) if candidates else None
+    if heuristics is None:
+        heuristics = heuristic_schedules(instance)
+    candidates = _starting_points(problem, [*heuristics, *_named(starts)], clock)
+    best = _preferred(candidates)
     if best is not None:
         if progress is not None:
             try:
                 progress(time.monotonic() - clock, best.value, bound)
             except KeyboardInterrupt:
                 return _result(problem, best, best, bound, clock, interrupted=True, searched=False)
-        if best.value <= bound * (1 + RELATIVE_TOLERANCE) or _relative_gap(best.value, bound) <= gap:
+        if best.value <= bound * (1 + RELATIVE_TOLERANCE) or _relative_gap(best.value, bound) <= options.gap:
             return _result(problem, best, best, bound, clock, interrupted=False, searched=False)
-    options = {"workers": workers, "seed": seed, "deterministic": deterministic, "gap": gap}
     lead = best
-    if objective == "span" and minimize == "time":
+    if objective == "span" and problem.minimize == "time":
         # The makespan model searches far better; its best order re-timed for the span leads the search.
         start_value = None if best is None else best.value
-        phase = solve(
-            instance,
-            "makespan",
-            time_limit=time_limit * MAKESPAN_PHASE,
-            symmetry_breaking=symmetry_breaking,
-            split_backward=split_backward,
-            progress=progress and (lambda *_: progress(time.monotonic() - clock, start_value, bound)),
-            starts=starts,
-            **options,
+        phase_deadline = time.monotonic() + (options.deadline - time.monotonic()) * MAKESPAN_PHASE
+        phase = _solve(
+            dataclasses.replace(problem, objective="makespan"),
+            dataclasses.replace(options, deadline=phase_deadline),
+            time.monotonic(),
+            progress and (lambda *_: progress(time.monotonic() - clock, start_value, bound)),
+            starts,
+            heuristics,
         )
         found = _as_start(problem, "cp-sat (makespan)", phase.schedule, clock) if phase.schedule else None
         if found is not None and (lead is None or found.value < lead.value):
@@ -199,7 +227,22 @@ def solve(
             if lead is None:
                 return _empty(problem, "interrupted", clock, "interrupted before any schedule was found")
             return _result(problem, lead, best, bound, clock, interrupted=True, searched=True)
-    return _search(problem, best, lead, bound, clock, time_limit, progress, **options)
+    return _search(problem, best, lead, bound, clock, options, progress)
+
+
+def heuristic_schedules(instance: Instance) -> list[tuple[str, Schedule]]:
+    """(name, schedule) of every heuristic that applies to `instance` (not yet validated)."""
+    schedules = []
+    for heuristic in all_heuristics():
+        try:
+            schedules.append((heuristic.name, run_heuristic(heuristic.name, instance)))
+        except PipesatError:
+            continue
+    return schedules
+
+
+def _named(schedules: Sequence[Schedule]) -> list[tuple[str, Schedule]]:
+    return [(schedule.name or "start", schedule) for schedule in schedules]
 
 
 def _check_options(
@@ -221,22 +264,24 @@ def _check_options(
         raise InstanceError(f"the makespan cap must be positive, got {cap:g}")
 
 
-def _starting_points(problem: _Problem, extra: Sequence[Schedule], clock: float) -> list[_Start]:
-    """Every heuristic (and extra schedule) that fits, re-timed for the objective, plus the
-    one-at-a-time schedule when minimising memory or when nothing else fits."""
-    sources: list[tuple[str, Schedule]] = []
-    for heuristic in all_heuristics():
-        try:
-            sources.append((heuristic.name, run_heuristic(heuristic.name, problem.instance)))
-        except PipesatError:
-            continue
-    sources += [(schedule.name or "start", schedule) for schedule in extra]
+def _starting_points(problem: _Problem, sources: Sequence[tuple[str, Schedule]], clock: float) -> list[_Start]:
+    """Every source schedule that fits, re-timed for the objective, plus the one-at-a-time schedule
+    when minimising memory or when nothing else fits."""
     starts = [start for name, schedule in sources if (start := _as_start(problem, name, schedule, clock))]
     if not starts or problem.minimize == "memory":
         orders = one_at_a_time_orders(problem.instance, problem.split)
         start = _as_start(problem, ONE_AT_A_TIME, simulate(problem.instance, orders, ONE_AT_A_TIME), clock)
         starts += [start] if start else []
     return starts
+
+
+def _preferred(candidates: Sequence[_Start]) -> _Start | None:
+    """The best value; among equal values (to the validator's tolerance) the lowest peak memory."""
+    if not candidates:
+        return None
+    least = min(candidate.value for candidate in candidates)
+    ties = [c for c in candidates if c.value <= least * (1 + RELATIVE_TOLERANCE) + RELATIVE_TOLERANCE]
+    return min(ties, key=lambda c: c.peak)
 
 
 def _as_start(problem: _Problem, name: str, schedule: Schedule, clock: float) -> _Start | None:
@@ -253,9 +298,7 @@ def _as_start(problem: _Problem, name: str, schedule: Schedule, clock: float) ->
         timed = problem.timed(orders, name=name).with_source(kind="heuristic", name=name)
     except PipesatError:
         return None
-    if not problem.accepts(timed):
-        return None
-    return _Start(name, timed, problem.value(timed), time.monotonic() - clock)
+    return problem.start(name, timed, time.monotonic() - clock)
 
 
 def _tick_hint(problem: _Problem, model: PipelineModel, start: _Start) -> tuple[dict[OpKey, int], int | None]:
@@ -331,14 +374,17 @@ def _search(
     lead: _Start | None,
     bound: float,
     clock: float,
-    time_limit: float,
+    options: _Options,
     progress: Progress | None,
-    workers: int,
-    seed: int,
-    deterministic: bool,
-    gap: float,
 ) -> SolveResult:
-    """CP-SAT from `lead` (the best schedule so far; `best` is the best heuristic, for the report)."""
+    """CP-SAT from `lead` (the best schedule so far; `best` is the best heuristic, for the report).
+
+    The search gets what is left of the wall budget after building the model, less a reserve for
+    reading its solution back; a watchdog stops it at that deadline, since CP-SAT itself can run
+    far past its time limit while loading and presolving a model of thousands of ops.
+    """
+    if lead is not None and time.monotonic() >= options.deadline:
+        return _result(problem, lead, best, bound, clock, interrupted=False, searched=True)
     memory = problem.minimize == "memory"
     model = PipelineModel(
         problem.instance, problem.objective, problem.split, problem.symmetry_breaking, memory, problem.time_cap
@@ -364,20 +410,21 @@ def _search(
     solver = cp_model.CpSolver()
     recorder.stop = solver.stop_search
     params = solver.parameters
-    params.num_workers = workers
-    params.random_seed = seed
-    params.relative_gap_limit = gap
+    params.num_workers = options.workers
+    params.random_seed = options.seed
+    params.relative_gap_limit = options.gap
     params.catch_sigint_signal = False
-    remaining = max(time_limit - (time.monotonic() - clock), 0.01)
-    if deterministic:
+    reserve = FINISH_SECONDS_PER_OP * len(model.keys)
+    remaining = max(options.deadline - reserve - time.monotonic(), MIN_SEARCH_SECONDS)
+    if options.deterministic:
         params.max_deterministic_time = remaining
         params.max_time_in_seconds = 10 * remaining
-        params.interleave_search = workers > 1
+        params.interleave_search = options.workers > 1
     else:
         params.max_time_in_seconds = remaining
     if progress is not None:
         solver.best_bound_callback = recorder.on_bound
-    status, interrupted = _run(solver, model, recorder)
+    status, interrupted = _run(solver, model, recorder, params.max_time_in_seconds)
     if recorder.error is not None:
         raise recorder.error
     interrupted = interrupted or recorder.interrupted
@@ -386,8 +433,7 @@ def _search(
     if recorder.starts is not None:
         orders = orders_from_starts(problem.instance, recorder.starts, model.duration)
         timed = problem.timed(orders, name="cp-sat")
-        if problem.accepts(timed):
-            found = _Start("cp-sat", timed, problem.value(timed), recorder.found_at or 0.0)
+        found = problem.start("cp-sat", timed, recorder.found_at or 0.0)
     proven = bound
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) or (
         status == cp_model.UNKNOWN and math.isfinite(solver.best_objective_bound)
@@ -400,13 +446,14 @@ def _search(
         if status == cp_model.INFEASIBLE:
             what = f"a {problem.objective} within {problem.time_cap:g}" if problem.time_cap is not None else "one"
             return _empty(problem, "infeasible", clock, f"infeasible: no schedule fits; searched for {what}")
-        return _empty(problem, "unknown", clock, f"unknown: no schedule found in {time_limit:g} s")
+        return _empty(problem, "unknown", clock, f"unknown: no schedule found in {time.monotonic() - clock:.3g} s")
     first = next((start.found_at for start in (best, lead) if start is not None), recorder.first_at)
     return _result(problem, chosen, best, proven, clock, interrupted, searched=True, time_to_first=first)
 
 
-def _run(solver: cp_model.CpSolver, model: PipelineModel, recorder: _Recorder) -> tuple[int, bool]:
-    """Solve in a worker thread so that Ctrl-C in the main thread stops the search gracefully.
+def _run(solver: cp_model.CpSolver, model: PipelineModel, recorder: _Recorder, seconds: float) -> tuple[int, bool]:
+    """Solve in a worker thread so that Ctrl-C in the main thread stops the search gracefully, and
+    stop it after `seconds` of wall time whatever phase CP-SAT is in.
 
     The main thread waits on an event rather than `Thread.join`: a join interrupted by Ctrl-C can
     report the thread finished while it still runs (CPython before 3.13).
@@ -430,10 +477,13 @@ def _run(solver: cp_model.CpSolver, model: PipelineModel, recorder: _Recorder) -
         # operating system's handler replaced; re-installing Python's makes Ctrl-C reach us.
         signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=work, name="cp-sat", daemon=True).start()
-    interrupted = False
+    deadline = time.monotonic() + seconds
+    interrupted = stopped = False
     try:
         while not done.wait(0.05):
-            pass
+            if not stopped and time.monotonic() >= deadline:
+                solver.stop_search()
+                stopped = True
     except KeyboardInterrupt:
         interrupted = True
         solver.stop_search()

@@ -161,6 +161,43 @@ def test_a_heuristic_meeting_the_bound_is_optimal_without_search() -> None:
     assert result.improvement == 0
 
 
+def test_among_equal_values_the_lower_peak_memory_wins() -> None:
+    # Fused and no limit: GPipe and 1F1B both meet the bound; 1F1B holds half the activations.
+    instance = Instance.from_dict({"num_devices": 4, "num_microbatches": 8})
+    result = solve(instance, **FAST)
+    assert_valid(result.schedule)
+    peaks = {}
+    for name in ("gpipe", "1f1b"):
+        metrics = compute_metrics(run_heuristic(name, instance))
+        assert metrics.makespan == pytest.approx(result.value)
+        peaks[name] = metrics.max_peak_memory
+    assert peaks["1f1b"] < peaks["gpipe"]
+    assert compute_metrics(result.schedule).max_peak_memory == peaks["1f1b"]
+    assert result.start_heuristic == "1f1b"
+
+
+def test_the_wall_time_including_the_model_honours_the_time_limit() -> None:
+    # About 1,200 ops that CP-SAT cannot close: the watchdog stops it and the best so far comes back.
+    instance = Instance.from_dict(
+        {
+            "num_devices": 8,
+            "num_microbatches": 48,
+            "forward_times": 18.5,
+            "backward_times": 18.1,
+            "weight_times": 9.3,
+            "p2p_time": 0.6,
+            "memory_limit": "1.5x",
+        }
+    )
+    started = time.monotonic()
+    result = solve(instance, "span", time_limit=0.5, workers=1, seed=0)
+    wall = time.monotonic() - started
+    assert wall <= 0.5 + 0.3 and result.solve_time <= wall
+    assert result.status == "feasible" and result.gap > 0
+    assert_valid(result.schedule)
+    assert result.value <= result.start_value
+
+
 def test_infeasible_limit_names_the_smallest_feasible_limit() -> None:
     instance = Instance.from_dict(
         {"num_devices": 3, "num_microbatches": 4, "chunks": 2, "placement": "vshape", "memory_limit": 0.9}
