@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from models import Instance, InstanceError, PipesatError, Schedule, ScheduleError, load_instance
+from models import InputError, Instance, InstanceError, PipesatError, Schedule, ScheduleError, load_instance
 from solver.ascii_view import render_ascii
 from solver.compare import compare, comparison_columns
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
@@ -61,6 +61,10 @@ def join_list_options(args: list[str]) -> list[str]:
     return joined
 
 
+# Raised by click >= 8.2 for a group called with no command; pipesat shows its help then.
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class PipesatCommand(click.Command):
     """A command whose list options accept space-separated numbers."""
 
@@ -81,8 +85,29 @@ class PipesatGroup(click.Group):
             if ctx.find_root().params.get("debug"):
                 raise
             click.echo(f"error: {error}", err=True)
-            code = EXIT_BAD_INPUT if isinstance(error, InstanceError) else EXIT_INVALID
+            code = EXIT_BAD_INPUT if isinstance(error, InputError) else EXIT_INVALID
             ctx.exit(code)
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """As click's main, but a usage error is one `error:` line too (click prints three)."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            result = super().main(*args, standalone_mode=False, **kwargs)
+        except NO_ARGS_IS_HELP as error:
+            click.echo(error.ctx.get_help() if error.ctx else str(error))
+            sys.exit(0)
+        except click.UsageError as error:
+            where = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+            click.echo(f"error: {error.format_message()}{where}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except click.ClickException as error:
+            click.echo(f"error: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(EXIT_INVALID)
+        sys.exit(result if isinstance(result, int) else 0)
 
 
 def parse_numbers(option: str, text: str | None) -> list[float] | float | None:

@@ -5,7 +5,11 @@ class PipesatError(Exception):
     """Base class: the message is one line meant for the user, never a traceback."""
 
 
-class InstanceError(PipesatError):
+class InputError(PipesatError):
+    """Bad input: a file that cannot be read, or an option or file content that cannot be used."""
+
+
+class InstanceError(InputError):
     """An instance file or option is malformed or inconsistent."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from models import Schedule, ScheduleError
+from models import InputError, Schedule, ScheduleError
 from solver.metrics import compute_metrics
 from solver.output_file import write_output
 from solver.validator import ensure_valid
@@ -24,9 +24,11 @@ def load_schedule(path: str | Path) -> Schedule:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ScheduleError(f"{path}: no such file") from None
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a schedule file") from None
     except (OSError, UnicodeDecodeError) as error:
-        raise ScheduleError(f"{path}: cannot read ({error})") from None
+        raise InputError(f"{path}: cannot read ({error})") from None
     except json.JSONDecodeError as error:
         raise ScheduleError(f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}") from None
     try:

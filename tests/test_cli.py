@@ -213,7 +213,7 @@ def test_check_accepts_what_schedule_saved(saved_schedule: Path) -> None:
 
 
 def test_render_missing_file(tmp_path: Path) -> None:
-    assert "no such file" in cli_error(run_cli("render", tmp_path / "none.json"), EXIT_INVALID)
+    assert "no such file" in cli_error(run_cli("render", tmp_path / "none.json"), EXIT_BAD_INPUT)
 
 
 # --- compare ----------------------------------------------------------------------------------------

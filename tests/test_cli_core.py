@@ -156,3 +156,18 @@ def test_check_corrupted_file(schedule_file: Path) -> None:
     assert "the schedule's instance is invalid: missing num_devices" in cli_error(
         run_cli("check", schedule_file), EXIT_INVALID
     )
+
+
+def test_usage_errors_are_one_line_with_exit_2() -> None:
+    for args in (["--bogus"], ["check"], ["instance", "show", "--x"], ["schedule", "1f1b", "-s", "x"]):
+        line = cli_error(run_cli(*args))
+        assert "--help" in line
+
+
+def test_a_missing_schedule_file_is_bad_input(tmp_path: Path) -> None:
+    assert "no such file" in cli_error(run_cli("check", tmp_path / "none.json"))
+
+
+def test_no_command_shows_the_help() -> None:
+    result = run_cli()
+    assert result.exit_code == 0 and "Commands:" in result.stdout

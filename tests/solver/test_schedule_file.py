@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from models import Instance, ScheduleError
+from models import InputError, Instance, ScheduleError
 from solver.heuristics import run_heuristic
 from solver.metrics import compute_metrics
 from solver.schedule_file import load_schedule, save_schedule
@@ -97,7 +97,7 @@ def test_load_invalid_instance(saved: Path) -> None:
 
 
 def test_load_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ScheduleError, match=r"nothing\.json: no such file"):
+    with pytest.raises(InputError, match=r"nothing\.json: no such file"):
         load_schedule(tmp_path / "nothing.json")
 
 
