@@ -2,9 +2,12 @@
 
 Steps: check the memory limit against the smallest feasible one (exact, `solver.bounds`); time every
 applicable heuristic (and any extra starting schedules) on the instance, keep those that fit the limit;
-if the best meets the lower bound it is optimal and no search runs. Otherwise build the CP-SAT model,
-give it the best one as a complete hint, put [lower bound, its value] into the objective's domain, and
-search. The model's best per-device order is re-timed at the instance's exact float times (the
+when the best leaves room to the lower bound, add the best periodic schedule (`solver.periodic`, a
+tenth of the time at most); if the best meets the bound it is optimal and no search runs (among
+equal values the lower peak memory wins). Otherwise build the CP-SAT model, give it the best one as a
+complete hint, put [lower bound, its value] into the objective's domain, and search until the
+deadline: a watchdog stops CP-SAT there, so the wall time, heuristics and model building included,
+honours the time limit. The model's best per-device order is re-timed at the instance's exact float times (the
 simulator for the makespan, `retime` for the max span) and validated; the value comes from
 `solver.metrics`. The result is never worse than the best starting schedule: when the search does not
 beat it, that schedule is returned with the search's bound. A max-span solve first runs a shorter
@@ -31,6 +34,8 @@ from solver.heuristics import all_heuristics, run_heuristic
 from solver.metrics import OBJECTIVES, compute_metrics
 from solver.min_memory import NAME as ONE_AT_A_TIME
 from solver.min_memory import one_at_a_time_orders
+from solver.periodic import NAME as PERIODIC
+from solver.periodic import periodic_schedule
 from solver.retime import min_span_schedule
 from solver.simulator import simulate
 from solver.validator import RELATIVE_TOLERANCE, validate
@@ -42,6 +47,8 @@ MAKESPAN_PHASE = 1 / 3
 # Wall time kept back from the search to read back, re-time and validate its schedule (measured
 # about 20 microseconds an op), and the least time a search gets.
 FINISH_SECONDS_PER_OP = 3e-5
+# Share of the remaining time the periodic starting schedules may take when the heuristics leave room.
+PERIODIC_SHARE = 0.1
 MIN_SEARCH_SECONDS = 0.05
 
 Progress = Callable[[float, float | None, float | None], None]
@@ -199,13 +206,19 @@ def _solve(
         heuristics = heuristic_schedules(instance)
     candidates = _starting_points(problem, [*heuristics, *_named(starts)], clock)
     best = _preferred(candidates)
+    if best is None or not _meets(best.value, bound, options.gap):
+        # The heuristics leave room: a periodic schedule may fill it (it does under tight limits).
+        budget = time.monotonic() + (options.deadline - time.monotonic()) * PERIODIC_SHARE
+        periodic = periodic_schedule(instance, problem.split, deadline=budget)
+        found = _as_start(problem, PERIODIC, periodic, clock)
+        best = _preferred([*candidates, found] if found is not None else candidates)
     if best is not None:
         if progress is not None:
             try:
                 progress(time.monotonic() - clock, best.value, bound)
             except KeyboardInterrupt:
                 return _result(problem, best, best, bound, clock, interrupted=True, searched=False)
-        if best.value <= bound * (1 + RELATIVE_TOLERANCE) or _relative_gap(best.value, bound) <= options.gap:
+        if _meets(best.value, bound, options.gap):
             return _result(problem, best, best, bound, clock, interrupted=False, searched=False)
     lead = best
     if objective == "span" and problem.minimize == "time":
@@ -566,6 +579,11 @@ def _empty(
         smallest_feasible_limit=smallest_feasible_limit,
         message=message,
     )
+
+
+def _meets(value: float, bound: float, gap: float) -> bool:
+    """Whether `value` is optimal or within the relative `gap` of `bound`."""
+    return value <= bound * (1 + RELATIVE_TOLERANCE) or _relative_gap(value, bound) <= gap
 
 
 def _relative_gap(value: float, bound: float) -> float:
