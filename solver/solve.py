@@ -44,9 +44,14 @@ MINIMIZE = ("time", "memory")
 STATUSES = ("optimal", "feasible", "infeasible", "unknown", "interrupted")
 # Share of the time limit that a max-span solve first spends on the makespan (see `solve`).
 MAKESPAN_PHASE = 1 / 3
-# Wall time kept back from the search to read back, re-time and validate its schedule (measured
-# about 20 microseconds an op), and the least time a search gets.
+# CP-SAT can take seconds to stop once told to (measured up to 20 s on a 12,288-op model, where a
+# worker was still loading its LP): the search is left to finish in the background after STOP_GRACE
+# seconds, and its best solution so far is used. Kept back from the search: that grace and, per op
+# of the model, the time to read back, re-time and validate a schedule (about 20 microseconds an op),
+# at most RESERVE_SHARE of what is left. The least time a search gets.
+STOP_GRACE = 0.5
 FINISH_SECONDS_PER_OP = 3e-5
+RESERVE_SHARE = 0.1
 # Share of the remaining time the periodic starting schedules may take when the heuristics leave room.
 PERIODIC_SHARE = 0.1
 MIN_SEARCH_SECONDS = 0.05
@@ -351,11 +356,14 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
         self.found_at: float | None = None
         self.first_at: float | None = None
         self.interrupted = False
+        self.closed = False
         self.error: BaseException | None = None
         # Set once the solver exists: the solver's own stop works from every callback.
         self.stop: Callable[[], None] = lambda: None
 
     def on_solution_callback(self) -> None:
+        if self.closed:
+            return
         now = time.monotonic() - self.clock
         self.starts = {key: self.value(var) for key, var in self.model.starts.items()}
         self.found_at = now
@@ -365,7 +373,8 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
         self.report(bound=self.to_bound(self.best_objective_bound))
 
     def on_bound(self, ticks: float) -> None:
-        self.report(bound=self.to_bound(ticks))
+        if not self.closed:
+            self.report(bound=self.to_bound(ticks))
 
     def report(self, bound: float) -> None:
         self.best_bound = bound if self.best_bound is None else max(self.best_bound, bound)
@@ -427,17 +436,18 @@ def _search(
     params.random_seed = options.seed
     params.relative_gap_limit = options.gap
     params.catch_sigint_signal = False
-    reserve = FINISH_SECONDS_PER_OP * len(model.keys)
-    remaining = max(options.deadline - reserve - time.monotonic(), MIN_SEARCH_SECONDS)
+    left = options.deadline - time.monotonic()
+    reserve = min(STOP_GRACE + FINISH_SECONDS_PER_OP * len(model.keys), RESERVE_SHARE * left)
+    remaining = max(left - reserve, MIN_SEARCH_SECONDS)
     if options.deterministic:
         params.max_deterministic_time = remaining
         params.max_time_in_seconds = 10 * remaining
         params.interleave_search = options.workers > 1
     else:
         params.max_time_in_seconds = remaining
-    if progress is not None:
-        solver.best_bound_callback = recorder.on_bound
+    solver.best_bound_callback = recorder.on_bound
     status, interrupted = _run(solver, model, recorder, params.max_time_in_seconds)
+    recorder.closed = True  # a search left to stop in the background reports nothing more
     if recorder.error is not None:
         raise recorder.error
     interrupted = interrupted or recorder.interrupted
@@ -448,7 +458,9 @@ def _search(
         timed = problem.timed(orders, name="cp-sat")
         found = problem.start("cp-sat", timed, recorder.found_at or 0.0)
     proven = bound
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) or (
+    if status is None:  # still stopping: the bound it last reported
+        proven = bound if recorder.best_bound is None else recorder.best_bound
+    elif status in (cp_model.OPTIMAL, cp_model.FEASIBLE) or (
         status == cp_model.UNKNOWN and math.isfinite(solver.best_objective_bound)
     ):
         proven = to_bound(solver.best_objective_bound)
@@ -464,9 +476,13 @@ def _search(
     return _result(problem, chosen, best, proven, clock, interrupted, searched=True, time_to_first=first)
 
 
-def _run(solver: cp_model.CpSolver, model: PipelineModel, recorder: _Recorder, seconds: float) -> tuple[int, bool]:
+def _run(
+    solver: cp_model.CpSolver, model: PipelineModel, recorder: _Recorder, seconds: float
+) -> tuple[int | None, bool]:
     """Solve in a worker thread so that Ctrl-C in the main thread stops the search gracefully, and
-    stop it after `seconds` of wall time whatever phase CP-SAT is in.
+    stop it after `seconds` of wall time whatever phase CP-SAT is in. The status is None when the
+    search has not stopped STOP_GRACE seconds later: it finishes in the background, and the
+    recorder holds its best solution so far.
 
     The main thread waits on an event rather than `Thread.join`: a join interrupted by Ctrl-C can
     report the thread finished while it still runs (CPython before 3.13).
@@ -491,12 +507,14 @@ def _run(solver: cp_model.CpSolver, model: PipelineModel, recorder: _Recorder, s
         signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=work, name="cp-sat", daemon=True).start()
     deadline = time.monotonic() + seconds
-    interrupted = stopped = False
+    interrupted = False
     try:
         while not done.wait(0.05):
-            if not stopped and time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 solver.stop_search()
-                stopped = True
+                if not done.wait(STOP_GRACE):
+                    return None, False
+                break
     except KeyboardInterrupt:
         interrupted = True
         solver.stop_search()

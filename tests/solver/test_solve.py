@@ -6,6 +6,7 @@ import dataclasses
 import math
 import signal
 import time
+import types
 
 import pytest
 from hypothesis import given
@@ -16,7 +17,7 @@ from solver.bounds import minimum_memory_limit
 from solver.heuristics import all_heuristics, run_heuristic
 from solver.metrics import compute_metrics
 from solver.retime import retime_for_span
-from solver.solve import solve
+from solver.solve import STOP_GRACE, _run, solve
 from solver.validator import validate
 from tests.solver.brute_force import brute_force_optimum
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
@@ -196,6 +197,30 @@ def test_the_wall_time_including_the_model_honours_the_time_limit() -> None:
     assert result.status == "feasible" and result.gap > 0
     assert_valid(result.schedule)
     assert result.value <= result.start_value
+
+
+class _SlowToStop:
+    """A solver that ignores `stop_search` for a while, as CP-SAT can while loading a large model."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.stopped = False
+
+    def solve(self, model: object, callback: object) -> int:
+        time.sleep(self.seconds)
+        return 0
+
+    def stop_search(self) -> None:
+        self.stopped = True
+
+
+def test_a_search_slow_to_stop_is_left_behind_at_the_deadline() -> None:
+    solver = _SlowToStop(seconds=STOP_GRACE + 2.0)
+    started = time.monotonic()
+    model = types.SimpleNamespace(model=None)
+    status, interrupted = _run(solver, model, None, seconds=0.2)  # type: ignore[arg-type]
+    assert solver.stopped and status is None and not interrupted
+    assert time.monotonic() - started < 0.2 + STOP_GRACE + 0.5
 
 
 def test_infeasible_limit_names_the_smallest_feasible_limit() -> None:
