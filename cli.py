@@ -17,7 +17,7 @@ from solver.ascii_view import render_ascii
 from solver.compare import compare, comparison_columns
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
 from solver.import_torch import TORCH_SCHEDULES, with_torch_rows
-from solver.metrics import OBJECTIVES, compute_metrics
+from solver.metrics import OBJECTIVES, compute_metrics, relative_gap
 from solver.pareto import pareto_sweep, parse_limits
 from solver.plots import PICTURE_SUFFIXES, pareto_figure, plot_schedule, save_figure
 from solver.retime import retime_for_span
@@ -427,18 +427,25 @@ def live_progress(enabled: bool | None) -> Iterator[ProgressLine]:
 
 
 def echo_solve_summary(result: SolveResult) -> None:
-    """Status, value, bound, gap, the best heuristic and the improvement over it."""
+    """Status, value, bound, gap, the best handwritten schedule and the improvement over it, and the
+    starting point when the search started elsewhere (the periodic start)."""
     echo_field("status", result.status + (" (proven by CP-SAT)" if result.status == "optimal" else ""))
     echo_field(OBJECTIVE_NAMES[result.objective], _or_dash(result.value))
     echo_field("lower bound", _or_dash(result.bound))
     echo_field("gap", "-" if result.gap is None else format_percent(result.gap))
-    if result.start_heuristic is None:
-        echo_field("best heuristic", "none fits this instance and limit")
+    if result.best_heuristic is None:
+        echo_field("best heuristic", "no handwritten schedule fits this instance and limit")
     else:
-        improvement = "" if result.improvement is None else f"; improvement {format_percent(result.improvement)}"
+        improvement = ""
+        if result.value is not None and result.best_heuristic_value:
+            gain = relative_gap(result.best_heuristic_value, result.value)
+            improvement = f"; improvement {format_percent(gain)}"
         echo_field(
-            "best heuristic", f"{heuristic_title(result.start_heuristic)} = {_or_dash(result.start_value)}{improvement}"
+            "best heuristic",
+            f"{heuristic_title(result.best_heuristic)} = {_or_dash(result.best_heuristic_value)}{improvement}",
         )
+    if result.start_heuristic is not None and result.start_heuristic != result.best_heuristic:
+        echo_field("started from", f"{heuristic_title(result.start_heuristic)} = {_or_dash(result.start_value)}")
     first = "" if result.time_to_first is None else f", first schedule at {result.time_to_first:.2f} s"
     best = "" if result.time_to_best is None else f", best at {result.time_to_best:.2f} s"
     echo_field("solve time", f"{result.solve_time:.2f} s{first}{best}")

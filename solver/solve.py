@@ -85,6 +85,10 @@ class SolveResult:
     improvement: float | None
     smallest_feasible_limit: float | None
     message: str
+    # The best handwritten schedule (or given start) that fits, when the search started elsewhere
+    # (the periodic start) or improved on it: what a user compares the result with.
+    best_heuristic: str | None = None
+    best_heuristic_value: float | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,7 @@ def _solve(
         heuristics = heuristic_schedules(instance)
     candidates = _starting_points(problem, [*heuristics, *_named(starts)], clock)
     best = _preferred(candidates)
+    handwritten = best
     if best is None or not _meets(best.value, bound, options.gap):
         # The heuristics leave room: a periodic schedule may fill it (it does under tight limits).
         budget = time.monotonic() + (options.deadline - time.monotonic()) * PERIODIC_SHARE
@@ -222,9 +227,13 @@ def _solve(
             try:
                 progress(time.monotonic() - clock, best.value, bound)
             except KeyboardInterrupt:
-                return _result(problem, best, best, bound, clock, interrupted=True, searched=False)
+                return _with_heuristic(
+                    _result(problem, best, best, bound, clock, interrupted=True, searched=False), handwritten
+                )
         if _meets(best.value, bound, options.gap):
-            return _result(problem, best, best, bound, clock, interrupted=False, searched=False)
+            return _with_heuristic(
+                _result(problem, best, best, bound, clock, interrupted=False, searched=False), handwritten
+            )
     lead = best
     if objective == "span" and problem.minimize == "time":
         # The makespan model searches far better; its best order re-timed for the span leads the search.
@@ -243,9 +252,19 @@ def _solve(
             lead = found
         if phase.status == "interrupted":
             if lead is None:
-                return _empty(problem, "interrupted", clock, "interrupted before any schedule was found")
-            return _result(problem, lead, best, bound, clock, interrupted=True, searched=True)
-    return _search(problem, best, lead, bound, clock, options, progress)
+                return _with_heuristic(
+                    _empty(problem, "interrupted", clock, "interrupted before any schedule was found"), handwritten
+                )
+            return _with_heuristic(
+                _result(problem, lead, best, bound, clock, interrupted=True, searched=True), handwritten
+            )
+    return _with_heuristic(_search(problem, best, lead, bound, clock, options, progress), handwritten)
+
+
+def _with_heuristic(result: SolveResult, handwritten: _Start | None) -> SolveResult:
+    if handwritten is None:
+        return result
+    return dataclasses.replace(result, best_heuristic=handwritten.name, best_heuristic_value=handwritten.value)
 
 
 def heuristic_schedules(instance: Instance) -> list[tuple[str, Schedule]]:

@@ -17,12 +17,15 @@ from typing import Any
 
 from models import Schedule
 from solver.heuristics import NotApplicable, get_heuristic
+from solver.periodic import NAME as PERIODIC
 
 FORMATS = ("table", "csv", "json", "markdown")
 
 
 def heuristic_title(name: str) -> str:
     """A heuristic's title (`ZB-H1`), or the name itself for any other schedule."""
+    if name == PERIODIC:
+        return "periodic start (pipesat's, not handwritten)"
     try:
         return get_heuristic(name).title
     except NotApplicable:

@@ -367,3 +367,14 @@ def test_never_worse_than_any_fitting_heuristic(instance: Instance, objective: s
         if objective == "span":
             schedule = retime_for_span(schedule)
         assert result.value <= compute_metrics(schedule).objective(objective) + 1e-9, heuristic.name
+
+
+def test_result_names_the_best_handwritten_schedule_even_when_starting_elsewhere() -> None:
+    instance = Instance.from_dict(
+        {"num_devices": 4, "num_microbatches": 8, "weight_times": 1, "backward_times": 1, "memory_limit": "0.5x"}
+    )
+    result = solve(instance, time_limit=10, workers=1, seed=0)
+    zb_auto = compute_metrics(run_heuristic("zb-auto", instance)).makespan
+    assert result.best_heuristic == "zb-auto" and result.best_heuristic_value == zb_auto
+    assert result.value < zb_auto
+    assert not validate(result.schedule)
