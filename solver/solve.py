@@ -31,7 +31,7 @@ from models import Instance, InstanceError, OpKey, PipesatError, Schedule
 from models.cpsat_model import PipelineModel, orders_from_starts
 from solver.bounds import lower_bound, minimum_memory_limit, resolve_split
 from solver.heuristics import all_heuristics, run_heuristic
-from solver.metrics import OBJECTIVES, compute_metrics
+from solver.metrics import OBJECTIVES, compute_metrics, relative_gap
 from solver.min_memory import NAME as ONE_AT_A_TIME
 from solver.min_memory import one_at_a_time_orders
 from solver.periodic import NAME as PERIODIC
@@ -60,7 +60,7 @@ Progress = Callable[[float, float | None, float | None], None]
 """`progress(elapsed seconds, best value, best bound)`, called as the search finds them."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SolveResult:
     """What a solve found and proved.
 
@@ -73,20 +73,20 @@ class SolveResult:
 
     status: str
     objective: str
-    schedule: Schedule | None
-    value: float | None
-    bound: float | None
-    gap: float | None
+    schedule: Schedule | None = None
+    value: float | None = None
+    bound: float | None = None
+    gap: float | None = None
     solve_time: float
-    time_to_first: float | None
-    time_to_best: float | None
-    start_heuristic: str | None
-    start_value: float | None
-    improvement: float | None
-    smallest_feasible_limit: float | None
+    time_to_first: float | None = None
+    time_to_best: float | None = None
+    start_heuristic: str | None = None
+    start_value: float | None = None
+    improvement: float | None = None
+    smallest_feasible_limit: float | None = None
     message: str
-    # The best handwritten schedule (or given start) that fits, when the search started elsewhere
-    # (the periodic start) or improved on it: what a user compares the result with.
+    # The best handwritten schedule that fits (or a given start) and its value: what a user compares
+    # the result with. The search may have started from a better one (the periodic start).
     best_heuristic: str | None = None
     best_heuristic_value: float | None = None
 
@@ -559,7 +559,7 @@ def _result(
     optimal = value <= bound * (1 + RELATIVE_TOLERANCE)
     if optimal:
         bound = value
-    gap = _relative_gap(value, bound)
+    gap = relative_gap(value, bound)
     status = "interrupted" if interrupted else "optimal" if optimal else "feasible"
     elapsed = time.monotonic() - clock
     message = status if optimal and not interrupted else f"{status}, gap {_percent(gap)}"
@@ -600,19 +600,11 @@ def _result(
 def _empty(
     problem: _Problem, status: str, clock: float, message: str, smallest_feasible_limit: float | None = None
 ) -> SolveResult:
+    """A result without a schedule (infeasible, or interrupted before any was found)."""
     return SolveResult(
         status=status,
         objective=problem.result_objective,
-        schedule=None,
-        value=None,
-        bound=None,
-        gap=None,
         solve_time=time.monotonic() - clock,
-        time_to_first=None,
-        time_to_best=None,
-        start_heuristic=None,
-        start_value=None,
-        improvement=None,
         smallest_feasible_limit=smallest_feasible_limit,
         message=message,
     )
@@ -620,11 +612,7 @@ def _empty(
 
 def _meets(value: float, bound: float, gap: float) -> bool:
     """Whether `value` is optimal or within the relative `gap` of `bound`."""
-    return value <= bound * (1 + RELATIVE_TOLERANCE) or _relative_gap(value, bound) <= gap
-
-
-def _relative_gap(value: float, bound: float) -> float:
-    return max(0.0, (value - bound) / value) if value > 0 else 0.0
+    return value <= bound * (1 + RELATIVE_TOLERANCE) or relative_gap(value, bound) <= gap
 
 
 def _percent(fraction: float) -> str:
