@@ -13,7 +13,7 @@ from models import Instance
 from solver.heuristics import NotApplicable, run_heuristic
 from solver.heuristics.v_schedules import CYCLE, Offsets, v_half_offsets, v_min_offsets, v_zb_offsets
 from tests.solver.heuristics.helpers import run_valid
-from tests.solver.heuristics.vshape import vshape, vshape_instances
+from tests.solver.heuristics.vshape import V_REFUSALS, vshape, vshape_instances
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
 
 OFFSETS = {"v-min": v_min_offsets, "v-half": v_half_offsets, "v-zb": v_zb_offsets}
@@ -79,14 +79,7 @@ def test_v_zb_matches_zb_v_peak_and_bubble() -> None:
 @pytest.mark.parametrize("name", ["v-min", "v-half", "v-zb"])
 @pytest.mark.parametrize(
     ("data", "reason"),
-    [
-        ({"num_devices": 4, "num_microbatches": 8, "weight_times": 1}, "needs chunks 2 with vshape placement"),
-        (
-            {"num_devices": 4, "num_microbatches": 8, "chunks": 2, "placement": "interleaved", "weight_times": 1},
-            "needs chunks 2 with vshape placement",
-        ),
-        ({"num_devices": 4, "num_microbatches": 8, "chunks": 2, "placement": "vshape"}, "needs a split backward"),
-    ],
+    V_REFUSALS,
 )
 def test_refuses_what_it_cannot_serve(name: str, data: dict[str, Any], reason: str) -> None:
     with pytest.raises(NotApplicable, match=reason):

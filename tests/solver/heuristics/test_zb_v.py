@@ -10,7 +10,7 @@ from hypothesis import given
 from models import Instance
 from solver.heuristics import NotApplicable, run_heuristic
 from tests.solver.heuristics.helpers import run_valid
-from tests.solver.heuristics.vshape import vshape, vshape_instances
+from tests.solver.heuristics.vshape import V_REFUSALS, vshape, vshape_instances
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
 
 
@@ -49,12 +49,7 @@ def test_order_follows_the_reference(p: int) -> None:
 @pytest.mark.parametrize(
     ("data", "reason"),
     [
-        ({"num_devices": 4, "num_microbatches": 8, "weight_times": 1}, "needs chunks 2 with vshape placement"),
-        (
-            {"num_devices": 4, "num_microbatches": 8, "chunks": 2, "placement": "interleaved", "weight_times": 1},
-            "needs chunks 2 with vshape placement",
-        ),
-        ({"num_devices": 4, "num_microbatches": 8, "chunks": 2, "placement": "vshape"}, "needs a split backward"),
+        *V_REFUSALS,
         (
             {"num_devices": 4, "num_microbatches": 6, "chunks": 2, "placement": "vshape", "weight_times": 1},
             "needs at least 2p-1 = 7 microbatches, got 6",

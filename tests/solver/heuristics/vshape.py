@@ -11,6 +11,16 @@ from tests.strategies import P2P_TIMES, TIMES
 
 NAMES = ("zb-v", "v-min", "v-half", "v-zb")
 
+# Instances every V schedule refuses, with the reason it gives: (instance in file form, reason).
+V_REFUSALS: list[tuple[dict[str, Any], str]] = [
+    ({"num_devices": 4, "num_microbatches": 8, "weight_times": 1}, "needs chunks 2 with vshape placement"),
+    (
+        {"num_devices": 4, "num_microbatches": 8, "chunks": 2, "placement": "interleaved", "weight_times": 1},
+        "needs chunks 2 with vshape placement",
+    ),
+    ({"num_devices": 4, "num_microbatches": 8, "chunks": 2, "placement": "vshape"}, "needs a split backward"),
+]
+
 
 def vshape(p: int, m: int, **extra: Any) -> Instance:
     """V placement with F = B = W = 1 per chunk; extra keys pass through. A chunk's activation is 0.5."""
