@@ -214,8 +214,28 @@ def _solve(
     if heuristics is None:
         heuristics = heuristic_schedules(instance)
     candidates = _starting_points(problem, [*heuristics, *_named(starts)], clock)
-    best = _preferred(candidates)
-    handwritten = best
+    handwritten = _preferred(candidates)
+    result = _improve(problem, options, clock, progress, starts, heuristics, candidates, handwritten, bound)
+    if handwritten is None:
+        return result
+    return dataclasses.replace(result, best_heuristic=handwritten.name, best_heuristic_value=handwritten.value)
+
+
+def _improve(
+    problem: _Problem,
+    options: _Options,
+    clock: float,
+    progress: Progress | None,
+    starts: Sequence[Schedule],
+    heuristics: Sequence[tuple[str, Schedule]],
+    candidates: list[_Start],
+    handwritten: _Start | None,
+    bound: float,
+) -> SolveResult:
+    """From the best fitting start (`handwritten`, the best of `candidates`) to the result: a
+    periodic start where the heuristics leave room, a makespan phase for the span, then the search."""
+    instance, objective = problem.instance, problem.objective
+    best = handwritten
     if best is None or not _meets(best.value, bound, options.gap):
         # The heuristics leave room: a periodic schedule may fill it (it does under tight limits).
         budget = time.monotonic() + (options.deadline - time.monotonic()) * PERIODIC_SHARE
@@ -227,13 +247,9 @@ def _solve(
             try:
                 progress(time.monotonic() - clock, best.value, bound)
             except KeyboardInterrupt:
-                return _with_heuristic(
-                    _result(problem, best, best, bound, clock, interrupted=True, searched=False), handwritten
-                )
+                return _result(problem, best, best, bound, clock, interrupted=True, searched=False)
         if _meets(best.value, bound, options.gap):
-            return _with_heuristic(
-                _result(problem, best, best, bound, clock, interrupted=False, searched=False), handwritten
-            )
+            return _result(problem, best, best, bound, clock, interrupted=False, searched=False)
     lead = best
     if objective == "span" and problem.minimize == "time":
         # The makespan model searches far better; its best order re-timed for the span leads the search.
@@ -252,19 +268,9 @@ def _solve(
             lead = found
         if phase.status == "interrupted":
             if lead is None:
-                return _with_heuristic(
-                    _empty(problem, "interrupted", clock, "interrupted before any schedule was found"), handwritten
-                )
-            return _with_heuristic(
-                _result(problem, lead, best, bound, clock, interrupted=True, searched=True), handwritten
-            )
-    return _with_heuristic(_search(problem, best, lead, bound, clock, options, progress), handwritten)
-
-
-def _with_heuristic(result: SolveResult, handwritten: _Start | None) -> SolveResult:
-    if handwritten is None:
-        return result
-    return dataclasses.replace(result, best_heuristic=handwritten.name, best_heuristic_value=handwritten.value)
+                return _empty(problem, "interrupted", clock, "interrupted before any schedule was found")
+            return _result(problem, lead, best, bound, clock, interrupted=True, searched=True)
+    return _search(problem, best, lead, bound, clock, options, progress)
 
 
 def heuristic_schedules(instance: Instance) -> list[tuple[str, Schedule]]:
