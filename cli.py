@@ -13,19 +13,27 @@ from typing import Any
 import click
 
 from models import InputError, Instance, InstanceError, PipesatError, Schedule, ScheduleError, load_instance
-from solver.ascii_view import render_ascii
-from solver.compare import compare, comparison_columns
+from solver.evaluate.metrics import OBJECTIVES, compute_metrics, relative_gap
+from solver.evaluate.retime import retime_for_span
+from solver.evaluate.validator import ensure_valid, validate
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
-from solver.import_torch import TORCH_SCHEDULES, with_torch_rows
-from solver.metrics import OBJECTIVES, compute_metrics, relative_gap
-from solver.pareto import pareto_sweep, parse_limits
-from solver.plots import PICTURE_SUFFIXES, pareto_figure, plot_schedule, save_figure
-from solver.retime import retime_for_span
-from solver.schedule_file import load_schedule, save_schedule
+from solver.io.schedule_file import load_schedule, save_schedule
+from solver.report.ascii_view import render_ascii
+from solver.report.plots import PICTURE_SUFFIXES, pareto_figure, plot_schedule, save_figure
+from solver.report.tables import (
+    FORMATS,
+    Column,
+    format_number,
+    format_percent,
+    format_rows,
+    heuristic_title,
+    percent_or_dash,
+)
 from solver.solve import SolveResult
 from solver.solve import solve as run_solver
-from solver.tables import FORMATS, Column, format_number, format_percent, format_rows, heuristic_title, percent_or_dash
-from solver.validator import ensure_valid, validate
+from solver.studies.compare import compare, comparison_columns
+from solver.studies.pareto import pareto_sweep, parse_limits
+from solver.torch.import_schedule import TORCH_SCHEDULES, with_torch_rows
 
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
@@ -739,7 +747,7 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--explain", is_flag=True, help="Print how every number was derived.")
 def instance_from_model(**options: Any) -> None:
     """An instance from a transformer description and its hardware (ZB paper cost model; ms and MiB)."""
-    from solver.cost_model import Hardware, Pipeline, Transformer, command_line, explain, model_instance
+    from solver.instances.cost_model import Hardware, Pipeline, Transformer, command_line, explain, model_instance
 
     sizes = ("layers", "hidden", "heads", "seq_len", "microbatch_size", "vocab", "flash_attention")
     model = Transformer(*(options[key] for key in sizes))
@@ -760,7 +768,7 @@ def instance_from_model(**options: Any) -> None:
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 def profile_command(**options: Any) -> None:
     """Measure F, B, W and memory per stage of a small GPT-like model with torch (the torch extra)."""
-    from solver.profile import ProfileSpec, profile_instance, profile_lines
+    from solver.torch.profile import ProfileSpec, profile_instance, profile_lines
 
     keys = ("devices", "microbatches", "chunks", "layers", "hidden", "heads", "seq_len", "microbatch_size", "vocab")
     spec = ProfileSpec(
@@ -780,7 +788,7 @@ def profile_command(**options: Any) -> None:
 
 def exit_without_torch() -> None:
     """Exit 2 with the install line when torch (the optional extra) is not installed."""
-    from solver.import_torch import TorchMissing, require_torch
+    from solver.torch.import_schedule import TorchMissing, require_torch
 
     try:
         require_torch()
@@ -800,8 +808,8 @@ def export_command(schedule_file: Path, target: str, out: Path) -> None:
 
     Only a valid schedule whose order cannot deadlock is written.
     """
-    from solver.chrome_trace import export_chrome_trace
-    from solver.export_torch import export_torch_csv
+    from solver.io.chrome_trace import export_chrome_trace
+    from solver.torch.export import export_torch_csv
 
     schedule = load_schedule(schedule_file)
     if target == "torch-csv":
@@ -834,7 +842,7 @@ def import_torch_command(name: str, instance: Instance, objective: str, save: Pa
 
     Multi-stage schedules take --chunks; ZBVZeroBubble and DualPipeV need --placement vshape.
     """
-    from solver.import_torch import import_torch_schedule
+    from solver.torch.import_schedule import import_torch_schedule
 
     exit_without_torch()
     try:
@@ -847,7 +855,7 @@ def import_torch_command(name: str, instance: Instance, objective: str, save: Pa
 def defaults_from_csv(ctx: click.Context, param: click.Parameter, value: Path) -> Any:
     """Read the CSV first (an eager argument): its rows set the devices, microbatches and placement,
     which become the defaults of the instance options (click's default_map)."""
-    from solver.import_torch import placement_options, read_torch_csv
+    from solver.torch.import_schedule import placement_options, read_torch_csv
 
     torch_orders = read_torch_csv(value)
     chunks, placement = placement_options(torch_orders.placement, torch_orders.num_devices)
@@ -870,7 +878,7 @@ def import_csv_command(csv_file: Path, instance: Instance, objective: str, save:
 
     The CSV gives the devices, microbatches and placement; the instance options give the times.
     """
-    from solver.import_torch import import_torch_csv
+    from solver.torch.import_schedule import import_torch_csv
 
     echo_imported(import_torch_csv(csv_file, instance), objective, save, show_ascii)
 
@@ -881,7 +889,7 @@ def import_csv_command(csv_file: Path, instance: Instance, objective: str, save:
 def torch_run_command(schedule_file: Path, timeout: float) -> None:
     """Run one training step of the schedule in PyTorch (gloo, CPU, one process per device) and
     check the gradients against plain training (needs torch)."""
-    from solver.torch_run import format_result, torch_run
+    from solver.torch.run import format_result, torch_run
 
     schedule = load_schedule(schedule_file)
     exit_without_torch()

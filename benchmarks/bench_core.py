@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from models import Instance
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.simulator import simulate
+from solver.evaluate.validator import validate
 from solver.heuristics import get_heuristic
-from solver.metrics import compute_metrics
-from solver.simulator import simulate
-from solver.validator import validate
 
 # (heuristic, instance) pairs with about 100,000 ops each; memory limits make the validator check memory too.
 CASES: list[tuple[str, dict[str, Any]]] = [

@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 
 from models import Instance
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.validator import validate
 from solver.heuristics import all_heuristics, run_heuristic
-from solver.metrics import compute_metrics
-from solver.validator import validate
 
 P, M = 32, 256
 

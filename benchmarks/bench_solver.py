@@ -12,11 +12,11 @@ import argparse
 import itertools
 
 from models import Instance, PipesatError
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import retime_for_span
+from solver.evaluate.validator import validate
 from solver.heuristics import run_heuristic
-from solver.metrics import compute_metrics
-from solver.retime import retime_for_span
 from solver.solve import solve
-from solver.validator import validate
 
 
 def zb_auto_value(instance: Instance, objective: str) -> float | None:

@@ -27,16 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models import Instance, PipesatError
-from models.cpsat_model import PipelineModel
 from models.instance import parse_memory_limit
 from models.instance_file import load_instance
 from models.schedule import expected_op_keys
-from solver.bounds import zero_bubble_bound
+from solver.cpsat.model import PipelineModel
+from solver.evaluate.bounds import zero_bubble_bound
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import retime_for_span
+from solver.evaluate.validator import RELATIVE_TOLERANCE, validate
 from solver.heuristics import all_heuristics, run_heuristic
-from solver.metrics import compute_metrics
-from solver.retime import retime_for_span
 from solver.solve import solve
-from solver.validator import RELATIVE_TOLERANCE, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 

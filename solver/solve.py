@@ -1,15 +1,15 @@
 """The solve: CP-SAT warm-started from the heuristics and bounded by the analytic lower bounds.
 
-Steps: check the memory limit against the smallest feasible one (exact, `solver.bounds`); time every
+Steps: check the memory limit against the smallest feasible one (exact, `solver.evaluate.bounds`); time every
 applicable heuristic (and any extra starting schedules) on the instance, keep those that fit the limit;
-when the best leaves room to the lower bound, add the best periodic schedule (`solver.periodic`, a
+when the best leaves room to the lower bound, add the best periodic schedule (`solver.heuristics.periodic`, a
 tenth of the time at most); if the best meets the bound it is optimal and no search runs (among
 equal values the lower peak memory wins). Otherwise build the CP-SAT model, give it the best one as a
 complete hint, put [lower bound, its value] into the objective's domain, and search until the
 deadline: a watchdog stops CP-SAT there, so the wall time, heuristics and model building included,
 honours the time limit. The model's best per-device order is re-timed at the instance's exact float times (the
 simulator for the makespan, `retime` for the max span) and validated; the value comes from
-`solver.metrics`. The result is never worse than the best starting schedule: when the search does not
+`solver.evaluate.metrics`. The result is never worse than the best starting schedule: when the search does not
 beat it, that schedule is returned with the search's bound. A max-span solve first runs a shorter
 makespan solve and starts from its order too. The smallest feasible memory limit is known exactly
 (`minimum_memory_limit`), so an impossible limit is reported without a search.
@@ -28,17 +28,17 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from models import Instance, InstanceError, OpKey, PipesatError, Schedule
-from models.cpsat_model import PipelineModel, orders_from_starts
-from solver.bounds import lower_bound, minimum_memory_limit, resolve_split
+from solver.cpsat.model import PipelineModel, orders_from_starts
+from solver.evaluate.bounds import lower_bound, minimum_memory_limit, resolve_split
+from solver.evaluate.metrics import OBJECTIVES, compute_metrics, relative_gap
+from solver.evaluate.retime import min_span_schedule
+from solver.evaluate.simulator import simulate
+from solver.evaluate.validator import RELATIVE_TOLERANCE, validate
 from solver.heuristics import all_heuristics, run_heuristic
-from solver.metrics import OBJECTIVES, compute_metrics, relative_gap
-from solver.min_memory import NAME as ONE_AT_A_TIME
-from solver.min_memory import one_at_a_time_orders
-from solver.periodic import NAME as PERIODIC
-from solver.periodic import periodic_schedule
-from solver.retime import min_span_schedule
-from solver.simulator import simulate
-from solver.validator import RELATIVE_TOLERANCE, validate
+from solver.heuristics.one_at_a_time import NAME as ONE_AT_A_TIME
+from solver.heuristics.one_at_a_time import one_at_a_time_orders
+from solver.heuristics.periodic import NAME as PERIODIC
+from solver.heuristics.periodic import periodic_schedule
 
 MINIMIZE = ("time", "memory")
 STATUSES = ("optimal", "feasible", "infeasible", "unknown", "interrupted")
@@ -64,7 +64,7 @@ Progress = Callable[[float, float | None, float | None], None]
 class SolveResult:
     """What a solve found and proved.
 
-    `value` is the schedule's objective (makespan, max span or peak memory) by `solver.metrics`;
+    `value` is the schedule's objective (makespan, max span or peak memory) by `solver.evaluate.metrics`;
     `bound` a proven lower bound on it; `gap = (value - bound) / value`. Times are seconds since
     `solve` was called: `time_to_first` until a schedule was in hand (the starting heuristic or
     CP-SAT's first solution), `time_to_best` until the returned one was. `improvement` is the

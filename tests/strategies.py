@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from models import Instance, OpKey, Schedule, expected_op_keys
 from models.schedule import dependency
-from solver.validator import validate
+from solver.evaluate.validator import validate
 
 # Fixed, fast settings for property tests: the same examples on every run, no timing flakiness.
 PROPERTY_SETTINGS = settings(

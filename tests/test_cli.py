@@ -16,12 +16,12 @@ import pytest
 
 from cli import EXIT_BAD_INPUT, EXIT_INVALID
 from models import Instance, InstanceError
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import retime_for_span
+from solver.evaluate.validator import validate
 from solver.heuristics import all_heuristics, run_heuristic
-from solver.metrics import compute_metrics
-from solver.retime import retime_for_span
-from solver.schedule_file import load_schedule
-from solver.tables import format_number, format_percent
-from solver.validator import validate
+from solver.io.schedule_file import load_schedule
+from solver.report.tables import format_number, format_percent
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.conftest import INSTANCES_DIR
 

@@ -11,7 +11,7 @@ from click.testing import Result
 from cli import EXIT_INVALID
 from models import Instance, InstanceError
 from solver.heuristics import run_heuristic
-from solver.schedule_file import save_schedule
+from solver.io.schedule_file import save_schedule
 from tests.bad_inputs import BAD_INSTANCES
 from tests.cli_helpers import cli_error, run_cli
 from tests.conftest import INSTANCES_DIR

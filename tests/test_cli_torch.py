@@ -12,10 +12,10 @@ import pytest
 from cli import EXIT_BAD_INPUT, EXIT_INVALID
 from models import Instance, Op, Schedule
 from solver.heuristics import run_heuristic
-from solver.import_torch import INSTALL_HINT, TORCH_SCHEDULES
-from solver.schedule_file import load_schedule, save_schedule
+from solver.io.schedule_file import load_schedule, save_schedule
+from solver.torch.import_schedule import INSTALL_HINT, TORCH_SCHEDULES
 from tests.cli_helpers import cli_error, cli_ok, run_cli
-from tests.solver.torch_fakes import load_in_torch
+from tests.solver.torch.torch_fakes import load_in_torch
 from tests.strategies import assert_valid
 
 VSHAPE = ["-s", "2", "-b", "4", "-w", "1", "--chunks", "2", "--placement", "vshape"]

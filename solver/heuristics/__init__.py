@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from models import Instance, OpKey, PipesatError, Schedule
-from solver.simulator import simulate
+from solver.evaluate.simulator import simulate
 
 Orders = list[list[OpKey]]
 

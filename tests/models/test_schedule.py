@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from models import Instance, Op, Schedule, ScheduleError, expected_op_keys, op_duration, op_label
-from solver.simulator import simulate
+from solver.evaluate.simulator import simulate
 from tests.strategies import assert_valid
 
 

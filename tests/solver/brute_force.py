@@ -7,10 +7,10 @@ import itertools
 from collections.abc import Iterator
 
 from models import Instance, OpKey, ScheduleError, expected_op_keys
-from solver.metrics import compute_metrics
-from solver.retime import min_span_schedule
-from solver.simulator import simulate
-from solver.validator import validate
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import min_span_schedule
+from solver.evaluate.simulator import simulate
+from solver.evaluate.validator import validate
 
 
 def _chain_position(key: OpKey, num_stages: int) -> float:

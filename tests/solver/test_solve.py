@@ -13,12 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models import Instance, InstanceError, PipesatError
-from solver.bounds import minimum_memory_limit
+from solver.evaluate.bounds import minimum_memory_limit
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import retime_for_span
+from solver.evaluate.validator import validate
 from solver.heuristics import all_heuristics, run_heuristic
-from solver.metrics import compute_metrics
-from solver.retime import retime_for_span
 from solver.solve import STOP_GRACE, _run, solve
-from solver.validator import validate
 from tests.solver.brute_force import brute_force_optimum
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
 

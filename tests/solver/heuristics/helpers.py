@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from models import Instance, Schedule
+from solver.evaluate.metrics import Metrics, compute_metrics
 from solver.heuristics import run_heuristic
-from solver.metrics import Metrics, compute_metrics
 from tests.strategies import assert_valid
 
 # Times in quarters keep sums exact, so closed forms can be compared with ==. T_W < T_F < T_B as in the ZB paper.

@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models import Instance
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.simulator import simulate
 from solver.heuristics import NotApplicable, run_heuristic
 from solver.heuristics.zb_auto import POLICIES, ListScheduler
-from solver.metrics import compute_metrics
-from solver.simulator import simulate
 from tests.solver.heuristics.helpers import run_valid, uniform
 from tests.strategies import PROPERTY_SETTINGS, instance_dicts
 

@@ -1,0 +1,27 @@
+"""The least-memory schedule: one microbatch at a time through the whole pipeline.
+
+It holds at most one microbatch's activations of each stage, the smallest peak any schedule can have
+(`solver.evaluate.bounds.minimum_memory_limit`), so it fits every feasible memory limit. The solver uses it as
+the starting point when no heuristic fits a tight limit, and as the answer to `--minimize memory`
+when no time cap rules it out.
+"""
+
+from __future__ import annotations
+
+from models import Instance, OpKey
+
+NAME = "one-at-a-time"
+
+
+def one_at_a_time_orders(instance: Instance, split: bool) -> list[list[OpKey]]:
+    """Per-device orders that run microbatch j's forwards, backwards (each W right after its B), then j + 1."""
+    orders: list[list[OpKey]] = [[] for _ in range(instance.num_devices)]
+    stages = range(instance.num_stages)
+    for j in range(instance.num_microbatches):
+        for s in stages:
+            orders[instance.placement[s]].append(("F", s, j))
+        for s in reversed(stages):
+            orders[instance.placement[s]].append(("B", s, j))
+            if split:
+                orders[instance.placement[s]].append(("W", s, j))
+    return orders

@@ -1,0 +1,1 @@
+"""Instance building: instances from a model description (the cost model)."""

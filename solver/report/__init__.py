@@ -1,0 +1,1 @@
+"""Presentation: tables, pictures, text timelines and the text that commands print. Reads results; computes nothing new."""

@@ -1,0 +1,126 @@
+"""The terminal picture of a schedule: one line per device, `GPU 0: [F0][F1][B0]...`, to scale.
+
+Time runs left to right. When the whole schedule fits the width (the terminal's by default) with
+every op labelled, it is one block of lines, no wider than `[F0]` per shortest op needs. When it
+does not, the timeline wraps into blocks of the width, so labels stay readable, up to `MAX_BLOCKS`;
+beyond that it is squeezed into one block and narrow ops show only their kind letter. `.` is idle.
+With two chunks per device, chunk 1 is lower case (`f`, `b`, `w`) as in the V-schedule papers; with
+more, the chunk follows a slash (`F3/2`).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+from models import Op, Schedule
+from solver.evaluate.metrics import compute_metrics
+from solver.report.tables import display_name, format_number, format_percent
+
+IDLE = "."
+DEFAULT_WIDTH = 100
+MIN_TIMELINE = 10
+MAX_BLOCKS = 8
+
+
+def op_text(op: Op, chunk: int, chunks: int) -> str:
+    """The label of an op in the terminal view."""
+    if chunks == 2:
+        kind = op.kind.lower() if chunk == 1 else op.kind
+        return f"{kind}{op.microbatch}"
+    if chunks > 2:
+        return f"{op.kind}{op.microbatch}/{chunk}"
+    return f"{op.kind}{op.microbatch}"
+
+
+def _texts(label: str) -> list[str]:
+    """A label and its shorter forms: without the chunk, then the kind letter alone."""
+    texts = [label]
+    if "/" in label:
+        texts.append(label.split("/")[0])
+    texts.append(label[0])
+    return texts
+
+
+def _cell(texts: list[str], width: int) -> str:
+    """The first of `texts` (longest first) that fits `width` columns, bracketed when there is room;
+    the kind letter repeated when none fits."""
+    for text in texts[:-1]:
+        if width >= len(text) + 2:
+            return "[" + text.center(width - 2) + "]"
+        if width >= len(text):
+            return text.ljust(width)
+    return texts[-1] * width
+
+
+def columns_per_time(makespan: float, shortest: float, label: int, available: int) -> float:
+    """The scale: columns per time unit, given the shortest op and the longest label's length."""
+    fit = available / makespan
+    roomy = (label + 2) / shortest
+    if fit >= roomy:
+        return roomy
+    if fit * shortest >= label:
+        # Whole columns for the shortest op, so equal ops look equal.
+        return int(fit * shortest) / shortest
+    if makespan * roomy <= available * MAX_BLOCKS:
+        return roomy
+    return fit
+
+
+def render_ascii(schedule: Schedule, width: int | None = None) -> str:
+    """The schedule as lines of text no wider than `width` (default: the terminal's width)."""
+    instance = schedule.instance
+    if width is None:
+        width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    p, v = instance.num_devices, instance.chunks
+    prefix = len(f"GPU {p - 1}: ")
+    available = max(width - prefix, MIN_TIMELINE)
+    chunk_of = {s: instance.stages_of(instance.placement[s]).index(s) for s in range(instance.num_stages)}
+    labels = {op: op_text(op, chunk_of[op.stage], v) for op in schedule.ops}
+
+    metrics = compute_metrics(schedule)
+    origin = min((op.start for op in schedule.ops), default=0.0)
+    makespan = metrics.makespan
+    durations = [op.end - op.start for op in schedule.ops if op.end > op.start]
+    if makespan > 0 and durations:
+        longest_label = max(len(text) for text in labels.values())
+        scale = columns_per_time(makespan, min(durations), longest_label, available)
+    else:
+        scale = 1.0
+    columns = max(1, round(makespan * scale))
+
+    rows = [[IDLE] * columns for _ in range(p)]
+    for op in sorted(schedule.ops, key=lambda o: (o.start, o.end)):
+        row = rows[op.device]
+        first = min(round((op.start - origin) * scale), columns - 1)
+        last = min(round((op.end - origin) * scale), columns)
+        if last <= first:
+            if row[first] != IDLE:
+                continue
+            last = first + 1
+        row[first:last] = _cell(_texts(labels[op]), last - first)
+
+    lines = [f"=== {display_name(schedule)} (p={p}, m={instance.num_microbatches}, v={v}) ==="]
+    blocks = math.ceil(columns / available)
+    for block in range(blocks):
+        begin, end = block * available, min((block + 1) * available, columns)
+        if block:
+            lines.append("")
+        for device, row in enumerate(rows):
+            lines.append(f"GPU {device}: ".rjust(prefix) + "".join(row[begin:end]))
+        start_label = format_number(begin / scale)
+        end_label = format_number(makespan if end == columns else end / scale)
+        lines.append(" " * prefix + start_label + end_label.rjust(end - begin - len(start_label)))
+    legend = "F forward, B backward" + (" (inputs), W weight gradient" if schedule.split_backward else "")
+    if v == 2:
+        legend += "; lower case: chunk 1"
+    elif v > 2:
+        legend += "; /c: chunk c"
+    lines.append(f"{legend}; {IDLE} idle")
+    peak_device = max(range(p), key=lambda d: metrics.peak_memory[d])
+    lines.append(
+        f"makespan {format_number(makespan)}, max span {format_number(metrics.max_span)}, "
+        f"bubble rate {format_percent(metrics.bubble_rate)}, "
+        f"peak memory {format_number(metrics.max_peak_memory)} (GPU {peak_device})"
+    )
+    return "\n".join(lines)

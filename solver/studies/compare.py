@@ -1,0 +1,184 @@
+"""Every handwritten schedule and the solver's best on one instance and memory limit, side by side.
+
+Heuristics are judged by their peak memory against the limit ("fits"), not refused for it, so the
+table shows what each would cost. Gaps are measured against the solver's proven optimum, or against
+its lower bound when the optimum is not proven (then the true gap is at most the one shown).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from models import Instance, PipesatError, Schedule
+from solver.evaluate.metrics import Objective, compute_metrics, relative_gap
+from solver.evaluate.retime import retime_for_span
+from solver.evaluate.validator import ensure_valid
+from solver.heuristics import NotApplicable, all_heuristics, run_heuristic
+from solver.report.tables import Column, format_number, percent_or_dash
+from solver.solve import SolveResult
+from solver.solve import solve as run_solver
+
+SOLVER_NAME = "cp-sat"
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One schedule's line. `schedule` is None for rows that did not produce one (n/a, infeasible)."""
+
+    name: str
+    title: str
+    schedule: Schedule | None = None
+    value: float | None = None
+    bubble_rate: float | None = None
+    peak_memory: float | None = None
+    fits: bool | None = None
+    gap: float | None = None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        del data["schedule"]
+        return data
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The rows, and what the gaps refer to: `reference` is the optimum or, unproven, the bound."""
+
+    instance: Instance
+    objective: Objective
+    rows: list[ComparisonRow]
+    solve_result: SolveResult | None = None
+    reference: float | None = None
+    reference_kind: str | None = None  # "optimum" | "bound" | None
+
+
+def _fits(peak: float, limit: float | None) -> bool | None:
+    return None if limit is None else peak <= limit * (1 + 1e-9) + 1e-9
+
+
+def _gap(value: float, reference: float | None) -> float | None:
+    return None if reference is None or value <= 0 else relative_gap(value, reference)
+
+
+def heuristic_row(instance: Instance, name: str, title: str, objective: Objective) -> ComparisonRow:
+    """A heuristic's row: its schedule checked by the validator without the limit, then measured.
+
+    For the max span the heuristic's order is re-timed for the least span, as the solver measures it.
+    """
+    try:
+        schedule = run_heuristic(name, instance)
+    except NotApplicable as reason:
+        return ComparisonRow(name, title, note=f"n/a: {str(reason).removeprefix(title + ': ')}")
+    except PipesatError as error:
+        return ComparisonRow(name, title, note=f"failed: {error}")
+    return measured_row(name, title, schedule, objective)
+
+
+def measured_row(
+    name: str, title: str, schedule: Schedule, objective: Objective, reference: float | None = None
+) -> ComparisonRow:
+    """A schedule's row: validated without the memory limit, measured, judged against the limit.
+
+    The gap to `reference` (the optimum or bound) is given only for a schedule that fits.
+    """
+    instance = schedule.instance
+    if objective == "span":
+        schedule = retime_for_span(schedule)
+    unlimited = dataclasses.replace(instance, memory_limit=None)
+    ensure_valid(Schedule(unlimited, schedule.ops, schedule.name, schedule.source))
+    metrics = compute_metrics(schedule)
+    value = metrics.objective(objective)
+    fits = _fits(metrics.max_peak_memory, instance.memory_limit)
+    return ComparisonRow(
+        name,
+        title,
+        schedule,
+        value,
+        metrics.bubble_rate_for(objective),
+        metrics.max_peak_memory,
+        fits,
+        gap=_gap(value, reference) if fits is not False else None,
+        note="" if fits is not False else "over the memory limit",
+    )
+
+
+def solver_row(result: SolveResult, objective: Objective) -> ComparisonRow:
+    """The solver's row from a `SolveResult`; its schedule has passed the validator."""
+    title = "CP-SAT"
+    if result.schedule is None:
+        note = result.message if result.message.startswith(result.status) else f"{result.status}: {result.message}"
+        return ComparisonRow(SOLVER_NAME, title, note=note.rstrip(": "))
+    schedule = ensure_valid(result.schedule)
+    metrics = compute_metrics(schedule)
+    note = "optimal (proven)" if result.status == "optimal" else result.status
+    return ComparisonRow(
+        SOLVER_NAME,
+        title,
+        schedule,
+        metrics.objective(objective),
+        metrics.bubble_rate_for(objective),
+        metrics.max_peak_memory,
+        _fits(metrics.max_peak_memory, schedule.instance.memory_limit),
+        result.gap,
+        note,
+    )
+
+
+def compare(
+    instance: Instance,
+    objective: Objective = "makespan",
+    time_limit: float = 10.0,
+    solve: bool = True,
+    **solve_kwargs: Any,
+) -> Comparison:
+    """Run every registered heuristic and (unless `solve` is False) the solver on `instance`.
+
+    Rows come best first: the solver, the heuristics that fit by objective value, those over the
+    limit, then those that do not apply.
+    """
+    rows = sorted(
+        (heuristic_row(instance, h.name, h.title, objective) for h in all_heuristics()),
+        key=lambda row: (row.value is None, row.fits is False, row.value or 0.0),
+    )
+    if not solve:
+        return Comparison(instance, objective, rows)
+    result = run_solver(instance, objective=objective, time_limit=time_limit, **solve_kwargs)
+    reference, kind = None, None
+    if result.status == "optimal" and result.value is not None:
+        reference, kind = result.value, "optimum"
+    elif result.bound is not None:
+        reference, kind = result.bound, "bound"
+    rows = [
+        dataclasses.replace(row, gap=_gap(row.value, reference))
+        if row.value is not None and row.fits is not False
+        else row
+        for row in rows
+    ]
+    rows.insert(0, solver_row(result, objective))
+    return Comparison(instance, objective, rows, result, reference, kind)
+
+
+def comparison_columns(comparison: Comparison, machine: bool = False) -> list[Column]:
+    """The table's columns; headers name the objective, the limit and what the gap refers to.
+
+    `machine` (CSV, JSON) adds the schedule's registry name, which scripts pass back to pipesat, and
+    keeps the "fits" column even without a limit, so the columns do not depend on the instance.
+    """
+    limit = comparison.instance.memory_limit
+    objective = "makespan" if comparison.objective == "makespan" else "max span"
+    gap_header = f"gap to {comparison.reference_kind}" if comparison.reference_kind else "gap"
+    name = [Column("name", "name", align_right=False)] if machine else []
+    fits = [Column("fits", f"fits {format_number(limit)}" if limit else "fits")] if machine or limit else []
+    return [
+        *name,
+        Column("title", "schedule", align_right=False),
+        Column("value", objective),
+        Column("bubble_rate", "bubble rate", percent_or_dash),
+        Column("peak_memory", "peak memory"),
+        *fits,
+        Column("gap", gap_header, percent_or_dash),
+        Column("note", "note", align_right=False),
+    ]

@@ -1,0 +1,107 @@
+"""Pareto sweep: the best makespan (or max span) against the memory limit.
+
+Limits are solved from the smallest up, each solve starting from the previous point's schedule (it
+fits every larger limit), so the frontier never rises as the limit grows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from models import Instance, InstanceError, PipesatError, Schedule
+from models.instance import parse_memory_limit
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import retime_for_span
+from solver.evaluate.validator import validate
+from solver.heuristics import all_heuristics, run_heuristic
+from solver.solve import SolveResult, solve
+
+MAX_POINTS = 200
+
+
+@dataclass(frozen=True)
+class ParetoResult:
+    """`points`: (memory limit, solve result) by increasing limit. `heuristics`: (name, peak memory,
+    objective value) of every applicable heuristic without a limit, to show where each sits."""
+
+    objective: str
+    points: list[tuple[float, SolveResult]]
+    heuristics: list[tuple[str, float, float]]
+
+
+def parse_limits(spec: str, instance: Instance) -> list[float]:
+    """Absolute limits from a comma-separated list of limits ("1.5,2,3"; "0.5x,1x" relative to the
+    1F1B peak) and ranges "start:stop:step" such as "0.33x:2x:0.1x" (stop included)."""
+    parts = [part.strip() for part in spec.split(",")]
+    if not any(parts):
+        raise InstanceError("no memory limits given; write a list like '0.5x,1x,2x' or a range like '0.5x:2x:0.25x'")
+    limits: list[float] = []
+    for part in parts:
+        limits += _range(part, instance) if ":" in part else [_limit(part, instance)]
+    if len(limits) > MAX_POINTS:
+        raise InstanceError(f"{len(limits)} memory limits in {spec!r}; give at most {MAX_POINTS}")
+    return limits
+
+
+def _range(text: str, instance: Instance) -> list[float]:
+    pieces = text.split(":")
+    if len(pieces) != 3:
+        raise InstanceError(f"memory limit range {text!r} must be start:stop:step, such as 0.5x:2x:0.25x")
+    start, stop, step = (_limit(piece, instance) for piece in pieces)
+    if stop < start:
+        raise InstanceError(f"memory limit range {text!r} ends before it starts; swap start and stop")
+    count = math.floor((stop - start) / step * (1 + 1e-9) + 1e-9) + 1
+    if count > MAX_POINTS:
+        raise InstanceError(
+            f"memory limit range {text!r} has {count} points; use a step that gives at most {MAX_POINTS}"
+        )
+    return [start + i * step for i in range(count)]
+
+
+def _limit(text: str, instance: Instance) -> float:
+    value = parse_memory_limit(text.strip(), instance)
+    if value is None:
+        raise InstanceError(f"{text!r} is not a memory limit; write a number or a factor of the 1F1B peak like 0.5x")
+    return value
+
+
+def pareto_sweep(
+    instance: Instance,
+    limits: Sequence[float],
+    objective: str = "makespan",
+    time_limit_per_point: float = 5.0,
+    **solve_kwargs: Any,
+) -> ParetoResult:
+    """Solve `instance` at each memory limit (sorted, duplicates dropped) with `solve`'s options."""
+    previous: list[Schedule] = []
+    points: list[tuple[float, SolveResult]] = []
+    for limit in sorted(set(limits)):
+        limited = dataclasses.replace(instance, memory_limit=limit)
+        result = solve(limited, objective=objective, time_limit=time_limit_per_point, starts=previous, **solve_kwargs)
+        points.append((limit, result))
+        if result.schedule is not None:
+            previous = [result.schedule.with_source(name=f"solution at limit {limit:g}")]
+    return ParetoResult(objective, points, heuristic_positions(instance, objective))
+
+
+def heuristic_positions(instance: Instance, objective: str) -> list[tuple[str, float, float]]:
+    """(name, peak memory, objective value) of each applicable heuristic, without a memory limit
+    (the max span after re-timing for it, as the solver measures)."""
+    unlimited = dataclasses.replace(instance, memory_limit=None)
+    positions = []
+    for heuristic in all_heuristics():
+        try:
+            schedule = run_heuristic(heuristic.name, unlimited)
+        except PipesatError:
+            continue
+        if objective == "span":
+            schedule = retime_for_span(schedule)
+        if validate(schedule):
+            continue
+        metrics = compute_metrics(schedule)
+        positions.append((heuristic.name, metrics.max_peak_memory, metrics.objective(objective)))
+    return positions

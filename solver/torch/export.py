@@ -1,0 +1,63 @@
+"""Export a schedule as the `compute_only` CSV of PyTorch's `torch.distributed.pipelining`.
+
+The CSV has one row per device (pipeline rank), each cell one action `{stage}{type}{microbatch}`:
+`F` forward, `B` the whole backward, `I` the backward for inputs and `W` the backward for weights.
+A pipesat schedule without W ops exports its B ops as `B`; one with W ops exports B as `I`.
+PyTorch reads it with `_PipelineScheduleRuntime._load_csv(path, format="compute_only")` (a private
+API, checked against torch 2.13.0), which infers the stage-to-rank placement from the rows.
+
+Nothing is written for a schedule that the validator rejects or whose per-device order would
+deadlock: the runtime would only hang or fail with "Malformed compute schedule" on every rank.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+from models import Instance, OpKey, Schedule
+from solver.evaluate.simulator import simulate
+from solver.evaluate.validator import ensure_valid
+from solver.io.output_file import write_output
+
+Rows = list[list[str]]
+
+
+def torch_cell(key: OpKey, split_backward: bool) -> str:
+    """The CSV cell of one op: `2F5`, `2B5` (whole backward), `2I5` (split B) or `2W5`."""
+    kind, stage, microbatch = key
+    if kind == "B" and split_backward:
+        kind = "I"
+    return f"{stage}{kind}{microbatch}"
+
+
+def orders_to_rows(instance: Instance, orders: Sequence[Sequence[OpKey]]) -> Rows:
+    """CSV rows of per-device op orders, refused (ScheduleError) when they deadlock or are invalid.
+
+    The orders are timed by the simulator, which raises on an incomplete or deadlocking order, and
+    the timed schedule must pass the validator (placement, dependencies, the memory limit).
+    """
+    schedule = simulate(instance, orders, name="orders")
+    ensure_valid(schedule)
+    split = schedule.split_backward
+    return [[torch_cell(key, split) for key in order] for order in orders]
+
+
+def schedule_to_rows(schedule: Schedule) -> Rows:
+    """CSV rows of a timed schedule: validated, then its per-device order (by start time) exported."""
+    ensure_valid(schedule)
+    return orders_to_rows(schedule.instance, schedule.orders())
+
+
+def write_rows(rows: Rows, path: str | Path) -> Path:
+    """Write CSV rows (one per device) the way `csv.reader` reads them back."""
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows(rows)
+    return write_output(path, text.getvalue())
+
+
+def export_torch_csv(schedule: Schedule, path: str | Path) -> Path:
+    """Write the schedule's `compute_only` CSV; refuses an invalid or deadlocking schedule."""
+    return write_rows(schedule_to_rows(schedule), path)

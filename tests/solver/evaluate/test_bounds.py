@@ -1,0 +1,142 @@
+"""Lower bounds: each is proven, so it never exceeds the brute-force optimum of a tiny instance."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from models import Instance, InstanceError
+from solver.evaluate.bounds import (
+    critical_path_bound,
+    lower_bound,
+    max_count,
+    max_total_time,
+    minimum_memory_limit,
+    zero_bubble_bound,
+)
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.simulator import simulate
+from solver.heuristics.one_at_a_time import one_at_a_time_orders
+from tests.solver.brute_force import brute_force_optimum, device_orders
+from tests.strategies import assert_valid
+
+LAYOUTS = [("linear", 1), ("interleaved", 2), ("vshape", 2)]
+
+
+def _tiny_instances(count: int, seed: int) -> list[tuple[Instance, bool]]:
+    """Random tiny instances (every layout, split or fused, p2p, a limit between the least feasible
+    and the 1F1B peak or none) with at most 20 000 order combinations to enumerate."""
+    rng = random.Random(seed)
+    cases: list[tuple[Instance, bool]] = []
+    while len(cases) < count:
+        placement, chunks = rng.choice(LAYOUTS)
+        p = rng.choice([1, 2, 3] if chunks == 1 else [1, 2])
+        m = rng.choice([1, 2, 3] if chunks == 1 else [1, 2])
+        stages = p * chunks
+        split = rng.random() < 0.5
+        data = {
+            "num_devices": p,
+            "num_microbatches": m,
+            "chunks": chunks,
+            "placement": placement,
+            "forward_times": [rng.randint(1, 8) / 4 for _ in range(stages)],
+            "backward_times": [rng.randint(1, 8) / 4 for _ in range(stages)],
+            "p2p_time": rng.choice([0.0, 0.25, 1.0]),
+            "activation_memory": [rng.randint(1, 4) for _ in range(stages)],
+        }
+        if split:
+            data["weight_times"] = [rng.randint(0, 8) / 4 for _ in range(stages)]
+            data["weight_memory"] = [rng.randint(0, a) for a in data["activation_memory"]]
+        instance = Instance.from_dict(data)
+        if rng.random() < 0.7:
+            low, high = minimum_memory_limit(instance), max(instance.one_f_one_b_peak(), minimum_memory_limit(instance))
+            instance = instance.with_changes(memory_limit=rng.choice([low, (low + high) / 2, high]))
+        combinations = 1
+        for d in range(p):
+            combinations *= len(device_orders(instance, d, split))
+        if combinations <= 20_000:
+            cases.append((instance, split))
+    return cases
+
+
+@pytest.mark.parametrize(("instance", "split"), _tiny_instances(24, seed=7))
+def test_bounds_never_exceed_the_brute_force_optimum(instance: Instance, split: bool) -> None:
+    for objective in ("makespan", "span"):
+        optimum = brute_force_optimum(instance, split, objective)
+        assert lower_bound(instance, objective, split) <= optimum + 1e-9, objective
+    assert zero_bubble_bound(instance, split) <= optimum + 1e-9
+    assert lower_bound(instance, "memory", split) == brute_force_optimum(instance, split, "memory")
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 2), (3, 5), (4, 8), (8, 4)])
+def test_fused_uniform_bound_is_one_f_one_b(p: int, m: int) -> None:
+    instance = Instance.from_dict({"num_devices": p, "num_microbatches": m, "forward_times": 2, "backward_times": 3})
+    assert lower_bound(instance) == (m + p - 1) * (2 + 3)
+
+
+def test_memory_aware_bound_beats_zero_bubble_under_the_1f1b_limit() -> None:
+    # Device 0, limit 4 M_B: busy 8 x 15 = 120. Head: at most 4 forwards (20) before its first B can
+    # start at 4F + 3B = 38, so 18 idle. Tail: from its last F's start the round trip to that
+    # microbatch's W ends after 4F + 4B + W = 48, while it can run only that F and the B + W of the at
+    # most 4 microbatches it holds (5 + 40), so 3 idle. 120 + 18 + 3 = 141, ZB-auto's makespan.
+    data = {"num_devices": 4, "num_microbatches": 8, "forward_times": 5, "backward_times": 6, "weight_times": 4}
+    limited = Instance.from_dict({**data, "memory_limit": "1x"})
+    unlimited = Instance.from_dict(data)
+    assert zero_bubble_bound(limited, True) == 120
+    assert lower_bound(unlimited, "span") == 120
+    assert lower_bound(limited, "span") == 141
+    assert lower_bound(limited, "makespan") == 141
+
+
+def test_critical_path_counts_p2p_each_way() -> None:
+    instance = Instance.from_dict(
+        {
+            "num_devices": 3,
+            "num_microbatches": 1,
+            "forward_times": 1,
+            "backward_times": 2,
+            "weight_times": 1,
+            "p2p_time": 0.5,
+        }
+    )
+    assert critical_path_bound(instance, True) == 3 * 1 + 3 * 2 + 1 + 4 * 0.5
+    assert critical_path_bound(instance, False) == 3 * 1 + 3 * 3 + 4 * 0.5
+
+
+@pytest.mark.parametrize(("placement", "chunks"), LAYOUTS)
+def test_one_at_a_time_meets_the_minimum_memory_limit(placement: str, chunks: int) -> None:
+    instance = Instance.from_dict(
+        {
+            "num_devices": 3,
+            "num_microbatches": 4,
+            "chunks": chunks,
+            "placement": placement,
+            "weight_times": 1,
+            "activation_memory": list(range(1, 3 * chunks + 1)),
+        }
+    )
+    for split in (True, False):
+        schedule = assert_valid(simulate(instance, one_at_a_time_orders(instance, split)))
+        assert compute_metrics(schedule).max_peak_memory == minimum_memory_limit(instance)
+
+
+def test_split_needs_weight_times() -> None:
+    with pytest.raises(InstanceError, match="weight_times"):
+        lower_bound(Instance.from_dict({"num_devices": 2, "num_microbatches": 2}), split_backward=True)
+
+
+def test_knapsack_helpers_match_enumeration() -> None:
+    rng = random.Random(3)
+    for _ in range(200):
+        items = [(rng.randint(0, 5) / 2, rng.randint(0, 4) / 2) for _ in range(rng.randint(1, 3))]
+        count, capacity = rng.randint(0, 3), rng.randint(0, 12) / 2
+        best_time, best_count = 0.0, 0
+        for numbers in itertools.product(range(count + 1), repeat=len(items)):
+            if sum(n * w for n, (_, w) in zip(numbers, items, strict=True)) <= capacity:
+                best_time = max(best_time, sum(n * t for n, (t, _) in zip(numbers, items, strict=True)))
+                best_count = max(best_count, sum(numbers))
+        assert max_total_time(items, count, capacity) == pytest.approx(best_time)
+        assert max_count([w for _, w in items], count, capacity) == best_count
+        assert max_total_time(items, count, None) == count * sum(t for t, _ in items)

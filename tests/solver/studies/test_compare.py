@@ -1,0 +1,83 @@
+"""The comparison: every heuristic once, n/a reasons, fits against the limit, gaps, best first."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from models import Instance
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import retime_for_span
+from solver.heuristics import all_heuristics, run_heuristic
+from solver.studies.compare import SOLVER_NAME, compare, comparison_columns, solver_row
+from tests.strategies import assert_valid
+
+SPLIT = {"num_devices": 3, "num_microbatches": 6, "weight_times": 1, "backward_times": 1}
+
+
+def test_every_heuristic_once_with_its_own_metrics() -> None:
+    instance = Instance.from_dict(SPLIT)
+    comparison = compare(instance, solve=False)
+    assert sorted(row.name for row in comparison.rows) == sorted(h.name for h in all_heuristics())
+    for row in comparison.rows:
+        if row.schedule is None:
+            assert row.note.startswith("n/a: needs") and row.value is None
+            continue
+        metrics = compute_metrics(assert_valid(run_heuristic(row.name, instance)))
+        assert (row.value, row.bubble_rate, row.peak_memory) == (
+            metrics.makespan,
+            metrics.bubble_rate,
+            metrics.max_peak_memory,
+        )
+        assert row.fits is None and row.gap is None
+
+
+def test_fits_the_limit_and_order() -> None:
+    instance = Instance.from_dict({**SPLIT, "memory_limit": "1x"})
+    rows = compare(instance, "span", solve=False).rows
+    by_name = {row.name: row for row in rows}
+    assert by_name["gpipe"].fits is False and by_name["gpipe"].note == "over the memory limit"
+    assert by_name["1f1b"].fits is True and by_name["zb-h2"].fits is False
+    for row in rows:
+        if row.schedule is not None:
+            # The max span of the order re-timed for the least span, as the solver measures it.
+            retimed = assert_valid(retime_for_span(run_heuristic(row.name, instance.with_changes(memory_limit=None))))
+            assert row.value == pytest.approx(compute_metrics(retimed).max_span)
+            assert row.value <= compute_metrics(run_heuristic(row.name, instance)).max_span + 1e-9
+    keys = [(row.value is None, row.fits is False, row.value or 0.0) for row in rows]
+    assert keys == sorted(keys)
+
+
+def test_columns_follow_the_limit_and_format() -> None:
+    free = compare(Instance.from_dict(SPLIT), solve=False)
+    assert [c.key for c in comparison_columns(free)] == ["title", "value", "bubble_rate", "peak_memory", "gap", "note"]
+    assert [c.key for c in comparison_columns(free, machine=True)][:2] == ["name", "title"]
+    limited = compare(Instance.from_dict({**SPLIT, "memory_limit": 2}), solve=False)
+    assert "fits 2" in [c.header for c in comparison_columns(limited)]
+
+
+def test_solver_row_says_feasible_or_why_not() -> None:
+    schedule = assert_valid(run_heuristic("1f1b", Instance.from_dict({"num_devices": 2, "num_microbatches": 2})))
+    feasible = SimpleNamespace(status="feasible", schedule=schedule, gap=0.125, message="")
+    row = solver_row(feasible, "makespan")
+    assert row.name == SOLVER_NAME and row.note == "feasible" and row.gap == 0.125 and row.value == 9
+    infeasible = SimpleNamespace(status="infeasible", schedule=None, gap=None, message="smallest feasible limit 2")
+    assert solver_row(infeasible, "makespan").note == "infeasible: smallest feasible limit 2"
+    said = SimpleNamespace(status="infeasible", schedule=None, gap=None, message="infeasible: limit 1 is too small")
+    assert solver_row(said, "makespan").note == "infeasible: limit 1 is too small"
+    unknown = SimpleNamespace(status="unknown", schedule=None, gap=None, message="")
+    assert solver_row(unknown, "makespan").note == "unknown"
+
+
+def test_with_the_solver_gaps_are_to_its_optimum_or_bound() -> None:
+    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 3, "weight_times": 0.5, "backward_times": 1})
+    comparison = compare(instance, time_limit=3, workers=1)
+    solver = comparison.rows[0]
+    assert solver.name == SOLVER_NAME and solver.schedule is not None
+    assert_valid(solver.schedule)
+    assert comparison.reference_kind in ("optimum", "bound")
+    for row in comparison.rows[1:]:
+        if row.value is not None:
+            assert row.value >= solver.value - 1e-9
+            assert row.gap == pytest.approx((row.value - comparison.reference) / row.value)

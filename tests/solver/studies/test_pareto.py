@@ -1,0 +1,73 @@
+"""Pareto sweeps: limit parsing, a frontier that never rises, heuristics placed beside it."""
+
+from __future__ import annotations
+
+import pytest
+
+from models import Instance, InstanceError
+from solver.studies.pareto import pareto_sweep, parse_limits
+from tests.strategies import assert_valid
+
+# 1F1B peak: 3 microbatches of 2 units on device 0 = 6.
+INSTANCE = Instance.from_dict(
+    {
+        "num_devices": 3,
+        "num_microbatches": 4,
+        "forward_times": 1,
+        "backward_times": 1,
+        "weight_times": 1,
+        "p2p_time": 0.5,
+        "activation_memory": 2,
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("1.5,2,3", [1.5, 2.0, 3.0]),
+        ("0.5x, 1x", [3.0, 6.0]),
+        ("0.5x:1x:0.25x", [3.0, 4.5, 6.0]),
+        ("2:3:0.5", [2.0, 2.5, 3.0]),
+        ("1x:2x:1x", [6.0, 12.0]),
+    ],
+)
+def test_parse_limits(spec: str, expected: list[float]) -> None:
+    assert parse_limits(spec, INSTANCE) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ("", "no memory limits"),
+        ("1:2", "start:stop:step"),
+        ("3:1:1", "ends before it starts"),
+        ("0.001:100:0.001", "at most"),
+        ("abc", "must be a number"),
+        ("1,-2", "positive"),
+    ],
+)
+def test_bad_limits_say_what_is_wrong(spec: str, match: str) -> None:
+    with pytest.raises(InstanceError, match=match):
+        parse_limits(spec, INSTANCE)
+
+
+def test_sweep_frontier_never_rises_and_lists_heuristics() -> None:
+    limits = parse_limits("1.5,0.5x:1.5x:0.25x", INSTANCE)
+    result = pareto_sweep(INSTANCE, limits, time_limit_per_point=2.0, workers=1, seed=0)
+    assert [limit for limit, _ in result.points] == sorted(limits)
+    first = result.points[0][1]
+    assert first.status == "infeasible" and first.smallest_feasible_limit == 2
+    values = []
+    for limit, point in result.points[1:]:
+        assert point.status in ("optimal", "feasible")
+        schedule = assert_valid(point.schedule)
+        assert schedule.instance.memory_limit == limit
+        values.append(point.value)
+    assert values == sorted(values, reverse=True)
+    assert values[0] > values[-1]
+    names = {name for name, _, _ in result.heuristics}
+    assert {"gpipe", "1f1b"} <= names
+    for name, peak, value in result.heuristics:
+        fitting = [point.value for limit, point in result.points if point.value is not None and limit >= peak]
+        assert all(v <= value for v in fitting), name

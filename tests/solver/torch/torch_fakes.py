@@ -1,0 +1,32 @@
+"""Load a torch schedule CSV into torch's own runtime with fake stages (no processes, no model).
+
+`_PipelineScheduleRuntime._load_csv(path, format="compute_only")` (torch 2.13.0, a private API)
+validates the rows, infers the stage-to-rank placement and adds the sends and receives, raising
+"Malformed compute schedule" on a deadlock. The runtime reads only a stage's `num_stages`,
+`group_size`, `group_rank` and `stage_index` before `step()`, so plain namespaces stand in for stages.
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from solver.torch.import_schedule import INSTALL_HINT
+
+
+def load_in_torch(path: Path, num_devices: int, num_stages: int, num_microbatches: int) -> Any:
+    """The runtime after `_load_csv`; skips the test when torch is not installed."""
+    pytest.importorskip("torch", reason=INSTALL_HINT)
+    from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+
+    stages_per_rank = num_stages // num_devices
+    stages = [
+        types.SimpleNamespace(num_stages=num_stages, group_size=num_devices, group_rank=0, stage_index=s)
+        for s in range(stages_per_rank)
+    ]
+    runtime = _PipelineScheduleRuntime(stages, num_microbatches)
+    runtime._load_csv(str(path), format="compute_only")
+    return runtime
