@@ -29,7 +29,7 @@ from pathlib import Path
 from models import Instance, PipesatError
 from models.instance import parse_memory_limit
 from models.instance_file import load_instance
-from models.schedule import expected_op_keys
+from models.ops import expected_op_keys
 from solver.cpsat.model import PipelineModel
 from solver.evaluate.bounds import zero_bubble_bound
 from solver.evaluate.metrics import compute_metrics

@@ -1,19 +1,27 @@
-"""The nouns of pipesat: the instance, the schedule, and the CP-SAT formulation of an instance."""
+"""The nouns of pipesat: the instance, ops and their dependency rule, the schedule, objectives and
+statuses, the one float tolerance, and errors. Imports nothing else of pipesat."""
 
 from models.errors import InputError, InstanceError, PipesatError, ScheduleError
 from models.instance import Instance
 from models.instance_file import load_instance
-from models.schedule import Op, OpKey, Schedule, expected_op_keys, op_duration, op_label
+from models.objective import TIME_OBJECTIVES, Objective, Status
+from models.ops import KINDS, OpKey, dependency, expected_op_keys, op_duration, op_label
+from models.schedule import Op, Schedule
 
 __all__ = [
+    "KINDS",
+    "TIME_OBJECTIVES",
     "InputError",
     "Instance",
     "InstanceError",
+    "Objective",
     "Op",
     "OpKey",
     "PipesatError",
     "Schedule",
     "ScheduleError",
+    "Status",
+    "dependency",
     "expected_op_keys",
     "load_instance",
     "op_duration",

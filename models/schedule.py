@@ -8,12 +8,9 @@ from typing import Any, NamedTuple
 
 from models.errors import InstanceError, ScheduleError
 from models.instance import Instance
+from models.ops import KINDS, OpKey, op_label
 
 FORMAT = "pipesat-schedule/1"
-KINDS = ("F", "B", "W")
-
-OpKey = tuple[str, int, int]
-"""An op's identity: (kind, stage, microbatch)."""
 
 
 class Op(NamedTuple):
@@ -33,40 +30,6 @@ class Op(NamedTuple):
     def label(self) -> str:
         """`F(stage 2, mb 5)`: how messages name an op."""
         return op_label(self.key)
-
-
-def op_label(key: OpKey) -> str:
-    kind, stage, microbatch = key
-    return f"{kind}(stage {stage}, mb {microbatch})"
-
-
-def op_duration(instance: Instance, kind: str, stage: int, split_backward: bool) -> float:
-    """An op's length. A B in a schedule without separate Ws is the whole backward (B + W)."""
-    if kind == "F":
-        return instance.forward_times[stage]
-    if kind == "W":
-        return instance.weight_times[stage] if instance.weight_times is not None else 0.0
-    if split_backward or instance.weight_times is None:
-        return instance.backward_times[stage]
-    return instance.backward_times[stage] + instance.weight_times[stage]
-
-
-def dependency(key: OpKey, num_stages: int) -> OpKey | None:
-    """The op that `key` waits for directly (DESIGN.md's dependencies), or None for F of stage 0."""
-    kind, stage, microbatch = key
-    if kind == "F":
-        return ("F", stage - 1, microbatch) if stage > 0 else None
-    if kind == "B":
-        return ("F", stage, microbatch) if stage == num_stages - 1 else ("B", stage + 1, microbatch)
-    return ("B", stage, microbatch)
-
-
-def expected_op_keys(instance: Instance, split_backward: bool) -> list[OpKey]:
-    """Every op a complete schedule of `instance` holds, F then B then W, by stage then microbatch."""
-    kinds = KINDS if split_backward else KINDS[:2]
-    return [
-        (kind, s, j) for kind in kinds for s in range(instance.num_stages) for j in range(instance.num_microbatches)
-    ]
 
 
 @dataclass(frozen=True)

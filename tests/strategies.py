@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from models import Instance, OpKey, Schedule, expected_op_keys
-from models.schedule import dependency
+from models.ops import dependency
 from solver.evaluate.validator import validate
 
 # Fixed, fast settings for property tests: the same examples on every run, no timing flakiness.

@@ -36,7 +36,7 @@ from ortools.sat.python import cp_model
 
 from models.errors import InstanceError
 from models.instance import Instance
-from models.schedule import OpKey, dependency, expected_op_keys, op_duration
+from models.ops import OpKey, dependency, expected_op_keys, op_duration
 
 MAX_EXACT_MULTIPLIER = 10**6
 TIME_RESOLUTION = 10_000

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from models import Instance, OpKey, Schedule
-from models.schedule import dependency
+from models.ops import dependency
 from solver.evaluate.simulator import simulate
 
 

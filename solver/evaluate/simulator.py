@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from models import Instance, Op, OpKey, Schedule, ScheduleError, expected_op_keys, op_duration, op_label
-from models.schedule import dependency
+from models.ops import dependency
 
 
 def simulate(

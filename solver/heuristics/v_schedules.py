@@ -31,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from models import Instance, OpKey
-from models.schedule import dependency
+from models.ops import dependency
 from solver.heuristics import Heuristic, Orders, register
 from solver.heuristics.requirements import first_unmet, needs_split_backward, needs_vshape
 

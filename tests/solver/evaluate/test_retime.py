@@ -8,7 +8,7 @@ import math
 from hypothesis import given
 
 from models import Instance, Schedule
-from models.schedule import dependency
+from models.ops import dependency
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.retime import min_span_schedule, retime_for_span
 from solver.evaluate.simulator import simulate

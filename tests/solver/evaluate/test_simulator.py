@@ -7,7 +7,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from models import Instance, OpKey, Schedule, ScheduleError
-from models.schedule import dependency
+from models.ops import dependency
 from solver.evaluate.simulator import simulate
 from solver.heuristics import get_heuristic, run_heuristic
 from tests.strategies import (
