@@ -5,7 +5,7 @@ from models.errors import InputError, InstanceError, PipesatError, ScheduleError
 from models.instance import Instance
 from models.instance_file import load_instance
 from models.objective import TIME_OBJECTIVES, Objective, Status
-from models.ops import KINDS, OpKey, dependency, expected_op_keys, op_duration, op_label
+from models.ops import KINDS, OpKey, dependency, expected_op_keys, memory_change, op_duration, op_label
 from models.schedule import Op, Schedule
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "dependency",
     "expected_op_keys",
     "load_instance",
+    "memory_change",
     "op_duration",
     "op_label",
 ]

@@ -1,4 +1,4 @@
-"""Ops: their kinds, identity, durations and the one dependency rule (docs/design.md, "Dependencies")."""
+"""Ops: their kinds, identity, durations, the one dependency rule and the one memory rule."""
 
 from __future__ import annotations
 
@@ -39,6 +39,22 @@ def dependency(key: OpKey, num_stages: int) -> OpKey | None:
     if kind == "B":
         return ("F", stage, microbatch) if stage == num_stages - 1 else ("B", stage + 1, microbatch)
     return ("B", stage, microbatch)
+
+
+def memory_change(instance: Instance, kind: str, stage: int, split_backward: bool) -> float:
+    """What an op does to its device's held memory: the memory model, in one place.
+
+    F allocates the stage's activation memory (M_B) at its start; B frees M_B - M_W at its end and W
+    frees the rest, M_W, at its end. Without separate W ops the B frees all of M_B. At equal times a
+    free comes before an allocation (held memory is a half-open interval [start F, end of the free)).
+    """
+    activation = instance.activation_memory[stage]
+    weight = instance.weight_memory[stage] if split_backward else 0.0
+    if kind == "F":
+        return activation
+    if kind == "B":
+        return -(activation - weight)
+    return -weight
 
 
 def expected_op_keys(instance: Instance, split_backward: bool) -> list[OpKey]:

@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 
 from models import Schedule
+from models.ops import memory_change
 
 Objective = Literal["makespan", "span"]
 OBJECTIVES: tuple[Objective, ...] = ("makespan", "span")
@@ -107,7 +108,7 @@ def compute_metrics(schedule: Schedule) -> Metrics:
 
 
 def memory_profiles(schedule: Schedule) -> list[MemoryProfile]:
-    """Memory over time per device. F allocates at its start; B and W free at their ends.
+    """Memory over time per device, by `models.ops.memory_change`.
 
     At equal times frees come before allocations, so an op that ends when another starts does not
     count both (the same half-open intervals as the CP-SAT model).
@@ -116,14 +117,11 @@ def memory_profiles(schedule: Schedule) -> list[MemoryProfile]:
     split = schedule.split_backward
     events: list[list[tuple[float, int, float]]] = [[] for _ in range(instance.num_devices)]
     for op in schedule.ops:
-        activation = instance.activation_memory[op.stage]
-        weight = instance.weight_memory[op.stage] if split else 0.0
+        change = memory_change(instance, op.kind, op.stage, split)
         if op.kind == "F":
-            events[op.device].append((op.start, 1, activation))
-        elif op.kind == "B":
-            events[op.device].append((op.end, 0, -(activation - weight)))
+            events[op.device].append((op.start, 1, change))
         else:
-            events[op.device].append((op.end, 0, -weight))
+            events[op.device].append((op.end, 0, change))
     profiles = []
     for device_events in events:
         if not device_events:
