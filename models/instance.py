@@ -41,7 +41,7 @@ KNOWN_KEYS = (
 
 
 def placement_devices(placement: str, num_devices: int, chunks: int) -> tuple[int, ...]:
-    """Stage-to-device list of a named placement (see DESIGN.md: linear, interleaved, vshape)."""
+    """Stage-to-device list of a named placement: linear, interleaved or vshape (docs/design.md, placement)."""
     p, v = num_devices, chunks
     if placement == "linear":
         if v != 1:
@@ -65,7 +65,7 @@ class Instance:
     """A normalised pipeline scheduling instance.
 
     Stage `s` runs on device `placement[s]`. Without `weight_times` the backward is not split and
-    `backward_times` is the whole backward. Memory follows DESIGN.md: F(s, j) allocates
+    `backward_times` is the whole backward. Memory follows docs/memory-model.md: F(s, j) allocates
     `activation_memory[s]` at its start, B frees `activation_memory[s] - weight_memory[s]` at its end
     and W frees `weight_memory[s]` at its end.
     """

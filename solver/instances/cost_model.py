@@ -1,7 +1,7 @@
 """An analytic cost model: a transformer description and its hardware -> an `Instance`.
 
-Per transformer layer the ZB paper (REFERENCE.md §1) gives, with s = sequence length, b = microbatch
-size, h = hidden size and a = heads:
+Per transformer layer the ZB paper gives (docs/cost-model.md derives each term and names its source),
+with s = sequence length, b = microbatch size, h = hidden size and a = heads:
 
     F FLOPs  s·b·h·(24h + 4s)        M_B = s·b·(34h + 5a·s)  bytes at 2 bytes a value
     B FLOPs  s·b·h·(24h + 8s)        M_W = 32·s·b·h          bytes at 2 bytes a value
@@ -243,7 +243,7 @@ def model_instance(model: Transformer, hardware: Hardware, pipeline: Pipeline, n
         "weight_memory": [c.cost.weight_bytes / MIB for c in costs],
         "p2p_time": _significant(p2p_time(model, hardware)),
         "metadata": {
-            "source": "pipesat instance from-model (ZB paper cost model, REFERENCE.md §1)",
+            "source": "pipesat instance from-model (ZB paper cost model, docs/cost-model.md)",
             "time_unit": TIME_UNIT,
             "memory_unit": MEMORY_UNIT,
             "model": vars(model) | {"layers_per_stage": [c.layers for c in costs]},
@@ -288,7 +288,7 @@ def explain(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> list[
         f"model: {model.layers} layers, hidden h={h}, heads a={a}, sequence s={s}, microbatch b={b}, vocabulary V={vocab}",
         f"pipeline: p={p} devices x v={v} chunks = {p * v} stages ({instance.placement_name()} placement), "
         f"m={pipeline.microbatches} microbatches; layers per stage: {' '.join(str(c.layers) for c in costs)}",
-        "per transformer layer (ZB paper, REFERENCE.md §1):",
+        "per transformer layer (ZB paper, docs/cost-model.md):",
         f"  F = s·b·h·(24h+4s) = {_flops(layer.forward_flops)}",
         f"  B = s·b·h·(24h+{10 if flash else 8}s) = {_flops(layer.backward_flops)}"
         + (" (flash attention: +2s·b·h·s to recompute the scores)" if flash else ""),
