@@ -1,7 +1,7 @@
 """The nouns of pipesat: the instance, ops and their dependency rule, the schedule, objectives and
 statuses, the one float tolerance, and errors. Imports nothing else of pipesat."""
 
-from models.errors import InputError, InstanceError, PipesatError, ScheduleError
+from models.errors import InputError, InstanceError, OptionError, PipesatError, ScheduleError
 from models.instance import Instance
 from models.instance_file import load_instance
 from models.objective import TIME_OBJECTIVES, Objective, Status
@@ -17,6 +17,7 @@ __all__ = [
     "Objective",
     "Op",
     "OpKey",
+    "OptionError",
     "PipesatError",
     "Schedule",
     "ScheduleError",

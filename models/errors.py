@@ -15,3 +15,7 @@ class InstanceError(InputError):
 
 class ScheduleError(PipesatError):
     """A schedule (or an op order) is malformed, incomplete or cannot be timed."""
+
+
+class OptionError(InputError):
+    """A solver option (objective, time limit, workers, gap, cap) is out of range or unknown."""

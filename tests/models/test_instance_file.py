@@ -39,14 +39,6 @@ def test_earlier_tool_config_loads_unchanged(name: str) -> None:
     assert not instance.split_backward and instance.chunks == 1
 
 
-def test_bundled_configs_match_the_earlier_tools_examples() -> None:
-    seeds = INSTANCES_DIR.parent.parent / "shared" / "seed-examples"
-    if not seeds.is_dir():
-        pytest.skip("the earlier tool's examples are not next to this checkout")
-    for name in ("sample_config.json", "sample_config.yaml"):
-        assert (INSTANCES_DIR / name).read_text() == (seeds / name).read_text()
-
-
 def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text)

@@ -1,4 +1,4 @@
-"""Schedule and Op: labels, durations, the expected op set, orders, and the dict form's checks."""
+"""Schedule and Op: labels, orders, and the dict form's checks (op durations and rules: test_ops)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from models import Instance, Op, Schedule, ScheduleError, expected_op_keys, op_duration, op_label
+from models import Instance, Op, Schedule, ScheduleError, op_label
 from solver.evaluate.simulator import simulate
 from tests.strategies import assert_valid
 
@@ -15,25 +15,6 @@ def test_op_label() -> None:
     op = Op("F", 2, 5, 1, 0.0, 1.0)
     assert op.key == ("F", 2, 5)
     assert op.label() == op_label(op.key) == "F(stage 2, mb 5)"
-
-
-def test_op_duration_fused_backward_is_b_plus_w(split_instance: Instance) -> None:
-    assert op_duration(split_instance, "F", 0, split_backward=True) == 1.0
-    assert op_duration(split_instance, "B", 0, split_backward=True) == 1.0
-    assert op_duration(split_instance, "W", 0, split_backward=True) == 0.5
-    assert op_duration(split_instance, "B", 0, split_backward=False) == 1.5
-
-
-def test_op_duration_without_weight_times(one_f_one_b_instance: Instance) -> None:
-    assert op_duration(one_f_one_b_instance, "B", 3, split_backward=False) == 2.0
-
-
-def test_expected_op_keys(split_instance: Instance) -> None:
-    fused = expected_op_keys(split_instance, split_backward=False)
-    split = expected_op_keys(split_instance, split_backward=True)
-    assert len(fused) == 2 * 2 * 2 and len(set(fused)) == len(fused)
-    assert len(split) == 3 * 2 * 2 and set(fused) < set(split)
-    assert {key for key in split if key[0] == "W"} == {("W", s, j) for s in range(2) for j in range(2)}
 
 
 def _orders(split: bool) -> list[list[tuple[str, int, int]]]:

@@ -1,0 +1,22 @@
+"""The schedules pipesat makes, by name, and the titles people read for them.
+
+One table that the heuristics (which make the schedules) and the reports (which name them) both read.
+Any other name (`cp-sat`, a loaded file's) is its own title.
+"""
+
+from __future__ import annotations
+
+SCHEDULE_TITLES: dict[str, str] = {
+    "gpipe": "GPipe",
+    "interleaved": "Interleaved 1F1B",
+    "1f1b": "1F1B",
+    "v-min": "V-Min",
+    "v-half": "V-Half",
+    "v-zb": "V-ZB",
+    "zb-auto": "ZB-auto",
+    "zb-v": "ZB-V",
+    "zb-h1": "ZB-H1",
+    "zb-h2": "ZB-H2",
+    "one-at-a-time": "one-at-a-time",
+    "periodic": "periodic start (pipesat's, not handwritten)",
+}

@@ -1,0 +1,92 @@
+"""What a solve returns: the schedule, its value and proof, and why there is none when there is none.
+
+Data only: `solver.solve` fills it, `solver.report.solve_text` words it for people.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from models.objective import Objective, Status
+from models.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class NamedValue:
+    """A schedule's name (a heuristic's, `periodic`, `one-at-a-time`, a given file's) and its objective value."""
+
+    name: str
+    value: float
+
+
+class InfeasibleReason(str, Enum):
+    """Why no schedule exists."""
+
+    MEMORY_LIMIT = "memory limit"  # the memory limit is below the smallest feasible one
+    TIME_CAP = "time cap"  # the cap on the time objective is below its lower bound
+    PROVEN = "proven"  # CP-SAT proved that no schedule fits (within the cap, when given)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Infeasibility:
+    """Why no schedule exists, with the numbers that show it.
+
+    MEMORY_LIMIT: `limit` is the memory limit and `least` the smallest feasible one. TIME_CAP: `limit`
+    is the cap on `time_objective` and `least` its lower bound. PROVEN: `limit` is the cap on
+    `time_objective` (None without a cap) and `least` is None.
+    """
+
+    reason: InfeasibleReason
+    time_objective: Objective
+    limit: float | None = None
+    least: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolveResult:
+    """What a solve found and proved.
+
+    `value` is the schedule's objective (makespan, max span or peak memory) by
+    `solver.evaluate.metrics`; `bound` a proven lower bound on it, equal to `value` when the value is
+    proven optimal; `gap = (value - bound) / value`. Times are seconds since `solve` was called:
+    `time_to_first` until a schedule was in hand (a starting schedule or CP-SAT's first solution),
+    `time_to_best` until the returned one was. `searched` is False when a starting schedule met the
+    bound (or was within the gap) and no search ran; the schedule is then `starting_point`'s.
+
+    `best_heuristic` is the best handwritten schedule that fits (or a given one): what a user compares
+    the result with. `starting_point` is the best schedule the search started from, which may be
+    pipesat's own (the periodic or one-at-a-time start). `smallest_feasible_limit` is known when the
+    memory limit is infeasible, and when minimising memory proved the value optimal.
+    """
+
+    status: Status
+    objective: Objective
+    schedule: Schedule | None = None
+    value: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    solve_time: float
+    time_to_first: float | None = None
+    time_to_best: float | None = None
+    searched: bool = True
+    best_heuristic: NamedValue | None = None
+    starting_point: NamedValue | None = None
+    smallest_feasible_limit: float | None = None
+    infeasibility: Infeasibility | None = None
+
+    @property
+    def proven_optimal(self) -> bool:
+        """Whether the value is proven optimal (also when the solve was interrupted after the proof)."""
+        return self.value is not None and self.bound == self.value
+
+    @property
+    def improvement(self) -> float | None:
+        """The fraction by which the value beats the starting point's."""
+        start = self.starting_point
+        if self.value is None or start is None or not start.value > 0:
+            return None
+        return (start.value - self.value) / start.value

@@ -1,0 +1,87 @@
+"""Ops: durations, the expected op set, the one dependency rule and the one memory rule."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from models import KINDS, Instance, dependency, expected_op_keys, memory_change, op_duration
+from tests.strategies import PROPERTY_SETTINGS, instances
+
+
+def test_op_duration_fused_backward_is_b_plus_w(split_instance: Instance) -> None:
+    assert op_duration(split_instance, "F", 0, split_backward=True) == 1.0
+    assert op_duration(split_instance, "B", 0, split_backward=True) == 1.0
+    assert op_duration(split_instance, "W", 0, split_backward=True) == 0.5
+    assert op_duration(split_instance, "B", 0, split_backward=False) == 1.5
+
+
+def test_op_duration_without_weight_times(one_f_one_b_instance: Instance) -> None:
+    assert op_duration(one_f_one_b_instance, "B", 3, split_backward=False) == 2.0
+
+
+def test_expected_op_keys(split_instance: Instance) -> None:
+    fused = expected_op_keys(split_instance, split_backward=False)
+    split = expected_op_keys(split_instance, split_backward=True)
+    assert len(fused) == 2 * 2 * 2 and len(set(fused)) == len(fused)
+    assert len(split) == 3 * 2 * 2 and set(fused) < set(split)
+    assert {key for key in split if key[0] == "W"} == {("W", s, j) for s in range(2) for j in range(2)}
+
+
+@pytest.mark.parametrize(
+    ("key", "before"),
+    [
+        (("F", 0, 3), None),  # the first forward waits for nothing
+        (("F", 2, 3), ("F", 1, 3)),  # a forward waits for the stage before
+        (("B", 3, 3), ("F", 3, 3)),  # the last stage's backward waits for its own forward
+        (("B", 1, 3), ("B", 2, 3)),  # any other backward waits for the stage after
+        (("W", 1, 3), ("B", 1, 3)),  # a W waits for its own B
+        (("W", 3, 3), ("B", 3, 3)),
+    ],
+)
+def test_dependency_of_each_kind(key: tuple[str, int, int], before: tuple[str, int, int] | None) -> None:
+    assert dependency(key, num_stages=4) == before
+
+
+@pytest.mark.parametrize("num_stages", [1, 2, 5])
+def test_dependencies_chain_a_microbatch_down_and_back_with_w_beside_its_b(num_stages: int) -> None:
+    # Following the rule back from B of stage 0 walks F up the stages and B down again, once each.
+    chain = [("B", 0, 7)]
+    while (before := dependency(chain[-1], num_stages)) is not None:
+        chain.append(before)
+    forwards = [("F", s, 7) for s in range(num_stages)]
+    backwards = [("B", s, 7) for s in reversed(range(num_stages))]
+    assert chain[::-1] == forwards + backwards
+    for stage in range(num_stages):
+        assert dependency(("W", stage, 7), num_stages) == ("B", stage, 7)
+
+
+@PROPERTY_SETTINGS
+@given(instances(), st.booleans())
+def test_every_dependency_is_an_op_of_the_same_microbatch_in_the_schedule(instance: Instance, split: bool) -> None:
+    split = split and instance.split_backward
+    keys = set(expected_op_keys(instance, split))
+    for key in keys:
+        before = dependency(key, instance.num_stages)
+        assert before is None or (before in keys and before[2] == key[2])
+
+
+@PROPERTY_SETTINGS
+@given(instances(), st.booleans())
+def test_each_microbatch_frees_what_it_allocates(instance: Instance, split: bool) -> None:
+    split = split and instance.split_backward
+    kinds = KINDS if split else KINDS[:2]
+    for stage in range(instance.num_stages):
+        changes = {kind: memory_change(instance, kind, stage, split) for kind in kinds}
+        assert changes["F"] == instance.activation_memory[stage] > 0  # F allocates M_B
+        assert all(changes[kind] <= 0 for kind in kinds[1:])  # B and W only free
+        assert sum(changes.values()) == 0
+
+
+def test_memory_change_of_split_and_fused_backward(split_instance: Instance) -> None:
+    # M_B = 2, M_W = 1: with W ops B frees M_B - M_W and W the rest; without them B frees all of M_B.
+    assert memory_change(split_instance, "F", 1, split_backward=True) == 2
+    assert memory_change(split_instance, "B", 1, split_backward=True) == -1
+    assert memory_change(split_instance, "W", 1, split_backward=True) == -1
+    assert memory_change(split_instance, "B", 1, split_backward=False) == -2
