@@ -1,0 +1,89 @@
+"""The CP-SAT model's constraints, each step over the variables made by `solver.cpsat.variables`.
+
+Precedences follow `models.ops.dependency`, with `p2p_time` between stages on different devices; one
+no-overlap per device; the memory limit (or the capacity being minimised) as one cumulative per
+device over the held-memory intervals (the memory model of `models.ops.memory_change`). The
+intervals are made here, with the constraint that uses them.
+
+**Symmetry breaking.** Microbatches are interchangeable: any schedule stays valid (same times, same
+memory) when, per (stage, kind), the ops are relabelled in start order, so a first-in-first-out
+microbatch order per (stage, kind) loses nothing. With it and a memory limit, F(s, j + K) cannot
+start before B(s, j) ends when K + 1 microbatches of stage s exceed the limit (a redundant
+precedence that helps propagation).
+"""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from models import dependency
+from solver.cpsat.data import ModelData
+from solver.cpsat.variables import ModelVariables, op_name
+
+
+def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    """Each op starts after the op it depends on ends, plus `p2p_time` across devices."""
+    placement = data.instance.placement
+    p2p = int(data.tick_instance.p2p_time)
+    for key in data.keys:
+        dep = dependency(key, data.instance.num_stages)
+        if dep is not None:
+            latency = p2p if placement[dep[1]] != placement[key[1]] else 0
+            model.add(variables.starts[key] >= variables.ends[dep] + latency)
+
+
+def add_symmetry_breaking(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    """F(0, 0) at time 0 and first-in-first-out microbatches per (kind, stage) (see the module notes)."""
+    # F(0, 0) comes before every op; shifting the whole schedule puts it at 0.
+    model.add(variables.starts[("F", 0, 0)] == 0)
+    m = data.instance.num_microbatches
+    for kind, stage, j in data.keys:
+        if j + 1 < m:
+            model.add(variables.starts[(kind, stage, j + 1)] >= variables.ends[(kind, stage, j)])
+
+
+def add_no_overlaps(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    """One op at a time on each device: a fixed-size interval per op, one no-overlap per device."""
+    for d in range(data.instance.num_devices):
+        runs = [
+            model.new_fixed_size_interval_var(variables.starts[key], data.durations[key], f"run {op_name(key)}")
+            for key in data.on_device(d)
+        ]
+        model.add_no_overlap(runs)
+
+
+def add_memory_limits(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    """Each device's held memory within the limit, or within the capacity being minimised."""
+    capacity = variables.capacity if variables.capacity is not None else memory_limit_ticks(data)
+    for held in variables.held:
+        if held:
+            intervals = [
+                model.new_interval_var(
+                    variables.starts[h.first], h.size, variables.ends[h.last], f"holds {op_name(h.first)}"
+                )
+                for h in held
+            ]
+            model.add_cumulative(intervals, [h.demand for h in held], capacity)
+
+
+def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    """F(s, j + K) after B(s, j) ends, where K + 1 microbatches of stage s exceed the memory limit.
+
+    Valid only with first-in-first-out microbatches (symmetry breaking) and a fixed limit.
+    """
+    capacity = memory_limit_ticks(data)
+    m = data.instance.num_microbatches
+    for s, activation in enumerate(data.tick_instance.activation_memory):
+        if activation <= 0:
+            continue
+        k = capacity // int(activation)
+        for j in range(max(0, m - k)):
+            model.add(variables.starts[("F", s, j + k)] >= variables.ends[("B", s, j)])
+
+
+def memory_limit_ticks(data: ModelData) -> int:
+    """The instance's memory limit in ticks; the model has one whenever this is asked."""
+    limit = data.tick_instance.memory_limit
+    if limit is None:
+        raise ValueError("the model has no memory limit")
+    return int(limit)

@@ -1,0 +1,63 @@
+"""The CP-SAT model's objective: the time objective's definition, its cap, and what is minimised.
+
+The makespan is at least the end of every last op; the max span at least each device's last end
+less its first start. With symmetry breaking only the last microbatch's ops can end last (and the
+first's start first), so only those are linked. Minimising memory minimises the shared capacity of
+every device's cumulative, with the time objective capped when a cap is given.
+"""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from models import Objective
+from solver.cpsat.data import ModelData
+from solver.cpsat.scale import to_ticks
+from solver.cpsat.variables import ModelVariables
+
+
+def add_time_objective(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    """Tie `variables.time_objective` to the makespan or the max span."""
+    if data.objective == Objective.MAKESPAN:
+        _add_makespan(model, data, variables)
+    else:
+        _add_max_span(model, data, variables)
+
+
+def add_time_cap(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    """The time objective at most `data.time_cap` (instance units), when given."""
+    if data.time_cap is not None:
+        model.add(variables.time_objective <= to_ticks(data.time_cap, data.scale.time))
+
+
+def set_minimized(model: cp_model.CpModel, variables: ModelVariables) -> None:
+    """Minimise the capacity when minimising memory, else the time objective."""
+    model.minimize(variables.minimized)
+
+
+def _add_makespan(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    m = data.instance.num_microbatches
+    last_only = data.symmetry_breaking
+    split = data.split_backward
+    sink_kind = "W" if split else "B"
+    for key in data.keys:
+        kind, stage, j = key
+        if kind == sink_kind and (split or stage == 0) and (not last_only or j == m - 1):
+            model.add(variables.time_objective >= variables.ends[key])
+
+
+def _add_max_span(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    m = data.instance.num_microbatches
+    last_only = data.symmetry_breaking
+    closing_kind = "W" if data.split_backward else "B"
+    for d in range(data.instance.num_devices):
+        first_stage = data.instance.stages_of(d)[0]
+        on_device = data.on_device(d)
+        # The first op on d is a forward of its first stage, the last a W (or a fused B).
+        openers = [
+            variables.starts[k] for k in on_device if k[:2] == ("F", first_stage) and (not last_only or k[2] == 0)
+        ]
+        closers = [variables.ends[k] for k in on_device if k[0] == closing_kind and (not last_only or k[2] == m - 1)]
+        model.add_min_equality(variables.first[d], openers)
+        model.add_max_equality(variables.last[d], closers)
+        model.add(variables.time_objective >= variables.last[d] - variables.first[d])

@@ -1,0 +1,91 @@
+"""The CP-SAT model's variables, made in one step before any constraint.
+
+Per op: its start (and its end, an expression). Per microbatch and stage, while memory is
+constrained (a limit, or minimising it): how long it holds memory. The time objective (makespan or
+max span), with each device's first start and last end for the max span, and the shared memory
+capacity when minimising memory. All times are in ticks, within the horizon.
+
+Intervals are not made here: in CP-SAT an interval is itself a constraint (start + size == end),
+so the constraints that use them (`add_no_overlaps`, `add_memory_limits`) make them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from models import Objective, OpKey, memory_change
+from solver.cpsat.data import ModelData
+
+
+@dataclass(frozen=True)
+class HeldMemory:
+    """A microbatch's memory on its device from the start of `first` (an F) to the end of `last`
+    (the B or W that frees it): `demand` ticks for `size` ticks."""
+
+    first: OpKey
+    last: OpKey
+    demand: int
+    size: cp_model.IntVar
+
+
+@dataclass(frozen=True)
+class ModelVariables:
+    """Every variable of the model; `held` and `first`/`last` are per device, `capacity` is None
+    unless the model minimises memory."""
+
+    starts: dict[OpKey, cp_model.IntVar]
+    ends: dict[OpKey, cp_model.LinearExpr]
+    held: list[list[HeldMemory]]
+    capacity: cp_model.IntVar | None
+    time_objective: cp_model.IntVar
+    first: list[cp_model.IntVar]
+    last: list[cp_model.IntVar]
+
+    @property
+    def minimized(self) -> cp_model.IntVar:
+        """The variable the model minimises: the capacity when minimising memory, else the time objective."""
+        return self.time_objective if self.capacity is None else self.capacity
+
+
+def make_variables(model: cp_model.CpModel, data: ModelData) -> ModelVariables:
+    """All variables of the model for `data` (see the module notes)."""
+    starts = {key: model.new_int_var(0, data.horizon, op_name(key)) for key in data.keys}
+    ends = {key: starts[key] + data.durations[key] for key in data.keys}
+    devices = range(data.instance.num_devices)
+    capacity = None
+    if data.minimize_memory:
+        upper = int(sum(data.tick_instance.activation_memory)) * data.instance.num_microbatches
+        capacity = model.new_int_var(0, upper, "capacity")
+    held = [_held_memory(model, data, d) if data.memory_limited else [] for d in devices]
+    time_objective = model.new_int_var(0, data.horizon, str(data.objective))
+    first, last = [], []
+    if data.objective == Objective.SPAN:
+        for d in devices:
+            first.append(model.new_int_var(0, data.horizon, f"first on device {d}"))
+            last.append(model.new_int_var(0, data.horizon, f"last on device {d}"))
+    return ModelVariables(starts, ends, held, capacity, time_objective, first, last)
+
+
+def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[HeldMemory]:
+    """[start F, end B) holding what the B frees and [start F, end W) holding what the W frees
+    (`models.ops.memory_change`), per microbatch of each of the device's stages; none for nothing held."""
+    kinds = ("B", "W") if data.split_backward else ("B",)
+    held = []
+    for s in data.instance.stages_of(device):
+        for j in range(data.instance.num_microbatches):
+            for kind in kinds:
+                demand = -int(memory_change(data.tick_instance, kind, s, data.split_backward))
+                if demand <= 0:
+                    continue
+                first, last = ("F", s, j), (kind, s, j)
+                size = model.new_int_var(0, data.horizon, f"held {op_name(first)}..{op_name(last)}")
+                held.append(HeldMemory(first, last, demand, size))
+    return held
+
+
+def op_name(key: OpKey) -> str:
+    """`F2.5`: an op's name in the model."""
+    kind, stage, microbatch = key
+    return f"{kind}{stage}.{microbatch}"

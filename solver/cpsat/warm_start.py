@@ -1,0 +1,96 @@
+"""Warm-starting a model: a complete hint from a schedule's order, and the objective's known range.
+
+The hint times the order in the model's ticks (as soon as possible for the makespan, for the least
+max span otherwise), so every variable gets a value and the hint is feasible. The minimised variable
+is then restricted to [the analytic lower bound in ticks, the hint's value].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from models import Objective, OpKey
+from solver.cpsat.model import PipelineModel
+from solver.cpsat.scale import ceil_ticks
+from solver.evaluate.bounds import lower_bound, minimum_memory_limit
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import min_span_schedule, timed_for
+
+
+def warm_start(model: PipelineModel, orders: Sequence[Sequence[OpKey]] | None) -> None:
+    """Hint `model` with `orders` (when given) and bound its minimised variable (see the module notes)."""
+    upper = None
+    if orders is not None:
+        starts, capacity = tick_starts(model, orders)
+        upper = add_hint(model, starts, capacity)
+    data = model.data
+    if data.minimize_memory:
+        bound = minimum_memory_limit(data.tick_instance)
+    else:
+        bound = lower_bound(data.tick_instance, data.objective, data.split_backward)
+    restrict_objective(model, ceil_ticks(bound), upper)
+
+
+def tick_starts(model: PipelineModel, orders: Sequence[Sequence[OpKey]]) -> tuple[dict[OpKey, int], int | None]:
+    """The orders timed in the model's ticks, and their peak memory when the model minimises it."""
+    data = model.data
+    timed = timed_for(data.objective, data.tick_instance, orders)
+    if data.objective == Objective.SPAN and any(op.start != round(op.start) for op in timed.ops):
+        # A min-span timing with a fractional span: the next whole tick keeps every time whole.
+        span = ceil_ticks(compute_metrics(timed).max_span)
+        timed = min_span_schedule(data.tick_instance, orders, span=span)
+    starts = {op.key: round(op.start) for op in timed.ops}
+    capacity = round(compute_metrics(timed).max_peak_memory) if data.minimize_memory else None
+    return starts, capacity
+
+
+def add_hint(model: PipelineModel, starts: Mapping[OpKey, int], capacity: int | None = None) -> int:
+    """Hint every variable from op starts in ticks (and the capacity when minimising memory).
+
+    Returns the hinted value of the minimised variable. With symmetry breaking the starts are
+    first relabelled first-in-first-out per (stage, kind), which keeps the schedule valid.
+    """
+    data, variables, cp = model.data, model.variables, model.cp_model
+    if data.symmetry_breaking:
+        starts = _first_in_first_out(starts)
+    cp.clear_hints()
+    for key, var in variables.starts.items():
+        cp.add_hint(var, starts[key])
+    ends = {key: starts[key] + data.durations[key] for key in data.keys}
+    for held in variables.held:
+        for h in held:
+            cp.add_hint(h.size, ends[h.last] - starts[h.first])
+    if data.objective == Objective.SPAN:
+        spans = []
+        for d, (first, last) in enumerate(zip(variables.first, variables.last, strict=True)):
+            on_device = data.on_device(d)
+            low, high = min(starts[k] for k in on_device), max(ends[k] for k in on_device)
+            cp.add_hint(first, low)
+            cp.add_hint(last, high)
+            spans.append(high - low)
+        time_value = max(spans)
+    else:
+        time_value = max(ends.values())
+    cp.add_hint(variables.time_objective, time_value)
+    if variables.capacity is not None:
+        if capacity is None:
+            raise ValueError("a hint for a memory-minimising model needs the capacity")
+        cp.add_hint(variables.capacity, capacity)
+        return capacity
+    return time_value
+
+
+def restrict_objective(model: PipelineModel, lower: int, upper: int | None) -> None:
+    """Put proven bounds (in ticks) on the minimised variable's domain."""
+    target = model.variables.minimized
+    model.cp_model.add(target >= lower)
+    if upper is not None:
+        model.cp_model.add(target <= upper)
+
+
+def _first_in_first_out(starts: Mapping[OpKey, int]) -> dict[OpKey, int]:
+    """The same op times with microbatches renumbered in start order per (kind, stage)."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    for (kind, stage, _), start in starts.items():
+        groups.setdefault((kind, stage), []).append(start)
+    return {(kind, stage, j): start for (kind, stage), times in groups.items() for j, start in enumerate(sorted(times))}

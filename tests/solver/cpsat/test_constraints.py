@@ -1,0 +1,57 @@
+"""The model's constraints, one step at a time: each holds in the solutions CP-SAT finds."""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from models import Instance, OpKey
+from solver.cpsat.constraints import add_memory_precedences, add_no_overlaps
+from solver.cpsat.data import model_data
+from solver.cpsat.model import PipelineModel, build_model
+from solver.cpsat.variables import make_variables
+from tests.solver.cpsat.test_model import solve_model
+
+SPLIT = {"num_devices": 3, "num_microbatches": 5, "weight_times": 1, "p2p_time": 1}
+
+
+def _starts(data: dict, **options: object) -> tuple[dict[OpKey, int], PipelineModel]:
+    model = build_model(Instance.from_dict(data), split_backward=True, **options)
+    status, solver = solve_model(model)
+    assert status == cp_model.OPTIMAL
+    return {key: solver.value(var) for key, var in model.variables.starts.items()}, model
+
+
+def test_precedences_wait_for_the_dependency_and_p2p_across_devices() -> None:
+    starts, model = _starts(SPLIT)
+    durations = model.data.durations
+    p2p = model.data.tick_instance.p2p_time
+    for j in range(5):
+        assert starts[("F", 1, j)] >= starts[("F", 0, j)] + durations[("F", 0, j)] + p2p
+        assert starts[("W", 1, j)] >= starts[("B", 1, j)] + durations[("B", 1, j)]
+
+
+def test_symmetry_breaking_starts_at_zero_and_keeps_microbatches_in_order() -> None:
+    starts, model = _starts(SPLIT)
+    assert starts[("F", 0, 0)] == 0
+    for kind, stage, j in model.data.keys:
+        if j > 0:
+            assert starts[(kind, stage, j)] >= starts[(kind, stage, j - 1)] + model.data.durations[(kind, stage, j - 1)]
+
+
+def test_one_no_overlap_per_device_over_its_ops() -> None:
+    data = model_data(Instance.from_dict({**SPLIT, "chunks": 2, "placement": "vshape"}), split_backward=True)
+    model = cp_model.CpModel()
+    add_no_overlaps(model, data, make_variables(model, data))
+    proto = model.proto
+    no_overlaps = [c.no_overlap for c in proto.constraints if c.has_no_overlap()]
+    assert [len(c.intervals) for c in no_overlaps] == [len(data.on_device(d)) for d in range(3)] == [30, 30, 30]
+
+
+def test_memory_precedences_count_the_microbatches_that_fit() -> None:
+    # The limit holds two microbatches of a stage: F(s, j + 2) waits for B(s, j), j < m - 2.
+    data = model_data(Instance.from_dict({**SPLIT, "memory_limit": 2.5}), split_backward=True)
+    model = cp_model.CpModel()
+    add_memory_precedences(model, data, make_variables(model, data))
+    assert len(model.proto.constraints) == 3 * (5 - 2)
+    starts, _ = _starts({**SPLIT, "memory_limit": 2.5})
+    assert starts[("F", 0, 2)] >= starts[("B", 0, 0)]

@@ -1,0 +1,72 @@
+"""Warm starts: every heuristic's order is a complete, feasible hint, and the objective's range is set."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from ortools.sat.python import cp_model
+
+from models import Instance, Objective
+from solver.cpsat.model import build_model
+from solver.cpsat.warm_start import add_hint, tick_starts, warm_start
+from solver.evaluate.bounds import lower_bound
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import timed_for
+from solver.heuristics import handwritten_schedules
+from tests.solver.cpsat.test_model import solve_model
+
+
+def _hint_instances() -> list[Instance]:
+    base = {"num_devices": 4, "num_microbatches": 8, "weight_times": 1, "p2p_time": 0.5}
+    return [
+        Instance.from_dict(base),
+        Instance.from_dict({**base, "memory_limit": "2x"}),
+        Instance.from_dict({**base, "chunks": 2, "placement": "vshape"}),
+        Instance.from_dict({**base, "chunks": 2, "placement": "interleaved"}),
+    ]
+
+
+@pytest.mark.parametrize("objective", [Objective.MAKESPAN, Objective.SPAN])
+@pytest.mark.parametrize("instance", _hint_instances())
+def test_every_heuristic_gives_a_complete_feasible_hint(instance: Instance, objective: Objective) -> None:
+    hinted = 0
+    for name, schedule in handwritten_schedules(instance):
+        if compute_metrics(schedule).max_peak_memory > (instance.memory_limit or math.inf):
+            continue
+        model = build_model(instance, objective, split_backward=schedule.split_backward)
+        ticks = timed_for(objective, model.data.tick_instance, schedule.orders())
+        value = add_hint(model, {op.key: round(op.start) for op in ticks.ops})
+        proto = model.cp_model.proto
+        assert len(proto.solution_hint.vars) == len(proto.variables), name
+        status, solver = solve_model(model, fix_variables_to_their_hinted_value=True)
+        assert status == cp_model.OPTIMAL, name
+        assert solver.objective_value == value == compute_metrics(ticks).objective(objective)
+        hinted += 1
+    assert hinted >= 2
+
+
+def test_a_memory_hint_carries_the_capacity() -> None:
+    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 3})
+    model = build_model(instance, minimize_memory=True)
+    orders = dict(handwritten_schedules(instance))["1f1b"].orders()
+    starts, capacity = tick_starts(model, orders)
+    assert capacity == 2 * model.data.scale.memory
+    assert add_hint(model, starts, capacity) == capacity
+    with pytest.raises(ValueError, match="capacity"):
+        add_hint(model, starts)
+
+
+def test_warm_start_bounds_the_objective_between_the_lower_bound_and_the_hint() -> None:
+    instance = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "backward_times": 3, "p2p_time": 0.5})
+    model = build_model(instance)
+    orders = dict(handwritten_schedules(instance))["1f1b"].orders()
+    warm_start(model, orders)
+    constraints = model.cp_model.proto.constraints
+    lower, upper = constraints[len(constraints) - 2], constraints[len(constraints) - 1]
+    scale = model.data.scale.time
+    assert list(lower.linear.vars) == list(upper.linear.vars) == [model.variables.time_objective.index]
+    assert lower.linear.domain[0] == math.ceil(lower_bound(instance, "makespan", False) * scale)
+    assert upper.linear.domain[1] == compute_metrics(timed_for(Objective.MAKESPAN, instance, orders)).makespan * scale
+    status, _ = solve_model(model)
+    assert status == cp_model.OPTIMAL
