@@ -1,49 +1,77 @@
-"""Handwritten schedules: one module per family, one registry that the CLI and the solver read.
+"""Handwritten schedules and pipesat's starting schedules, in one ordered table that everything reads.
 
 A heuristic turns an instance into per-device op orders; the one simulator times them. Each heuristic
 says what it needs (`requirement`), and `run_heuristic` refuses an instance it cannot serve with that
-reason, which `compare` shows as "n/a: needs ...".
+reason, which `compare` shows as "n/a: needs ...". Titles come from `models.names`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
-from models import Instance, OpKey, PipesatError, Schedule
+from models import Instance, PipesatError, Schedule
 from solver.evaluate.simulator import simulate
+from solver.heuristics import one_at_a_time, periodic
+from solver.heuristics.fill_drain import gpipe_orders
+from solver.heuristics.heuristic import Heuristic, NotApplicable, StartingSchedule, UnknownSchedule
+from solver.heuristics.interleaved import interleaved_orders, interleaved_requirement
+from solver.heuristics.one_f_one_b import one_f_one_b_orders
+from solver.heuristics.requirements import needs_linear, needs_nothing
+from solver.heuristics.v_schedules import slot_orders, v_half_offsets, v_min_offsets, v_requirement, v_zb_offsets
+from solver.heuristics.zb_auto import zb_auto_orders, zb_auto_requirement
+from solver.heuristics.zb_v import zb_v_orders, zb_v_requirement
+from solver.heuristics.zero_bubble import zero_bubble_orders, zero_bubble_requirement
 
-Orders = list[list[OpKey]]
+SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
+    Heuristic("gpipe", needs_nothing, gpipe_orders),
+    Heuristic("interleaved", interleaved_requirement, interleaved_orders),
+    Heuristic("1f1b", needs_linear, one_f_one_b_orders),
+    Heuristic("v-min", v_requirement, partial(slot_orders, offsets=v_min_offsets)),
+    Heuristic("v-half", v_requirement, partial(slot_orders, offsets=v_half_offsets)),
+    Heuristic("v-zb", v_requirement, partial(slot_orders, offsets=v_zb_offsets)),
+    Heuristic("zb-auto", zb_auto_requirement, zb_auto_orders),
+    Heuristic("zb-v", zb_v_requirement, zb_v_orders),
+    Heuristic("zb-h1", zero_bubble_requirement, partial(zero_bubble_orders, factor=1)),
+    Heuristic("zb-h2", zero_bubble_requirement, partial(zero_bubble_orders, factor=2)),
+    StartingSchedule(one_at_a_time.NAME),
+    StartingSchedule(periodic.NAME),
+)
+"""Every schedule pipesat makes without a search, in the one order they are listed and tried.
+
+The handwritten schedules come in this order wherever they are listed (`compare`'s rows of equal
+value, `pipesat schedule --help`, the names an unknown name is told to choose from, the Pareto
+table) and are tried in it. The starting schedules (one-at-a-time, periodic) are not handwritten:
+they are never listed with them, and the solver makes them itself, after the handwritten ones.
+
+The order also breaks ties for the best starting schedule (the best handwritten schedule a solve
+reports): the lowest value wins, values equal within `models.tolerance` count as equal; among those
+the lowest peak memory; among those the one earlier here (schedules given to the solve come after
+the handwritten ones, before the starting ones). ZB-auto and ZB-H1 tie on both on the ZB paper's
+1.5B model (p = 8, m = 24) at the 1F1B peak: ZB-auto is the one named.
+"""
+
+_BY_NAME = {entry.name: entry for entry in SCHEDULES if isinstance(entry, Heuristic)}
 
 
-class NotApplicable(PipesatError):
-    """The heuristic cannot serve this instance; the message is the reason, starting with "needs"."""
+def all_heuristics() -> list[Heuristic]:
+    """The handwritten schedules, in table order."""
+    return list(_BY_NAME.values())
 
 
-@dataclass(frozen=True)
-class Heuristic:
-    """A named handwritten schedule.
-
-    `requirement(instance)` returns None when the heuristic applies, else a reason such as
-    "needs a split backward (weight_times)". `orders(instance)` builds the per-device op orders.
-    """
-
-    name: str
-    title: str
-    requirement: Callable[[Instance], str | None]
-    orders: Callable[[Instance], Orders]
-
-
-REGISTRY: dict[str, Heuristic] = {}
-
-
-def register(heuristic: Heuristic) -> Heuristic:
-    REGISTRY[heuristic.name] = heuristic
-    return heuristic
+def get_heuristic(name: str) -> Heuristic:
+    """The handwritten schedule called `name` (any case); `UnknownSchedule` lists the names there are."""
+    key = name.strip().lower()
+    if key not in _BY_NAME:
+        raise UnknownSchedule(f"unknown schedule {name!r}; choose one of {', '.join(_BY_NAME)}")
+    return _BY_NAME[key]
 
 
 def run_heuristic(name: str, instance: Instance) -> Schedule:
-    """The named heuristic's schedule for `instance`, timed by the simulator (not yet validated)."""
+    """The named heuristic's schedule for `instance`, timed by the simulator (not yet validated).
+
+    Raises `NotApplicable` with the heuristic's reason when it does not serve the instance.
+    """
     heuristic = get_heuristic(name)
     reason = heuristic.requirement(instance)
     if reason is not None:
@@ -52,19 +80,31 @@ def run_heuristic(name: str, instance: Instance) -> Schedule:
     return simulate(instance, orders, name=heuristic.name, source={"kind": "heuristic", "name": heuristic.name})
 
 
-def get_heuristic(name: str) -> Heuristic:
-    _load_families()
-    key = name.strip().lower()
-    if key not in REGISTRY:
-        raise NotApplicable(f"unknown schedule {name!r}; choose one of {', '.join(REGISTRY)}")
-    return REGISTRY[key]
+@dataclass(frozen=True)
+class Attempt:
+    """One handwritten schedule tried on an instance: its schedule (not yet validated), or the error
+    that stopped it (`NotApplicable` when it does not serve the instance)."""
+
+    heuristic: Heuristic
+    schedule: Schedule | None = None
+    error: PipesatError | None = None
 
 
-def all_heuristics() -> list[Heuristic]:
-    _load_families()
-    return list(REGISTRY.values())
+def try_every_heuristic(instance: Instance) -> list[Attempt]:
+    """Every handwritten schedule on `instance`, in table order, refusals and failures included."""
+    attempts = []
+    for heuristic in all_heuristics():
+        try:
+            attempts.append(Attempt(heuristic, schedule=run_heuristic(heuristic.name, instance)))
+        except PipesatError as error:
+            attempts.append(Attempt(heuristic, error=error))
+    return attempts
 
 
-def _load_families() -> None:
-    # Importing a family module registers its heuristics.
-    from solver.heuristics import fill_drain, interleaved, one_f_one_b, v_schedules, zb_auto, zb_v, zero_bubble  # noqa: F401
+def handwritten_schedules(instance: Instance) -> list[tuple[str, Schedule]]:
+    """(name, schedule) of every handwritten schedule that serves `instance`, in table order (not yet validated)."""
+    return [
+        (attempt.heuristic.name, attempt.schedule)
+        for attempt in try_every_heuristic(instance)
+        if attempt.schedule is not None
+    ]

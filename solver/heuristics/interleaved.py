@@ -9,7 +9,7 @@ in turn, then the remaining backwards. The order needs m divisible by p.
 from __future__ import annotations
 
 from models import Instance, OpKey
-from solver.heuristics import Heuristic, Orders, register
+from solver.heuristics.heuristic import Orders
 from solver.heuristics.requirements import (
     first_unmet,
     needs_interleaved,
@@ -44,11 +44,5 @@ def interleaved_orders(instance: Instance) -> Orders:
     return orders
 
 
-register(
-    Heuristic(
-        "interleaved",
-        "Interleaved 1F1B",
-        lambda instance: first_unmet(instance, needs_interleaved, needs_microbatches_divisible_by_devices),
-        interleaved_orders,
-    )
-)
+def interleaved_requirement(instance: Instance) -> str | None:
+    return first_unmet(instance, needs_interleaved, needs_microbatches_divisible_by_devices)

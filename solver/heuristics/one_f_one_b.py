@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from models import Instance
-from solver.heuristics import Heuristic, Orders, register
-from solver.heuristics.requirements import needs_linear
+from solver.heuristics.heuristic import Orders
 
 
 def one_f_one_b_orders(instance: Instance) -> Orders:
@@ -19,6 +18,3 @@ def one_f_one_b_orders(instance: Instance) -> Orders:
         order += [("B", rank, j) for j in range(m - warmup, m)]
         orders.append(order)
     return orders
-
-
-register(Heuristic("1f1b", "1F1B", needs_linear, one_f_one_b_orders))

@@ -17,10 +17,10 @@ import math
 import time
 
 from models import Instance, OpKey, Schedule, op_duration
+from models.tolerance import fits
 from solver.evaluate.bounds import chain_offsets, zero_bubble_bound
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.simulator import simulate
-from solver.evaluate.validator import RELATIVE_TOLERANCE
 
 NAME = "periodic"
 # Periods tried: geometric from SHORTEST x the zero-bubble period to one microbatch's whole chain.
@@ -65,8 +65,7 @@ def periodic_schedule(instance: Instance, split: bool, deadline: float | None = 
             longest = schedule
         metrics = compute_metrics(schedule)
         limit = instance.memory_limit
-        fits = limit is None or metrics.max_peak_memory <= limit * (1 + RELATIVE_TOLERANCE) + RELATIVE_TOLERANCE
-        if fits and metrics.makespan < best_makespan:
+        if (limit is None or fits(metrics.max_peak_memory, limit)) and metrics.makespan < best_makespan:
             best, best_makespan = schedule, metrics.makespan
         if deadline is not None and time.monotonic() >= deadline:
             break

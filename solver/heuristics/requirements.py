@@ -6,6 +6,11 @@ from models import Instance
 from models.instance import placement_devices
 
 
+def needs_nothing(instance: Instance) -> str | None:
+    """Any instance will do (GPipe)."""
+    return None
+
+
 def needs_linear(instance: Instance) -> str | None:
     if instance.chunks != 1:
         return "needs one stage per device (chunks 1, linear placement)"

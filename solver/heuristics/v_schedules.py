@@ -31,8 +31,9 @@ from collections.abc import Callable
 import numpy as np
 
 from models import Instance, OpKey
-from models.ops import dependency
-from solver.heuristics import Heuristic, Orders, register
+from models.ops import dependency, memory_change
+from models.tolerance import fits
+from solver.heuristics.heuristic import Orders
 from solver.heuristics.requirements import first_unmet, needs_split_backward, needs_vshape
 
 CYCLE = 6
@@ -93,10 +94,9 @@ class _SlotLayout:
             self.occupant.append(row)
 
     def delta(self, key: OpKey) -> float:
-        """Memory an op adds (F) or frees (B, W: negative) on its device."""
+        """Memory an op adds (F) or frees (B, W: negative) on its device (the backward is split)."""
         kind, stage, _ = key
-        activation, weight = self.instance.activation_memory[stage], self.instance.weight_memory[stage]
-        return activation if kind == "F" else -(activation - weight) if kind == "B" else -weight
+        return memory_change(self.instance, kind, stage, split_backward=True)
 
     def fill_weights(self) -> None:
         """Put each missing W into a free slot after its backward, the oldest backward's W first; the rest at the end."""
@@ -176,15 +176,14 @@ class _SlotLayout:
         Moving an F earlier holds its activation during every slot it skips. The later the slot, the
         fewer slots skipped, so the feasible candidates are a suffix: found by bisection. `last` if none.
         """
-        limit = peak + 1e-9 * max(1.0, abs(peak))
-        if held[candidates[last - 1] : current].max() + change > limit:
+        if not fits(held[candidates[last - 1] : current].max() + change, peak):
             return last
         last -= 1
-        if held[candidates[first] : current].max() + change <= limit:  # the common case: no bisection
+        if fits(held[candidates[first] : current].max() + change, peak):  # the common case: no bisection
             return first
         while first < last:
             middle = (first + last) // 2
-            if held[candidates[middle] : current].max() + change <= limit:
+            if fits(held[candidates[middle] : current].max() + change, peak):
                 last = middle
             else:
                 first = middle + 1
@@ -200,12 +199,3 @@ class _SlotLayout:
 
 def v_requirement(instance: Instance) -> str | None:
     return first_unmet(instance, needs_vshape, needs_split_backward)
-
-
-def _heuristic(name: str, title: str, offsets: Callable[[int, int], Offsets]) -> Heuristic:
-    return Heuristic(name, title, v_requirement, lambda instance: slot_orders(instance, offsets))
-
-
-register(_heuristic("v-min", "V-Min", v_min_offsets))
-register(_heuristic("v-half", "V-Half", v_half_offsets))
-register(_heuristic("v-zb", "V-ZB", v_zb_offsets))

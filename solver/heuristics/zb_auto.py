@@ -23,8 +23,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from models import Instance
-from solver.heuristics import Heuristic, Orders, register
+from models import KINDS, Instance, memory_change
+from solver.heuristics.heuristic import Orders
 from solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
 
 
@@ -65,11 +65,8 @@ class ListScheduler:
         self.m, self.stages, self.comm = instance.num_microbatches, stages, instance.p2p_time
         self.limit = memory_limit(instance)
         self.time = {"F": instance.forward_times, "B": instance.backward_times, "W": instance.weight_times}
-        activation, weight = instance.activation_memory, instance.weight_memory
         self.memory = {
-            "F": activation,
-            "B": tuple(w - a for a, w in zip(activation, weight, strict=True)),
-            "W": tuple(-w for w in weight),
+            kind: [memory_change(instance, kind, s, split_backward=True) for s in range(stages)] for kind in KINDS
         }
         self.done = {kind: [0] * stages for kind in "FBW"}
         self.end = {kind: [[0.0] * self.m for _ in range(stages)] for kind in "FB"}
@@ -209,8 +206,5 @@ def zb_auto_orders(instance: Instance) -> Orders:
     return min((ListScheduler(instance, policy).build() for policy in POLICIES), key=lambda built: built[0])[1]
 
 
-def _requirement(instance: Instance) -> str | None:
+def zb_auto_requirement(instance: Instance) -> str | None:
     return first_unmet(instance, needs_linear, needs_split_backward, needs_room_for_one_microbatch)
-
-
-register(Heuristic("zb-auto", "ZB-auto", _requirement, zb_auto_orders))

@@ -1,6 +1,6 @@
 """ZB-V: the zero-bubble V-shape schedule of the ZB paper (two chunks per device, split backward).
 
-Device r holds chunk 0 = stage r and chunk 1 = stage 2p-1-r. Its order (REFERENCE.md §3): a warm-up of
+Device r holds chunk 0 = stage r and chunk 1 = stage 2p-1-r. Its order (docs/reference.md, handwritten orders): a warm-up of
 chunk-0 forwards, then alternating forwards, then forward/backward/weight triples of chunk 1; a steady
 state that cycles through both chunks; a cool-down that drains the backwards and finally the Ws.
 The peak is p microbatches of 1F1B activation and the bubble is near zero when F = B = W.
@@ -9,7 +9,7 @@ The peak is p microbatches of 1F1B activation and the bubble is near zero when F
 from __future__ import annotations
 
 from models import Instance, OpKey
-from solver.heuristics import Heuristic, Orders, register
+from solver.heuristics.heuristic import Orders
 from solver.heuristics.requirements import first_unmet, needs_split_backward, needs_vshape
 
 
@@ -68,6 +68,3 @@ def _device_order(p: int, m: int, rank: int) -> list[OpKey]:
         while done["W", chunk] < m:
             put("W", chunk)
     return order
-
-
-register(Heuristic("zb-v", "ZB-V", zb_v_requirement, zb_v_orders))

@@ -9,7 +9,7 @@ microbatches; the remaining Ws close. c = 1 (ZB-H1) keeps 1F1B's peak p·M_B and
 from __future__ import annotations
 
 from models import Instance, OpKey
-from solver.heuristics import Heuristic, Orders, register
+from solver.heuristics.heuristic import Orders
 from solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
 
 
@@ -35,9 +35,5 @@ def zero_bubble_orders(instance: Instance, factor: int) -> Orders:
     return orders
 
 
-def _requirement(instance: Instance) -> str | None:
+def zero_bubble_requirement(instance: Instance) -> str | None:
     return first_unmet(instance, needs_linear, needs_split_backward)
-
-
-register(Heuristic("zb-h1", "ZB-H1", _requirement, lambda instance: zero_bubble_orders(instance, 1)))
-register(Heuristic("zb-h2", "ZB-H2", _requirement, lambda instance: zero_bubble_orders(instance, 2)))

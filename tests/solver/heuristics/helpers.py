@@ -7,6 +7,7 @@ from typing import Any
 from models import Instance, Schedule
 from solver.evaluate.metrics import Metrics, compute_metrics
 from solver.heuristics import run_heuristic
+from tests.conftest import make_instance
 from tests.strategies import assert_valid
 
 # Times in quarters keep sums exact, so closed forms can be compared with ==. T_W < T_F < T_B as in the ZB paper.
@@ -15,10 +16,8 @@ F, B, W = 3.0, 4.0, 2.0
 
 def uniform(p: int, m: int, split: bool = True, **extra: Any) -> Instance:
     """p devices, m microbatches, the same F, B (and W when split) on every stage; extra keys pass through."""
-    data: dict[str, Any] = {"num_devices": p, "num_microbatches": m, "forward_times": F, "backward_times": B}
-    if split:
-        data["weight_times"] = W
-    return Instance.from_dict({**data, **extra})
+    times: dict[str, Any] = {"forward_times": F, "backward_times": B} | ({"weight_times": W} if split else {})
+    return make_instance(p, m, **(times | extra))
 
 
 def run_valid(name: str, instance: Instance) -> tuple[Schedule, Metrics]:

@@ -1,4 +1,4 @@
-"""GPipe (fill-drain): REFERENCE.md §2 closed forms, and any placement."""
+"""GPipe (fill-drain): the closed forms of docs/reference.md, and any placement."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Interleaved 1F1B (Megatron): REFERENCE.md §2 bubble and peak, §3's order, and its requirements."""
+"""Interleaved 1F1B (Megatron): bubble, peak and order as in docs/reference.md, and its requirements."""
 
 from __future__ import annotations
 

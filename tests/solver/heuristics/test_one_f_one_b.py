@@ -1,4 +1,4 @@
-"""1F1B: REFERENCE.md §2 closed forms (makespan, per-device memory) and §3's order."""
+"""1F1B: the closed forms (makespan, per-device memory) and the order of docs/reference.md."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_device_i_holds_at_most_min_p_minus_i_m_microbatches(p: int, m: int) -> 
 
 
 def test_fused_backward_is_slower_than_a_separate_w() -> None:
-    # REFERENCE.md §3: with unit times, p=4, m=8 takes 33 fused (30 with W as its own op after B).
+    # docs/reference.md, handwritten orders: with unit times, p=4, m=8 takes 33 fused (30 with W as its own op after B).
     _, metrics = run_valid("1f1b", uniform(4, 8, forward_times=1, backward_times=1, weight_times=1))
     assert metrics.makespan == 33
 

@@ -8,12 +8,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models import Instance
-from solver.evaluate.bounds import minimum_memory_limit
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.simulator import simulate
 from solver.heuristics import run_heuristic
 from solver.heuristics.periodic import periodic_orders, periodic_schedule
-from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
+from tests.conftest import make_instance
+from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances, with_feasible_limit
 
 
 @PROPERTY_SETTINGS
@@ -28,26 +28,14 @@ def test_every_period_gives_orders_that_run(instance: Instance, period: float) -
 @PROPERTY_SETTINGS
 @given(instances(), st.sampled_from([0.0, 0.3, 1.0]))
 def test_the_schedule_fits_every_feasible_limit(instance: Instance, fraction: float) -> None:
-    low = minimum_memory_limit(instance)
-    high = max(low, instance.one_f_one_b_peak())
-    limited = dataclasses.replace(instance, memory_limit=low + fraction * (high - low))
+    limited = with_feasible_limit(instance, fraction)
     schedule = assert_valid(periodic_schedule(limited, limited.split_backward))
     assert compute_metrics(schedule).max_peak_memory <= limited.memory_limit
 
 
 def test_under_half_the_1f1b_peak_it_beats_zb_auto() -> None:
     # ZB-auto falls back to nearly one microbatch at a time; a periodic schedule keeps more in flight.
-    instance = Instance.from_dict(
-        {
-            "num_devices": 4,
-            "num_microbatches": 16,
-            "forward_times": 5,
-            "backward_times": 6,
-            "weight_times": 4,
-            "p2p_time": 1,
-            "memory_limit": "0.5x",
-        }
-    )
+    instance = make_instance(4, 16, forward_times=5, backward_times=6, weight_times=4, p2p_time=1, memory_limit="0.5x")
     periodic = assert_valid(periodic_schedule(instance, split=True))
     zb_auto = assert_valid(run_heuristic("zb-auto", instance))
     assert compute_metrics(periodic).makespan < compute_metrics(zb_auto).makespan

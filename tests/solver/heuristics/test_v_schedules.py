@@ -1,4 +1,4 @@
-"""V-Min, V-Half and V-ZB: REFERENCE.md §2's peaks and bubble order, the building blocks, refusals."""
+"""V-Min, V-Half and V-ZB: peaks and bubble order (docs/reference.md), the building blocks, refusals."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_bubble_order_with_equal_times(p: int, m_per_p: int) -> None:
     one_f_one_b = run_valid("1f1b", linear)[1].span_bubble_rate
     assert bubble["v-zb"] == 0.0
     assert bubble["v-zb"] < bubble["v-half"] < bubble["v-min"] < one_f_one_b
-    # REFERENCE §2's approximate bubbles: V-Half ~p/(2m), V-Min ~2p/(3m).
+    # The approximate bubbles of docs/reference.md, closed forms: V-Half ~p/(2m), V-Min ~2p/(3m).
     assert bubble["v-half"] <= p / (2 * m)
     assert bubble["v-min"] <= 2 * p / (3 * m)
 

@@ -16,19 +16,15 @@ from tests.strategies import PROPERTY_SETTINGS, instance_dicts
 
 
 @given(
-    data=instance_dicts(max_devices=6, max_microbatches=12, split=True),
+    data=instance_dicts(max_devices=6, max_microbatches=12, split=True, layouts=(("linear", 1),)),
     factor=st.sampled_from([0.3, 0.5, 1.0, 1.5, 2.0, 3.0]),
     memory=st.lists(st.integers(min_value=1, max_value=4), min_size=6, max_size=6),
 )
 @PROPERTY_SETTINGS
 def test_keeps_any_memory_limit_it_accepts(data: dict, factor: float, memory: list[int]) -> None:
     p = data["num_devices"]
-    data = {**data, "chunks": 1, "placement": "linear"}
-    for key in ("forward_times", "backward_times", "weight_times"):
-        data[key] = data[key][:p]
-    data["activation_memory"] = [2.0 * x for x in memory[:p]]
-    data["weight_memory"] = [float(x) for x in memory[:p]]
-    instance = Instance.from_dict({**data, "memory_limit": f"{factor}x"})
+    memories = {"activation_memory": [2.0 * x for x in memory[:p]], "weight_memory": [float(x) for x in memory[:p]]}
+    instance = Instance.from_dict({**data, **memories, "memory_limit": f"{factor}x"})
     if max(instance.activation_memory) > instance.memory_limit:
         with pytest.raises(NotApplicable, match="needs a memory limit of at least"):
             run_heuristic("zb-auto", instance)

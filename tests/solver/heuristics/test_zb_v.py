@@ -1,4 +1,4 @@
-"""ZB-V: REFERENCE.md §3's order, its peak of p microbatches of 1F1B activation, zero bubble with equal times."""
+"""ZB-V: the order of docs/reference.md, its peak of p microbatches of 1F1B activation, zero bubble with equal times."""
 
 from __future__ import annotations
 

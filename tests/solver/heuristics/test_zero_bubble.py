@@ -1,4 +1,4 @@
-"""ZB-H1 and ZB-H2: REFERENCE.md §2 closed forms (bubbles, peaks, m <= p, comm) and §3's W lag."""
+"""ZB-H1 and ZB-H2: the closed forms (bubbles, peaks, m <= p, comm) and W lag of docs/reference.md."""
 
 from __future__ import annotations
 

@@ -7,9 +7,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from models import Instance
-from tests.strategies import P2P_TIMES, TIMES
-
-NAMES = ("zb-v", "v-min", "v-half", "v-zb")
+from tests.conftest import make_instance
+from tests.strategies import ZERO_OR_TIMES, instances
 
 # Instances every V schedule refuses, with the reason it gives: (instance in file form, reason).
 V_REFUSALS: list[tuple[dict[str, Any], str]] = [
@@ -24,25 +23,13 @@ V_REFUSALS: list[tuple[dict[str, Any], str]] = [
 
 def vshape(p: int, m: int, **extra: Any) -> Instance:
     """V placement with F = B = W = 1 per chunk; extra keys pass through. A chunk's activation is 0.5."""
-    data = {"num_devices": p, "num_microbatches": m, "chunks": 2, "placement": "vshape"}
-    data |= {"forward_times": 1, "backward_times": 1, "weight_times": 1}
-    return Instance.from_dict({**data, **extra})
+    times = {"forward_times": 1, "backward_times": 1, "weight_times": 1}
+    return make_instance(p, m, chunks=2, placement="vshape", **(times | extra))
 
 
-@st.composite
-def vshape_instances(draw: st.DrawFn, max_devices: int = 6, max_microbatches: int = 14) -> Instance:
-    """Random V-placed split-backward instances: per-stage times and memory, any p2p time."""
-    p = draw(st.integers(1, max_devices))
-    stages = 2 * p
-    per_stage = st.lists(TIMES, min_size=stages, max_size=stages)
-    activation = draw(st.lists(st.integers(1, 4), min_size=stages, max_size=stages))
-    return vshape(
-        p,
-        draw(st.integers(1, max_microbatches)),
-        forward_times=draw(per_stage),
-        backward_times=draw(per_stage),
-        weight_times=draw(st.lists(st.sampled_from([0.0, 0.25, 1.0, 2.5]), min_size=stages, max_size=stages)),
-        p2p_time=draw(P2P_TIMES),
-        activation_memory=activation,
-        weight_memory=[draw(st.integers(0, a)) for a in activation],
+def vshape_instances() -> st.SearchStrategy[Instance]:
+    """Random V-placed split-backward instances (p <= 6, m <= 14): per-stage times and memory, any p2p
+    time, and W times that may be zero."""
+    return instances(
+        max_devices=6, max_microbatches=14, split=True, layouts=(("vshape", 2),), weight_times=ZERO_OR_TIMES
     )

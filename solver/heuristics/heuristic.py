@@ -1,0 +1,51 @@
+"""What the table of schedules holds: handwritten schedules (heuristics) and pipesat's starting schedules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from models import InputError, Instance, OpKey, PipesatError
+from models.names import SCHEDULE_TITLES
+
+Orders = list[list[OpKey]]
+
+
+class NotApplicable(PipesatError):
+    """The heuristic cannot serve this instance; the message is the reason, starting with "needs"."""
+
+
+class UnknownSchedule(InputError):
+    """No schedule has this name; the message lists the names there are."""
+
+
+@dataclass(frozen=True)
+class Heuristic:
+    """A named handwritten schedule.
+
+    `requirement(instance)` returns None when the heuristic applies, else a reason such as
+    "needs a split backward (weight_times)". `orders(instance)` builds the per-device op orders.
+    """
+
+    name: str
+    requirement: Callable[[Instance], str | None]
+    orders: Callable[[Instance], Orders]
+
+    @property
+    def title(self) -> str:
+        return SCHEDULE_TITLES[self.name]
+
+
+@dataclass(frozen=True)
+class StartingSchedule:
+    """A schedule pipesat makes only for the solver to start from, not a handwritten one.
+
+    Its maker takes the backward mode (and the periodic one a deadline), so the solver calls it
+    directly; it is in the table for its place in the tie order and its title.
+    """
+
+    name: str
+
+    @property
+    def title(self) -> str:
+        return SCHEDULE_TITLES[self.name]
