@@ -28,9 +28,8 @@ import math
 from collections.abc import Sequence
 
 from models import Instance, InstanceError, op_duration
+from models.tolerance import slack
 
-# The validator accepts a peak up to limit * (1 + 1e-9) + 1e-9; the bounds allow the same.
-MEMORY_TOLERANCE = 1e-9
 # Branch-and-bound nodes of one knapsack before falling back to its (still sound) fractional bound.
 KNAPSACK_NODES = 20_000
 
@@ -95,7 +94,8 @@ def device_span_bound(instance: Instance, split: bool, device: int, memory_limit
     m = instance.num_microbatches
     stages = instance.stages_of(device)
     offsets = chain_offsets(instance, split)
-    capacity = None if memory_limit is None else memory_limit * (1 + MEMORY_TOLERANCE) + MEMORY_TOLERANCE
+    # The validator accepts a peak that fits the limit up to float noise; the bounds allow the same.
+    capacity = None if memory_limit is None else memory_limit + slack(memory_limit)
     activation = [instance.activation_memory[s] for s in stages]
 
     forwards = [(instance.forward_times[s], instance.activation_memory[s]) for s in stages]

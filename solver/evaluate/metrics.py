@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 import numpy as np
 
-from models import Schedule
+from models import Objective, Schedule
 from models.ops import memory_change
-
-Objective = Literal["makespan", "span"]
-OBJECTIVES: tuple[Objective, ...] = ("makespan", "span")
+from models.tolerance import same
 
 
 @dataclass(frozen=True)
@@ -41,10 +38,11 @@ class Metrics:
     zero_bubble_bound: float
 
     def objective(self, objective: Objective) -> float:
-        return self.makespan if objective == "makespan" else self.max_span
+        """The value of a time objective (the makespan or the max span)."""
+        return self.makespan if objective == Objective.MAKESPAN else self.max_span
 
     def bubble_rate_for(self, objective: Objective) -> float:
-        return self.bubble_rate if objective == "makespan" else self.span_bubble_rate
+        return self.bubble_rate if objective == Objective.MAKESPAN else self.span_bubble_rate
 
     def to_dict(self) -> dict[str, float | list[float]]:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
@@ -66,15 +64,12 @@ def bubble_rate(total_busy: float, num_devices: int, value: float) -> float:
 def relative_gap(value: float, reference: float) -> float:
     """`(value - reference) / value`: how far a value is above a bound or optimum.
 
-    Differences within float noise (relative 1e-9, e.g. the same times summed in another order) count
-    as equal, so the same schedule value is never reported with a spurious 1e-14 gap.
+    Values equal to float noise (`models.tolerance`, e.g. the same times summed in another order)
+    count as equal, so the same schedule value is never reported with a spurious 1e-14 gap.
     """
-    if value <= 0:
+    if value <= 0 or same(value, reference):
         return 0.0
-    difference = value - reference
-    if abs(difference) <= 1e-9 * max(abs(value), abs(reference)):
-        return 0.0
-    return difference / value
+    return (value - reference) / value
 
 
 def compute_metrics(schedule: Schedule) -> Metrics:

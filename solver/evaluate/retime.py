@@ -16,9 +16,29 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from models import Instance, OpKey, Schedule
+from models import Instance, Objective, OpKey, Schedule
 from models.ops import dependency
 from solver.evaluate.simulator import simulate
+
+
+def timed_for(
+    objective: Objective,
+    instance: Instance,
+    orders: Sequence[Sequence[OpKey]],
+    name: str = "",
+    source: dict[str, Any] | None = None,
+) -> Schedule:
+    """`orders` timed as `objective` measures them: as soon as possible for the makespan (the
+    simulator), for the least max span for the span. Raises `ScheduleError` as `simulate` does."""
+    if objective == Objective.SPAN:
+        return min_span_schedule(instance, orders, name, source)
+    return simulate(instance, orders, name, source)
+
+
+def retimed_for(objective: Objective, schedule: Schedule) -> Schedule:
+    """An as-soon-as-possible schedule as `objective` measures it: re-timed for the least max span
+    for the span, itself for the makespan."""
+    return retime_for_span(schedule) if objective == Objective.SPAN else schedule
 
 
 def retime_for_span(schedule: Schedule) -> Schedule:

@@ -1,8 +1,8 @@
-"""The independent validator: checks a timed schedule against the rules of DESIGN.md.
+"""The independent validator: checks a timed schedule against the rules of a valid schedule (docs/design.md).
 
-It shares no code with the simulator or any schedule maker; it reads the rules directly (every op
-exactly once, placement, durations, dependencies with p2p, one op at a time per device, the memory
-limit) and returns every violation as a readable line.
+It shares no code with the simulator or any schedule maker, only the rules themselves (`models.ops`,
+`models.tolerance`). One check per rule (every op exactly once, placement, durations, dependencies
+with p2p, one op at a time per device, the memory limit); every violation comes back as a readable line.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 
-from models import Op, Schedule, ScheduleError, expected_op_keys, op_duration, op_label
+from models import Instance, Op, OpKey, Schedule, ScheduleError, dependency, expected_op_keys, op_duration, op_label
+from models.tolerance import RELATIVE, fits
 from solver.evaluate.metrics import memory_profiles
 
-RELATIVE_TOLERANCE = 1e-9
+OpSet = dict[OpKey, Op]
+"""The schedule's ops that exist on the instance, each once, by key."""
 
 
 @dataclass(frozen=True)
@@ -32,13 +34,27 @@ class Violation:
 def validate(schedule: Schedule) -> list[Violation]:
     """Every violation of the schedule, in a stable order; an empty list means it is valid."""
     instance = schedule.instance
-    violations: list[Violation] = []
-    scale = max([1.0] + [abs(t) for op in schedule.ops for t in (op.start, op.end)])
-    tolerance = RELATIVE_TOLERANCE * scale
-    # W ops on an instance without weight times are reported as unknown below, not expected everywhere.
+    # Times are compared up to float noise relative to the schedule's largest time.
+    tolerance = RELATIVE * max([1.0] + [abs(t) for op in schedule.ops for t in (op.start, op.end)])
+    # W ops on an instance without weight times are reported as unknown, not expected everywhere.
     split = schedule.split_backward and instance.split_backward
+    ops, violations = check_op_set(schedule, split)
+    for op in ops.values():
+        violations += check_placement(instance, op)
+        violations += check_duration(instance, op, split, tolerance)
+    violations += check_dependencies(instance, ops, tolerance)
+    violations += check_overlaps(ops, tolerance)
+    # Memory is only meaningful for a complete set of ops on their own devices (a device may not even exist).
+    if not any(v.rule in ("missing", "repeated", "unknown", "placement") for v in violations):
+        violations += check_memory(schedule)
+    return violations
 
-    by_key: dict[tuple[str, int, int], Op] = {}
+
+def check_op_set(schedule: Schedule, split: bool) -> tuple[OpSet, list[Violation]]:
+    """Every expected op exactly once: the ops that exist, and the unknown, repeated and missing ones."""
+    instance = schedule.instance
+    violations: list[Violation] = []
+    ops: OpSet = {}
     for op in schedule.ops:
         if op.kind == "W" and not instance.split_backward:
             violations.append(Violation("unknown", f"{op.label()} is a W op but the instance has no weight_times"))
@@ -52,43 +68,49 @@ def validate(schedule: Schedule) -> list[Violation]:
                 )
             )
             continue
-        if op.key in by_key:
+        if op.key in ops:
             violations.append(Violation("repeated", f"{op.label()} appears more than once"))
             continue
-        by_key[op.key] = op
+        ops[op.key] = op
     for key in expected_op_keys(instance, split):
-        if key not in by_key:
+        if key not in ops:
             violations.append(Violation("missing", f"{op_label(key)} is missing"))
+    return ops, violations
 
-    for op in by_key.values():
-        expected_device = instance.placement[op.stage]
-        if op.device != expected_device:
-            violations.append(
-                Violation(
-                    "placement",
-                    f"device {op.device}: {op.label()} runs here but stage {op.stage} is placed on device {expected_device}",
-                )
-            )
-        duration = op_duration(instance, op.kind, op.stage, split)
-        if abs((op.end - op.start) - duration) > tolerance:
-            violations.append(
-                Violation(
-                    "duration",
-                    f"device {op.device}: {op.label()} lasts {op.end - op.start:g} (from {op.start:g} to {op.end:g}), "
-                    f"expected {duration:g}",
-                )
-            )
 
-    last_stage = instance.num_stages - 1
-    for op in by_key.values():
-        kind, stage, mb = op.key
-        if kind == "F":
-            before = ("F", stage - 1, mb) if stage > 0 else None
-        elif kind == "B":
-            before = ("F", stage, mb) if stage == last_stage else ("B", stage + 1, mb)
-        else:
-            before = ("B", stage, mb)
-        earlier = by_key.get(before) if before else None
+def check_placement(instance: Instance, op: Op) -> list[Violation]:
+    """The op runs on the device its stage is placed on."""
+    expected_device = instance.placement[op.stage]
+    if op.device == expected_device:
+        return []
+    return [
+        Violation(
+            "placement",
+            f"device {op.device}: {op.label()} runs here but stage {op.stage} is placed on device {expected_device}",
+        )
+    ]
+
+
+def check_duration(instance: Instance, op: Op, split: bool, tolerance: float) -> list[Violation]:
+    """The op lasts its stage's time for its kind (a B without separate Ws the whole backward)."""
+    duration = op_duration(instance, op.kind, op.stage, split)
+    if abs((op.end - op.start) - duration) <= tolerance:
+        return []
+    return [
+        Violation(
+            "duration",
+            f"device {op.device}: {op.label()} lasts {op.end - op.start:g} (from {op.start:g} to {op.end:g}), "
+            f"expected {duration:g}",
+        )
+    ]
+
+
+def check_dependencies(instance: Instance, ops: OpSet, tolerance: float) -> list[Violation]:
+    """Each op starts after its dependency (`models.ops.dependency`) ends, plus p2p between devices."""
+    violations = []
+    for op in ops.values():
+        before = dependency(op.key, instance.num_stages)
+        earlier = ops.get(before) if before else None
         if earlier is None:
             continue
         latency = instance.p2p_time if instance.placement[earlier.stage] != instance.placement[op.stage] else 0.0
@@ -101,13 +123,18 @@ def validate(schedule: Schedule) -> list[Violation]:
                     f"ends at {earlier.end:g}{p2p}",
                 )
             )
+    return violations
 
+
+def check_overlaps(ops: OpSet, tolerance: float) -> list[Violation]:
+    """Each device runs one op at a time."""
     per_device: dict[int, list[Op]] = defaultdict(list)
-    for op in by_key.values():
+    for op in ops.values():
         per_device[op.device].append(op)
+    violations = []
     for device in sorted(per_device):
-        ops = sorted(per_device[device], key=lambda o: (o.start, o.end))
-        for previous, current in itertools.pairwise(ops):
+        in_time_order = sorted(per_device[device], key=lambda o: (o.start, o.end))
+        for previous, current in itertools.pairwise(in_time_order):
             if current.start < previous.end - tolerance:
                 violations.append(
                     Violation(
@@ -116,20 +143,25 @@ def validate(schedule: Schedule) -> list[Violation]:
                         f"runs until {previous.end:g}",
                     )
                 )
+    return violations
 
-    limit = instance.memory_limit
-    # Memory is only meaningful for a complete set of ops on their own devices (a device may not even exist).
-    if limit is not None and not any(v.rule in ("missing", "repeated", "unknown", "placement") for v in violations):
-        for device, profile in enumerate(memory_profiles(schedule)):
-            if profile.peak > limit * (1 + RELATIVE_TOLERANCE) + RELATIVE_TOLERANCE:
-                at = float(profile.times[profile.memory.argmax()])
-                violations.append(
-                    Violation(
-                        "memory",
-                        f"device {device}: holds {profile.peak:g} of activation memory at time {at:g}, "
-                        f"over the limit {limit:g}",
-                    )
+
+def check_memory(schedule: Schedule) -> list[Violation]:
+    """Each device's held memory fits the instance's memory limit (`models.tolerance.fits`), if it has one."""
+    limit = schedule.instance.memory_limit
+    if limit is None:
+        return []
+    violations = []
+    for device, profile in enumerate(memory_profiles(schedule)):
+        if not fits(profile.peak, limit):
+            at = float(profile.times[profile.memory.argmax()])
+            violations.append(
+                Violation(
+                    "memory",
+                    f"device {device}: holds {profile.peak:g} of activation memory at time {at:g}, "
+                    f"over the limit {limit:g}",
                 )
+            )
     return violations
 
 

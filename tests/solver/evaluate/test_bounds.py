@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from models import Instance, InstanceError
 from solver.evaluate.bounds import (
@@ -13,56 +16,31 @@ from solver.evaluate.bounds import (
     lower_bound,
     max_count,
     max_total_time,
-    minimum_memory_limit,
     zero_bubble_bound,
 )
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.heuristics.one_at_a_time import one_at_a_time_orders
+from tests.conftest import make_instance
 from tests.solver.brute_force import brute_force_optimum, device_orders
-from tests.strategies import assert_valid
-
-LAYOUTS = [("linear", 1), ("interleaved", 2), ("vshape", 2)]
+from tests.strategies import LAYOUTS, PROPERTY_SETTINGS, ZERO_OR_TIMES, instances, with_feasible_limit
 
 
-def _tiny_instances(count: int, seed: int) -> list[tuple[Instance, bool]]:
-    """Random tiny instances (every layout, split or fused, p2p, a limit between the least feasible
-    and the 1F1B peak or none) with at most 20 000 order combinations to enumerate."""
-    rng = random.Random(seed)
-    cases: list[tuple[Instance, bool]] = []
-    while len(cases) < count:
-        placement, chunks = rng.choice(LAYOUTS)
-        p = rng.choice([1, 2, 3] if chunks == 1 else [1, 2])
-        m = rng.choice([1, 2, 3] if chunks == 1 else [1, 2])
-        stages = p * chunks
-        split = rng.random() < 0.5
-        data = {
-            "num_devices": p,
-            "num_microbatches": m,
-            "chunks": chunks,
-            "placement": placement,
-            "forward_times": [rng.randint(1, 8) / 4 for _ in range(stages)],
-            "backward_times": [rng.randint(1, 8) / 4 for _ in range(stages)],
-            "p2p_time": rng.choice([0.0, 0.25, 1.0]),
-            "activation_memory": [rng.randint(1, 4) for _ in range(stages)],
-        }
-        if split:
-            data["weight_times"] = [rng.randint(0, 8) / 4 for _ in range(stages)]
-            data["weight_memory"] = [rng.randint(0, a) for a in data["activation_memory"]]
-        instance = Instance.from_dict(data)
-        if rng.random() < 0.7:
-            low, high = minimum_memory_limit(instance), max(instance.one_f_one_b_peak(), minimum_memory_limit(instance))
-            instance = instance.with_changes(memory_limit=rng.choice([low, (low + high) / 2, high]))
-        combinations = 1
-        for d in range(p):
-            combinations *= len(device_orders(instance, d, split))
-        if combinations <= 20_000:
-            cases.append((instance, split))
-    return cases
+@st.composite
+def _tiny_instances(draw: st.DrawFn) -> Instance:
+    """Tiny instances (every layout, split or fused, p2p, a limit between the least feasible and the 1F1B
+    peak or none) with at most 20 000 order combinations to enumerate."""
+    layout = draw(st.sampled_from(LAYOUTS))
+    size = 3 if layout == ("linear", 1) else 2
+    instance = draw(instances(max_devices=size, max_microbatches=size, layouts=(layout,), weight_times=ZERO_OR_TIMES))
+    fraction = draw(st.sampled_from([None, 0.0, 0.5, 1.0]))
+    instance = instance if fraction is None else with_feasible_limit(instance, fraction)
+    split = instance.split_backward
+    assume(math.prod(len(device_orders(instance, d, split)) for d in range(instance.num_devices)) <= 20_000)
+    return instance
 
 
-@pytest.mark.parametrize(("instance", "split"), _tiny_instances(24, seed=7))
-def test_bounds_never_exceed_the_brute_force_optimum(instance: Instance, split: bool) -> None:
+@settings(PROPERTY_SETTINGS, max_examples=24)
+@given(_tiny_instances())
+def test_bounds_never_exceed_the_brute_force_optimum(instance: Instance) -> None:
+    split = instance.split_backward
     for objective in ("makespan", "span"):
         optimum = brute_force_optimum(instance, split, objective)
         assert lower_bound(instance, objective, split) <= optimum + 1e-9, objective
@@ -91,35 +69,9 @@ def test_memory_aware_bound_beats_zero_bubble_under_the_1f1b_limit() -> None:
 
 
 def test_critical_path_counts_p2p_each_way() -> None:
-    instance = Instance.from_dict(
-        {
-            "num_devices": 3,
-            "num_microbatches": 1,
-            "forward_times": 1,
-            "backward_times": 2,
-            "weight_times": 1,
-            "p2p_time": 0.5,
-        }
-    )
+    instance = make_instance(3, 1, forward_times=1, backward_times=2, weight_times=1, p2p_time=0.5)
     assert critical_path_bound(instance, True) == 3 * 1 + 3 * 2 + 1 + 4 * 0.5
     assert critical_path_bound(instance, False) == 3 * 1 + 3 * 3 + 4 * 0.5
-
-
-@pytest.mark.parametrize(("placement", "chunks"), LAYOUTS)
-def test_one_at_a_time_meets_the_minimum_memory_limit(placement: str, chunks: int) -> None:
-    instance = Instance.from_dict(
-        {
-            "num_devices": 3,
-            "num_microbatches": 4,
-            "chunks": chunks,
-            "placement": placement,
-            "weight_times": 1,
-            "activation_memory": list(range(1, 3 * chunks + 1)),
-        }
-    )
-    for split in (True, False):
-        schedule = assert_valid(simulate(instance, one_at_a_time_orders(instance, split)))
-        assert compute_metrics(schedule).max_peak_memory == minimum_memory_limit(instance)
 
 
 def test_split_needs_weight_times() -> None:

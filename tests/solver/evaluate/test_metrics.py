@@ -136,7 +136,7 @@ def test_metrics_of_random_schedules_are_consistent(case) -> None:
 @PROPERTY_SETTINGS
 @given(instances(layouts=(("linear", 1),)))
 def test_one_f_one_b_peak_matches_the_closed_form(instance: Instance) -> None:
-    # Device d holds min(p - d, m) microbatches (REFERENCE.md section 2).
+    # Device d holds min(p - d, m) microbatches (docs/reference.md, closed forms).
     metrics = compute_metrics(assert_valid(run_heuristic("1f1b", instance)))
     p, m = instance.num_devices, instance.num_microbatches
     assert metrics.peak_memory == tuple(min(p - d, m) * instance.activation_memory[d] for d in range(p))

@@ -1,4 +1,4 @@
-"""Re-timing a fixed order for the least max span."""
+"""Re-timing a fixed order for the least max span, and timing an order as an objective measures it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 
 from hypothesis import given
 
-from models import Instance, Schedule
+from models import Instance, Objective, Schedule
 from models.ops import dependency
 from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import min_span_schedule, retime_for_span
+from solver.evaluate.retime import min_span_schedule, retime_for_span, retimed_for, timed_for
 from solver.evaluate.simulator import simulate
 from solver.heuristics import run_heuristic
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances_with_orders
@@ -120,3 +120,12 @@ def test_retimed_span_is_the_least_the_order_allows(case: tuple[Instance, list])
 def test_an_unbounded_target_is_as_soon_as_possible() -> None:
     retimed = min_span_schedule(ORDER_INSTANCE, ORDERS, span=math.inf)
     assert retimed.ops == simulate(ORDER_INSTANCE, ORDERS).ops
+
+
+def test_each_objective_times_an_order_its_own_way() -> None:
+    asap = simulate(ORDER_INSTANCE, ORDERS, "order")
+    assert timed_for(Objective.MAKESPAN, ORDER_INSTANCE, ORDERS, "order") == asap
+    assert retimed_for(Objective.MAKESPAN, asap) is asap
+    least_span = min_span_schedule(ORDER_INSTANCE, ORDERS, "order")
+    assert timed_for(Objective.SPAN, ORDER_INSTANCE, ORDERS, "order") == least_span
+    assert retimed_for("span", asap) == least_span

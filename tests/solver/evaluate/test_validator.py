@@ -142,6 +142,14 @@ def test_memory_limit(one_f_one_b_instance: Instance) -> None:
     assert validate(run_heuristic("1f1b", one_f_one_b_instance.with_changes(memory_limit="1x"))) == []
 
 
+def test_a_peak_over_the_limit_by_float_noise_fits(one_f_one_b_instance: Instance) -> None:
+    # The peak is 4: a limit below it by float noise (`models.tolerance`) still holds it, a real difference does not.
+    assert validate(run_heuristic("1f1b", one_f_one_b_instance.with_changes(memory_limit=4 - 1e-12))) == []
+    assert [
+        v.rule for v in validate(run_heuristic("1f1b", one_f_one_b_instance.with_changes(memory_limit=4 - 1e-6)))
+    ] == ["memory"]
+
+
 def test_memory_is_not_checked_when_ops_are_missing(one_f_one_b_instance: Instance) -> None:
     schedule = run_heuristic("1f1b", one_f_one_b_instance.with_changes(memory_limit=1))
     ops = tuple(op for op in schedule.ops if op.key != ("B", 0, 0))
