@@ -18,8 +18,8 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from models import Schedule, ScheduleError
-from solver.evaluate.metrics import Objective, compute_metrics, memory_profiles
+from models import Objective, Schedule, ScheduleError
+from solver.evaluate.metrics import compute_metrics, memory_profiles
 from solver.report.tables import display_name, format_number, format_percent
 
 # Okabe-Ito: blue, orange, reddish purple (their light shades stay apart too); vermillion for limits.

@@ -16,20 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from models import Schedule
-from solver.heuristics import NotApplicable, get_heuristic
-from solver.heuristics.periodic import NAME as PERIODIC
+from models.names import SCHEDULE_TITLES
 
 FORMATS = ("table", "csv", "json", "markdown")
 
 
 def heuristic_title(name: str) -> str:
-    """A heuristic's title (`ZB-H1`), or the name itself for any other schedule."""
-    if name == PERIODIC:
-        return "periodic start (pipesat's, not handwritten)"
-    try:
-        return get_heuristic(name).title
-    except NotApplicable:
-        return name
+    """The title of a schedule pipesat makes (`ZB-H1` for `zb-h1`, any case), or the name itself for any other."""
+    return SCHEDULE_TITLES.get(name.strip().lower(), name)
 
 
 def display_name(schedule: Schedule) -> str:

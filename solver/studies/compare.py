@@ -11,13 +11,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from models import Instance, PipesatError, Schedule
-from solver.evaluate.metrics import Objective, compute_metrics, relative_gap
-from solver.evaluate.retime import retime_for_span
+from models import Instance, Objective, Schedule, Status
+from models.solve_result import SolveResult
+from models.tolerance import fits
+from solver.evaluate.metrics import compute_metrics, relative_gap
+from solver.evaluate.retime import retimed_for
 from solver.evaluate.validator import ensure_valid
-from solver.heuristics import NotApplicable, all_heuristics, run_heuristic
+from solver.heuristics import Attempt, NotApplicable, try_every_heuristic
+from solver.report.solve_text import outcome_text
 from solver.report.tables import Column, format_number, percent_or_dash
-from solver.solve import SolveResult
 from solver.solve import solve as run_solver
 
 SOLVER_NAME = "cp-sat"
@@ -56,25 +58,25 @@ class Comparison:
 
 
 def _fits(peak: float, limit: float | None) -> bool | None:
-    return None if limit is None else peak <= limit * (1 + 1e-9) + 1e-9
+    return None if limit is None else fits(peak, limit)
 
 
 def _gap(value: float, reference: float | None) -> float | None:
     return None if reference is None or value <= 0 else relative_gap(value, reference)
 
 
-def heuristic_row(instance: Instance, name: str, title: str, objective: Objective) -> ComparisonRow:
+def heuristic_row(attempt: Attempt, objective: Objective) -> ComparisonRow:
     """A heuristic's row: its schedule checked by the validator without the limit, then measured.
 
     For the max span the heuristic's order is re-timed for the least span, as the solver measures it.
     """
-    try:
-        schedule = run_heuristic(name, instance)
-    except NotApplicable as reason:
-        return ComparisonRow(name, title, note=f"n/a: {str(reason).removeprefix(title + ': ')}")
-    except PipesatError as error:
-        return ComparisonRow(name, title, note=f"failed: {error}")
-    return measured_row(name, title, schedule, objective)
+    name, title = attempt.heuristic.name, attempt.heuristic.title
+    if isinstance(attempt.error, NotApplicable):
+        return ComparisonRow(name, title, note=f"n/a: {str(attempt.error).removeprefix(title + ': ')}")
+    if attempt.error is not None:
+        return ComparisonRow(name, title, note=f"failed: {attempt.error}")
+    assert attempt.schedule is not None
+    return measured_row(name, title, attempt.schedule, objective)
 
 
 def measured_row(
@@ -85,8 +87,7 @@ def measured_row(
     The gap to `reference` (the optimum or bound) is given only for a schedule that fits.
     """
     instance = schedule.instance
-    if objective == "span":
-        schedule = retime_for_span(schedule)
+    schedule = retimed_for(objective, schedule)
     unlimited = dataclasses.replace(instance, memory_limit=None)
     ensure_valid(Schedule(unlimited, schedule.ops, schedule.name, schedule.source))
     metrics = compute_metrics(schedule)
@@ -109,11 +110,10 @@ def solver_row(result: SolveResult, objective: Objective) -> ComparisonRow:
     """The solver's row from a `SolveResult`; its schedule has passed the validator."""
     title = "CP-SAT"
     if result.schedule is None:
-        note = result.message if result.message.startswith(result.status) else f"{result.status}: {result.message}"
-        return ComparisonRow(SOLVER_NAME, title, note=note.rstrip(": "))
+        return ComparisonRow(SOLVER_NAME, title, note=outcome_text(result))
     schedule = ensure_valid(result.schedule)
     metrics = compute_metrics(schedule)
-    note = "optimal (proven)" if result.status == "optimal" else result.status
+    note = "optimal (proven)" if result.status == Status.OPTIMAL else str(result.status)
     return ComparisonRow(
         SOLVER_NAME,
         title,
@@ -134,20 +134,20 @@ def compare(
     solve: bool = True,
     **solve_kwargs: Any,
 ) -> Comparison:
-    """Run every registered heuristic and (unless `solve` is False) the solver on `instance`.
+    """Run every handwritten schedule and (unless `solve` is False) the solver on `instance`.
 
     Rows come best first: the solver, the heuristics that fit by objective value, those over the
     limit, then those that do not apply.
     """
     rows = sorted(
-        (heuristic_row(instance, h.name, h.title, objective) for h in all_heuristics()),
+        (heuristic_row(attempt, objective) for attempt in try_every_heuristic(instance)),
         key=lambda row: (row.value is None, row.fits is False, row.value or 0.0),
     )
     if not solve:
         return Comparison(instance, objective, rows)
     result = run_solver(instance, objective=objective, time_limit=time_limit, **solve_kwargs)
     reference, kind = None, None
-    if result.status == "optimal" and result.value is not None:
+    if result.status == Status.OPTIMAL and result.value is not None:
         reference, kind = result.value, "optimum"
     elif result.bound is not None:
         reference, kind = result.bound, "bound"
@@ -164,7 +164,7 @@ def compare(
 def comparison_columns(comparison: Comparison, machine: bool = False) -> list[Column]:
     """The table's columns; headers name the objective, the limit and what the gap refers to.
 
-    `machine` (CSV, JSON) adds the schedule's registry name, which scripts pass back to pipesat, and
+    `machine` (CSV, JSON) adds the schedule's name, which scripts pass back to pipesat, and
     keeps the "fits" column even without a limit, so the columns do not depend on the instance.
     """
     limit = comparison.instance.memory_limit

@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models import Instance, InstanceError, PipesatError, Schedule
+from models import Instance, InstanceError, Schedule
 from models.instance import parse_memory_limit
+from models.solve_result import SolveResult
+from models.tolerance import slack
 from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retime_for_span
+from solver.evaluate.retime import retimed_for
 from solver.evaluate.validator import validate
-from solver.heuristics import all_heuristics, run_heuristic
-from solver.solve import SolveResult, solve
+from solver.heuristics import handwritten_schedules
+from solver.solve import solve
 
 MAX_POINTS = 200
 
@@ -54,7 +56,8 @@ def _range(text: str, instance: Instance) -> list[float]:
     start, stop, step = (_limit(piece, instance) for piece in pieces)
     if stop < start:
         raise InstanceError(f"memory limit range {text!r} ends before it starts; swap start and stop")
-    count = math.floor((stop - start) / step * (1 + 1e-9) + 1e-9) + 1
+    steps = (stop - start) / step
+    count = math.floor(steps + slack(steps)) + 1
     if count > MAX_POINTS:
         raise InstanceError(
             f"memory limit range {text!r} has {count} points; use a step that gives at most {MAX_POINTS}"
@@ -93,15 +96,10 @@ def heuristic_positions(instance: Instance, objective: str) -> list[tuple[str, f
     (the max span after re-timing for it, as the solver measures)."""
     unlimited = dataclasses.replace(instance, memory_limit=None)
     positions = []
-    for heuristic in all_heuristics():
-        try:
-            schedule = run_heuristic(heuristic.name, unlimited)
-        except PipesatError:
+    for name, schedule in handwritten_schedules(unlimited):
+        timed = retimed_for(objective, schedule)
+        if validate(timed):
             continue
-        if objective == "span":
-            schedule = retime_for_span(schedule)
-        if validate(schedule):
-            continue
-        metrics = compute_metrics(schedule)
-        positions.append((heuristic.name, metrics.max_peak_memory, metrics.objective(objective)))
+        metrics = compute_metrics(timed)
+        positions.append((name, metrics.max_peak_memory, metrics.objective(objective)))
     return positions

@@ -27,7 +27,7 @@ from models import Instance, InstanceError, OpKey, PipesatError, Schedule, Sched
 from models.instance import placement_devices
 from solver.evaluate.simulator import simulate
 from solver.evaluate.validator import ensure_valid
-from solver.heuristics import NotApplicable
+from solver.heuristics import NotApplicable, UnknownSchedule
 from solver.studies.compare import Comparison, ComparisonRow, measured_row
 
 TORCH_VERSION = "2.13.0"
@@ -219,7 +219,7 @@ def canonical_name(name: str) -> str:
     for canonical in TORCH_SCHEDULES:
         if canonical.lower() == name.strip().lower():
             return canonical
-    raise NotApplicable(f"unknown torch schedule {name!r}; choose one of {', '.join(TORCH_SCHEDULES)}")
+    raise UnknownSchedule(f"unknown torch schedule {name!r}; choose one of {', '.join(TORCH_SCHEDULES)}")
 
 
 def import_torch_schedule(name: str, instance: Instance) -> Schedule:

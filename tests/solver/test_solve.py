@@ -6,37 +6,31 @@ import dataclasses
 import math
 import signal
 import time
-import types
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import Instance, InstanceError, PipesatError
+from models import Instance, InstanceError, Objective, OptionError, PipesatError
+from models.solve_result import Infeasibility, InfeasibleReason, NamedValue
 from solver.evaluate.bounds import minimum_memory_limit
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.retime import retime_for_span
 from solver.evaluate.validator import validate
 from solver.heuristics import all_heuristics, run_heuristic
-from solver.solve import STOP_GRACE, _run, solve
+from solver.report.solve_text import outcome_text
+from solver.solve import solve
+from tests.conftest import make_instance
 from tests.solver.brute_force import brute_force_optimum
-from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
+from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances, with_feasible_limit
 
 FAST = {"time_limit": 10.0, "workers": 1, "seed": 0}
 
 
 def _instance(p: int, m: int, split: bool, p2p: float, limit: float | None) -> Instance:
-    data = {
-        "num_devices": p,
-        "num_microbatches": m,
-        "forward_times": [1, 1.5, 2][:p],
-        "backward_times": [2, 1.5, 2.5][:p],
-        "p2p_time": p2p,
-        "memory_limit": limit,
-    }
-    if split:
-        data["weight_times"] = [1, 0.5, 1][:p]
-    return Instance.from_dict(data)
+    times = {"forward_times": [1, 1.5, 2][:p], "backward_times": [2, 1.5, 2.5][:p], "p2p_time": p2p}
+    weight_times = {"weight_times": [1, 0.5, 1][:p]} if split else {}
+    return make_instance(p, m, **times, **weight_times, memory_limit=limit)
 
 
 BRUTE_FORCE_CASES = [
@@ -61,7 +55,7 @@ def test_proven_optimum_equals_brute_force(
 ) -> None:
     instance = _instance(p, m, split, p2p, limit)
     result = solve(instance, objective, **FAST)
-    assert result.status == "optimal", result.message
+    assert result.status == "optimal", outcome_text(result)
     assert result.value == brute_force_optimum(instance, split, objective)
     assert result.bound == result.value and result.gap == 0
     schedule = assert_valid(result.schedule)
@@ -108,7 +102,7 @@ def test_inexact_times_report_a_small_honest_gap() -> None:
     assert result.bound <= result.value
     if result.status != "optimal":
         assert 0 < result.gap < 1e-4
-        assert result.message == f"feasible, gap {100 * result.gap:.3g}%"
+        assert outcome_text(result) == f"feasible, gap {100 * result.gap:.3g}%"
 
 
 @pytest.mark.parametrize(("p", "m"), [(2, 4), (3, 3), (4, 6), (4, 8)])
@@ -145,26 +139,26 @@ def test_search_improves_on_the_best_heuristic_and_reports_it() -> None:
     calls: list[tuple[float, float | None, float | None]] = []
     result = solve(instance, progress=lambda *args: calls.append(args), **FAST)
     assert result.status == "optimal"
-    assert result.start_heuristic is not None and result.start_value is not None
-    assert result.value <= result.start_value <= gpipe
-    assert result.improvement == pytest.approx((result.start_value - result.value) / result.start_value)
+    start = result.starting_point
+    assert start is not None
+    assert result.value <= start.value <= gpipe
+    assert result.improvement == pytest.approx((start.value - result.value) / start.value)
     assert result.time_to_first is not None and result.time_to_best is not None
     assert 0 <= result.time_to_first <= result.solve_time and result.time_to_best <= result.solve_time
     assert calls and all(value is None or value >= result.value for _, value, _ in calls)
     assert result.schedule.source["kind"] == "solver" and result.schedule.source["status"] == "optimal"
 
 
-def test_a_heuristic_meeting_the_bound_is_optimal_without_search() -> None:
-    instance = Instance.from_dict({"num_devices": 4, "num_microbatches": 8, "forward_times": 1, "backward_times": 2})
-    result = solve(instance, **FAST)
-    assert result.status == "optimal" and result.start_heuristic in ("1f1b", "gpipe")
-    assert "meets the lower bound" in result.message
+def test_a_heuristic_meeting_the_bound_is_optimal_without_search(one_f_one_b_instance: Instance) -> None:
+    result = solve(one_f_one_b_instance, **FAST)
+    assert result.status == "optimal" and result.starting_point.name in ("1f1b", "gpipe")
+    assert "meets the lower bound" in outcome_text(result)
     assert result.improvement == 0
 
 
-def test_among_equal_values_the_lower_peak_memory_wins() -> None:
+def test_among_equal_values_the_lower_peak_memory_wins(one_f_one_b_instance: Instance) -> None:
     # Fused and no limit: GPipe and 1F1B both meet the bound; 1F1B holds half the activations.
-    instance = Instance.from_dict({"num_devices": 4, "num_microbatches": 8})
+    instance = one_f_one_b_instance
     result = solve(instance, **FAST)
     assert_valid(result.schedule)
     peaks = {}
@@ -174,53 +168,21 @@ def test_among_equal_values_the_lower_peak_memory_wins() -> None:
         peaks[name] = metrics.max_peak_memory
     assert peaks["1f1b"] < peaks["gpipe"]
     assert compute_metrics(result.schedule).max_peak_memory == peaks["1f1b"]
-    assert result.start_heuristic == "1f1b"
+    assert result.starting_point.name == "1f1b"
 
 
 def test_the_wall_time_including_the_model_honours_the_time_limit() -> None:
     # About 1,200 ops that CP-SAT cannot close: the watchdog stops it and the best so far comes back.
-    instance = Instance.from_dict(
-        {
-            "num_devices": 8,
-            "num_microbatches": 48,
-            "forward_times": 18.5,
-            "backward_times": 18.1,
-            "weight_times": 9.3,
-            "p2p_time": 0.6,
-            "memory_limit": "1.5x",
-        }
-    )
+    # The wall-time margin is generous (a busy CI machine); without the watchdog CP-SAT overran by seconds.
+    times = {"forward_times": 18.5, "backward_times": 18.1, "weight_times": 9.3, "p2p_time": 0.6}
+    instance = make_instance(8, 48, **times, memory_limit="1.5x")
     started = time.monotonic()
     result = solve(instance, "span", time_limit=0.5, workers=1, seed=0)
     wall = time.monotonic() - started
-    assert wall <= 0.5 + 0.3 and result.solve_time <= wall
+    assert wall <= 0.5 + 2.0 and result.solve_time <= wall
     assert result.status == "feasible" and result.gap > 0
     assert_valid(result.schedule)
-    assert result.value <= result.start_value
-
-
-class _SlowToStop:
-    """A solver that ignores `stop_search` for a while, as CP-SAT can while loading a large model."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.stopped = False
-
-    def solve(self, model: object, callback: object) -> int:
-        time.sleep(self.seconds)
-        return 0
-
-    def stop_search(self) -> None:
-        self.stopped = True
-
-
-def test_a_search_slow_to_stop_is_left_behind_at_the_deadline() -> None:
-    solver = _SlowToStop(seconds=STOP_GRACE + 2.0)
-    started = time.monotonic()
-    model = types.SimpleNamespace(model=None)
-    status, interrupted = _run(solver, model, None, seconds=0.2)  # type: ignore[arg-type]
-    assert solver.stopped and status is None and not interrupted
-    assert time.monotonic() - started < 0.2 + STOP_GRACE + 0.5
+    assert result.value <= result.starting_point.value
 
 
 def test_infeasible_limit_names_the_smallest_feasible_limit() -> None:
@@ -230,7 +192,8 @@ def test_infeasible_limit_names_the_smallest_feasible_limit() -> None:
     result = solve(instance, **FAST)
     assert result.status == "infeasible" and result.schedule is None
     assert result.smallest_feasible_limit == minimum_memory_limit(instance) == 1.0
-    assert "smallest feasible limit is 1" in result.message
+    assert "smallest feasible limit is 1" in outcome_text(result)
+    assert result.infeasibility == Infeasibility(InfeasibleReason.MEMORY_LIMIT, Objective.MAKESPAN, 0.9, 1.0)
     at_that_limit = solve(instance.with_changes(memory_limit=result.smallest_feasible_limit), **FAST)
     assert at_that_limit.status in ("optimal", "feasible")
     assert_valid(at_that_limit.schedule)
@@ -261,25 +224,12 @@ def test_minimize_memory_under_a_makespan_cap_matches_brute_force() -> None:
 
 def test_a_cap_below_the_lower_bound_is_infeasible() -> None:
     result = solve(_instance(2, 3, False, 0.0, None), minimize="memory", makespan_cap=3)
-    assert result.status == "infeasible" and "lower bound" in result.message
+    assert result.status == "infeasible" and "lower bound" in outcome_text(result)
+    assert result.infeasibility is not None and result.infeasibility.reason == InfeasibleReason.TIME_CAP
+    assert result.infeasibility.limit == 3 and result.infeasibility.least > 3
 
 
-def _hard_instance() -> Instance:
-    # Not closed by the bound at once: the search runs long enough to be interrupted.
-    return Instance.from_dict(
-        {
-            "num_devices": 4,
-            "num_microbatches": 12,
-            "forward_times": [5, 4, 6, 5],
-            "backward_times": [6, 7, 5, 6],
-            "weight_times": [4, 3, 4, 5],
-            "p2p_time": 1,
-            "memory_limit": "1.3x",
-        }
-    )
-
-
-def test_keyboard_interrupt_in_progress_returns_the_best_so_far() -> None:
+def test_keyboard_interrupt_in_progress_returns_the_best_so_far(hard_instance: Instance) -> None:
     calls = []
 
     def progress(elapsed: float, value: float | None, bound: float | None) -> None:
@@ -287,14 +237,14 @@ def test_keyboard_interrupt_in_progress_returns_the_best_so_far() -> None:
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    result = solve(_hard_instance(), time_limit=30, symmetry_breaking=False, progress=progress)
-    assert result.status == "interrupted", result.message
+    result = solve(hard_instance, time_limit=30, symmetry_breaking=False, progress=progress)
+    assert result.status == "interrupted", outcome_text(result)
     assert result.solve_time < 20
     assert_valid(result.schedule)
-    assert result.value <= result.start_value
+    assert result.value <= result.starting_point.value
 
 
-def test_ctrl_c_during_the_search_returns_the_best_so_far() -> None:
+def test_ctrl_c_during_the_search_returns_the_best_so_far(hard_instance: Instance) -> None:
     calls = []
 
     def progress(elapsed: float, value: float | None, bound: float | None) -> None:
@@ -303,57 +253,55 @@ def test_ctrl_c_during_the_search_returns_the_best_so_far() -> None:
             signal.raise_signal(signal.SIGINT)  # delivered to the main thread, as Ctrl-C is
             time.sleep(0.5)  # hold the search until the main thread has taken the signal
 
-    result = solve(_hard_instance(), time_limit=30, symmetry_breaking=False, progress=progress)
-    assert result.status == "interrupted", result.message
+    result = solve(hard_instance, time_limit=30, symmetry_breaking=False, progress=progress)
+    assert result.status == "interrupted", outcome_text(result)
     assert_valid(result.schedule)
 
 
-def test_deterministic_runs_agree() -> None:
-    instance = _hard_instance()
-    first = solve(instance, time_limit=1.0, deterministic=True, workers=2)
-    second = solve(instance, time_limit=1.0, deterministic=True, workers=2)
+def test_deterministic_runs_agree(hard_instance: Instance) -> None:
+    first = solve(hard_instance, time_limit=1.0, deterministic=True, workers=2)
+    second = solve(hard_instance, time_limit=1.0, deterministic=True, workers=2)
     assert first.value == second.value and first.bound == second.bound
     assert first.schedule.ops == second.schedule.ops
 
 
-def test_gap_stops_early_with_an_honest_message() -> None:
-    result = solve(_hard_instance(), gap=0.5, **FAST)
+def test_gap_stops_early_with_an_honest_message(hard_instance: Instance) -> None:
+    result = solve(hard_instance, gap=0.5, **FAST)
     assert result.status in ("feasible", "optimal")
     if result.status == "feasible":
-        assert 0 < result.gap <= 0.5 and "gap" in result.message
+        assert 0 < result.gap <= 0.5 and "gap" in outcome_text(result)
     assert result.solve_time < 5
 
 
 @pytest.mark.parametrize(
-    ("options", "match"),
+    ("options", "error", "match"),
     [
-        ({"objective": "latency"}, "objective"),
-        ({"minimize": "energy"}, "minimize"),
-        ({"time_limit": 0}, "time limit"),
-        ({"workers": 0}, "workers"),
-        ({"gap": 1.5}, "gap"),
-        ({"makespan_cap": 10}, "cap"),
-        ({"split_backward": True}, "weight_times"),
+        ({"objective": "latency"}, OptionError, "objective"),
+        ({"minimize": "energy"}, OptionError, "minimize"),
+        ({"time_limit": 0}, OptionError, "time limit"),
+        ({"workers": 0}, OptionError, "workers"),
+        ({"gap": 1.5}, OptionError, "gap"),
+        ({"makespan_cap": 10}, OptionError, "cap"),
+        ({"split_backward": True}, InstanceError, "weight_times"),
     ],
 )
-def test_bad_options_say_what_is_wrong(options: dict, match: str) -> None:
-    with pytest.raises(InstanceError, match=match):
+def test_bad_options_say_what_is_wrong(options: dict, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
         solve(Instance.from_dict({"num_devices": 2, "num_microbatches": 2}), **options)
 
 
 @st.composite
 def _limited_instances(draw: st.DrawFn) -> Instance:
     instance = draw(instances(max_devices=3, max_microbatches=4))
-    low, high = minimum_memory_limit(instance), max(minimum_memory_limit(instance), instance.one_f_one_b_peak())
     fraction = draw(st.sampled_from([None, 0.0, 0.5, 1.0]))
-    return instance if fraction is None else instance.with_changes(memory_limit=low + fraction * (high - low))
+    return instance if fraction is None else with_feasible_limit(instance, fraction)
 
 
 @PROPERTY_SETTINGS
 @given(_limited_instances(), st.sampled_from(["makespan", "span"]))
 def test_never_worse_than_any_fitting_heuristic(instance: Instance, objective: str) -> None:
     result = solve(instance, objective, time_limit=1.0, workers=1, seed=0)
-    assert result.status in ("optimal", "feasible"), result.message
+    assert result.status in ("optimal", "feasible"), outcome_text(result)
     assert not validate(result.schedule)
     assert compute_metrics(result.schedule).objective(objective) == result.value
     assert result.bound <= result.value
@@ -375,6 +323,6 @@ def test_result_names_the_best_handwritten_schedule_even_when_starting_elsewhere
     )
     result = solve(instance, time_limit=10, workers=1, seed=0)
     zb_auto = compute_metrics(run_heuristic("zb-auto", instance)).makespan
-    assert result.best_heuristic == "zb-auto" and result.best_heuristic_value == zb_auto
+    assert result.best_heuristic == NamedValue("zb-auto", zb_auto)
     assert result.value < zb_auto
     assert not validate(result.schedule)

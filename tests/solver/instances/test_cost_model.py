@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli import EXIT_BAD_INPUT
+from cli_options import EXIT_BAD_INPUT
 from models import Instance, InstanceError, load_instance
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.validator import validate
@@ -28,7 +28,7 @@ from solver.instances.cost_model import (
 from tests.cli_helpers import run_cli
 from tests.conftest import INSTANCES_DIR
 
-# The 1.5B setting of REFERENCE.md §4 (h 2304, a 24, s 1024); 24 layers split over 8 devices.
+# The 1.5B setting of the ZB paper's Table 5 (docs/reference.md; h 2304, a 24, s 1024); 24 layers split over 8 devices.
 GPT_1_5B = Transformer(layers=24, hidden=2304, heads=24, seq_len=1024, microbatch_size=1, vocab=50257)
 A100 = Hardware(tflops=312, efficiency=0.5, bandwidth=50, latency=10, bytes_per_value=2)
 P8 = Pipeline(devices=8, microbatches=24)

@@ -54,9 +54,8 @@ def test_wraps_into_blocks_when_labels_do_not_fit() -> None:
     assert all(block[-1] == following[0] for block, following in itertools.pairwise(axis))
 
 
-def test_scaled_to_the_width_and_idle_shown() -> None:
-    instance = Instance.from_dict({"num_devices": 4, "num_microbatches": 8})
-    schedule = assert_valid(run_heuristic("1f1b", instance))
+def test_scaled_to_the_width_and_idle_shown(one_f_one_b_instance: Instance) -> None:
+    schedule = assert_valid(run_heuristic("1f1b", one_f_one_b_instance))
     for width in (40, 80, 120):
         text = render_ascii(schedule, width=width)
         assert all(len(line) <= width for line in _device_lines(text))

@@ -74,9 +74,8 @@ def test_memory_panels_one_per_device_with_the_limit() -> None:
         assert any(list(line.get_ydata()) == [2.5, 2.5] for line in axes.lines)
 
 
-def test_title_names_schedule_objective_bubble_and_peak() -> None:
-    instance = Instance.from_dict({"num_devices": 4, "num_microbatches": 8, "memory_limit": "1x"})
-    schedule = assert_valid(run_heuristic("1f1b", instance))
+def test_title_names_schedule_objective_bubble_and_peak(one_f_one_b_instance: Instance) -> None:
+    schedule = assert_valid(run_heuristic("1f1b", one_f_one_b_instance.with_changes(memory_limit="1x")))
     metrics = compute_metrics(schedule)
     title = schedule_title(schedule)
     assert title.startswith("1F1B")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
-from models import Instance
+from models import Instance, Objective, Status
+from models.solve_result import Infeasibility, InfeasibleReason, SolveResult
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.retime import retime_for_span
 from solver.heuristics import all_heuristics, run_heuristic
@@ -59,15 +58,21 @@ def test_columns_follow_the_limit_and_format() -> None:
 
 def test_solver_row_says_feasible_or_why_not() -> None:
     schedule = assert_valid(run_heuristic("1f1b", Instance.from_dict({"num_devices": 2, "num_microbatches": 2})))
-    feasible = SimpleNamespace(status="feasible", schedule=schedule, gap=0.125, message="")
+    ended = {"objective": Objective.MAKESPAN, "solve_time": 1.5}
+    feasible = SolveResult(status=Status.FEASIBLE, schedule=schedule, gap=0.125, **ended)
     row = solver_row(feasible, "makespan")
     assert row.name == SOLVER_NAME and row.note == "feasible" and row.gap == 0.125 and row.value == 9
-    infeasible = SimpleNamespace(status="infeasible", schedule=None, gap=None, message="smallest feasible limit 2")
-    assert solver_row(infeasible, "makespan").note == "infeasible: smallest feasible limit 2"
-    said = SimpleNamespace(status="infeasible", schedule=None, gap=None, message="infeasible: limit 1 is too small")
-    assert solver_row(said, "makespan").note == "infeasible: limit 1 is too small"
-    unknown = SimpleNamespace(status="unknown", schedule=None, gap=None, message="")
-    assert solver_row(unknown, "makespan").note == "unknown"
+    too_small = Infeasibility(InfeasibleReason.MEMORY_LIMIT, Objective.MAKESPAN, limit=1, least=2)
+    infeasible = SolveResult(status=Status.INFEASIBLE, smallest_feasible_limit=2, infeasibility=too_small, **ended)
+    assert solver_row(infeasible, "makespan").note == (
+        "infeasible: memory limit 1 is too small; the smallest feasible limit is 2"
+    )
+    proven = SolveResult(
+        status=Status.INFEASIBLE, infeasibility=Infeasibility(InfeasibleReason.PROVEN, Objective.MAKESPAN), **ended
+    )
+    assert solver_row(proven, "makespan").note == "infeasible: no schedule fits; searched for one"
+    unknown = SolveResult(status=Status.UNKNOWN, **ended)
+    assert solver_row(unknown, "makespan").note == "unknown: no schedule found in 1.5 s"
 
 
 def test_with_the_solver_gaps_are_to_its_optimum_or_bound() -> None:

@@ -129,7 +129,7 @@ def test_every_handwritten_schedule_loads_in_torch(tmp_path: Path) -> None:
         loaded = [[str(action) for action in runtime.pipeline_order[rank]] for rank in range(instance.num_devices)]
         assert loaded == _read(path), (shape, name)
         exported.add(name)
-    # A heuristic that fits none of the six shapes would go untested: every registered one must fit one.
+    # A heuristic that fits none of the six shapes would go untested: every handwritten one must fit one.
     assert exported == {heuristic.name for heuristic in all_heuristics()}
 
 

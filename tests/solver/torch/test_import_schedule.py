@@ -9,7 +9,7 @@ import pytest
 
 from models import Instance, InstanceError, ScheduleError
 from solver.evaluate.metrics import compute_metrics
-from solver.heuristics import NotApplicable, run_heuristic
+from solver.heuristics import NotApplicable, UnknownSchedule, run_heuristic
 from solver.studies.compare import compare
 from solver.torch.export import export_torch_csv
 from solver.torch.import_schedule import (
@@ -167,13 +167,17 @@ def test_torch_1f1b_is_reported_wrong_on_the_last_rank() -> None:
             {**VSHAPE_SPLIT, "num_microbatches": 6},
             "DualPipeV requires at least as many microbatches as stages",
         ),
-        ("nope", LINEAR, "unknown torch schedule 'nope'; choose one of GPipe, 1F1B"),
     ],
 )
 def test_builtin_that_does_not_fit_says_why(name: str, shape: dict, reason: str) -> None:
     _needs_torch()
     with pytest.raises(NotApplicable, match=reason):
         import_torch_schedule(name, Instance.from_dict(shape))
+
+
+def test_an_unknown_torch_schedule_lists_the_names() -> None:
+    with pytest.raises(UnknownSchedule, match="unknown torch schedule 'nope'; choose one of GPipe, 1F1B"):
+        import_torch_schedule("nope", Instance.from_dict(LINEAR))
 
 
 def test_torch_rows_cover_every_builtin_with_a_schedule_or_a_reason() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import EXIT_BAD_INPUT
+from cli_options import EXIT_BAD_INPUT
 from models import Instance, InstanceError, load_instance
 from solver.evaluate.validator import validate
 from solver.heuristics import run_heuristic
@@ -71,7 +71,7 @@ def test_profiled_instance_solves_briefly(profiled: Instance) -> None:
     assert result.schedule is not None
     assert validate(result.schedule) == []
     # The solver starts from the heuristics, so it is never worse than the best of them.
-    assert result.start_value is not None and result.value <= result.start_value
+    assert result.starting_point is not None and result.value <= result.starting_point.value
 
 
 def test_split_backward_gives_the_same_gradients_as_one_backward() -> None:

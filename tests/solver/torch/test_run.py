@@ -17,7 +17,7 @@ from models import Instance, Op, Schedule, ScheduleError
 from solver.heuristics import run_heuristic
 from solver.torch import run as torch_run_module
 from solver.torch.import_schedule import INSTALL_HINT
-from solver.torch.run import TOLERANCE, format_result, torch_run
+from solver.torch.run import GRADIENT_TOLERANCE, format_result, torch_run
 from tests.strategies import assert_valid
 
 
@@ -30,7 +30,7 @@ def _check_passed(schedule: Schedule) -> None:
     assert [device.device for device in result.devices] == list(range(instance.num_devices))
     for device in result.devices:
         assert device.stages == tuple(instance.stages_of(device.device))
-        assert 0 <= device.max_grad_error <= TOLERANCE and device.wall_s > 0
+        assert 0 <= device.max_grad_error <= GRADIENT_TOLERANCE and device.wall_s > 0
     assert report.splitlines()[-2].startswith("pass: every stage's gradients match plain training")
 
 

@@ -1,0 +1,120 @@
+"""The starting schedules a solve chooses from, and which one it prefers.
+
+Every handwritten schedule that serves the instance and every schedule given to the solve is re-timed
+for the objective (as soon as possible for the makespan, for the least max span otherwise) and kept
+when it is valid, memory limit and time cap included. The one-at-a-time schedule joins them when
+minimising memory or when nothing else fits; the periodic schedule when the best leaves room to the
+lower bound. The preferred one has the lowest value; among values equal within `models.tolerance`
+the lowest peak memory, then the earliest in the list (`solver.heuristics.SCHEDULES` order).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from models import Instance, Objective, OpKey, PipesatError, Schedule
+from models.solve_result import NamedValue
+from models.tolerance import fits
+from solver.evaluate.metrics import compute_metrics
+from solver.evaluate.retime import timed_for
+from solver.evaluate.simulator import simulate
+from solver.evaluate.validator import validate
+from solver.heuristics.one_at_a_time import NAME as ONE_AT_A_TIME
+from solver.heuristics.one_at_a_time import one_at_a_time_orders
+from solver.heuristics.periodic import NAME as PERIODIC
+from solver.heuristics.periodic import periodic_schedule
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One solve's settings, resolved: the time `objective` (makespan or max span) is minimised, or
+    with `minimize_memory` the peak memory with the time objective at most `time_cap` when given."""
+
+    instance: Instance
+    objective: Objective
+    minimize_memory: bool
+    split: bool
+    time_cap: float | None
+    symmetry_breaking: bool
+
+    @property
+    def result_objective(self) -> Objective:
+        """What the result's value measures."""
+        return Objective.MEMORY if self.minimize_memory else self.objective
+
+    def timed(self, orders: Sequence[Sequence[OpKey]], name: str = "") -> Schedule:
+        """The orders timed at exact floats: as soon as possible, or for the least max span."""
+        return timed_for(self.objective, self.instance, orders, name)
+
+    def candidate(self, name: str, schedule: Schedule, found_at: float) -> Candidate | None:
+        """`schedule` with its value and peak, or None unless it is valid (memory limit included) and
+        within the time cap."""
+        if validate(schedule):
+            return None
+        metrics = compute_metrics(schedule)
+        time_value = metrics.objective(self.objective)
+        if self.time_cap is not None and not fits(time_value, self.time_cap):
+            return None
+        value = metrics.max_peak_memory if self.minimize_memory else time_value
+        return Candidate(name, schedule, value, metrics.max_peak_memory, found_at)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A valid schedule a solve can return or start the search from, with its objective value, its
+    peak memory and when it was in hand (seconds since the solve's clock)."""
+
+    name: str
+    schedule: Schedule
+    value: float
+    peak: float
+    found_at: float
+
+    @property
+    def named_value(self) -> NamedValue:
+        return NamedValue(self.name, self.value)
+
+
+def starting_candidates(problem: Problem, sources: Sequence[tuple[str, Schedule]], clock: float) -> list[Candidate]:
+    """Every source schedule that fits, re-timed for the objective, plus the one-at-a-time schedule
+    when minimising memory or when nothing else fits."""
+    found = [candidate for name, schedule in sources if (candidate := as_candidate(problem, name, schedule, clock))]
+    if not found or problem.minimize_memory:
+        orders = one_at_a_time_orders(problem.instance, problem.split)
+        one = as_candidate(problem, ONE_AT_A_TIME, simulate(problem.instance, orders, ONE_AT_A_TIME), clock)
+        found += [one] if one else []
+    return found
+
+
+def periodic_candidate(problem: Problem, deadline: float, clock: float) -> Candidate | None:
+    """The best periodic schedule found by `deadline` (`time.monotonic()`), if it fits."""
+    schedule = periodic_schedule(problem.instance, problem.split, deadline=deadline)
+    return as_candidate(problem, PERIODIC, schedule, clock)
+
+
+def preferred(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The best value; among equal values (within `models.tolerance`) the lowest peak memory, then the first."""
+    if not candidates:
+        return None
+    least = min(candidate.value for candidate in candidates)
+    ties = [c for c in candidates if fits(c.value, least)]
+    return min(ties, key=lambda c: c.peak)
+
+
+def as_candidate(problem: Problem, name: str, schedule: Schedule, clock: float) -> Candidate | None:
+    """The schedule's order for this problem (W split out after each B of a fused schedule), re-timed."""
+    orders = schedule.orders()
+    if schedule.split_backward != problem.split:
+        if not problem.split:
+            return None  # a schedule with separate W ops is not a fused-backward schedule
+        orders = [
+            [op for key in order for op in ([key, ("W", key[1], key[2])] if key[0] == "B" else [key])]
+            for order in orders
+        ]
+    try:
+        timed = problem.timed(orders, name=name).with_source(kind="heuristic", name=name)
+    except PipesatError:
+        return None
+    return problem.candidate(name, timed, time.monotonic() - clock)

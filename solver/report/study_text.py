@@ -1,0 +1,73 @@
+"""The text of the studies: the compare table with its note, and the Pareto frontier's tables."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from models import Instance, Objective
+from models.solve_result import SolveResult
+from solver.evaluate.metrics import compute_metrics
+from solver.report.tables import Column, format_number, format_rows, heuristic_title, percent_or_dash
+from solver.report.text import describe
+
+
+def comparison_text(instance: Instance, table: str, fmt: str, lower_bound: float | None) -> str:
+    """The compare table; a text table comes under the instance, with a note when the gaps are to
+    `lower_bound` because the optimum is not proven."""
+    if fmt != "table":
+        return table
+    lines = [describe(instance), "", table]
+    if lower_bound is not None:
+        lines += ["", f"The optimum is not proven: gaps are to the lower bound {format_number(lower_bound)}."]
+    return "\n".join(lines)
+
+
+def pareto_text(
+    instance: Instance,
+    points: Sequence[tuple[float, SolveResult]],
+    heuristics: Sequence[tuple[str, float, float]],
+    objective: Objective,
+    fmt: str,
+) -> str:
+    """The frontier, one row per memory limit; a text table comes under the instance and over the
+    handwritten schedules' (name, peak memory, value) without a limit."""
+    reference = instance.one_f_one_b_peak()
+    columns = [
+        Column("limit", "memory limit"),
+        Column("relative_limit", "x 1F1B peak", lambda x: f"{x:.2f}x"),
+        Column("status", "status", align_right=False),
+        Column("value", objective.title),
+        Column("bound", "lower bound"),
+        Column("gap", "gap", percent_or_dash),
+        Column("peak_memory", "peak memory"),
+    ]
+    frontier = format_rows(columns, [_point_row(limit, result, reference) for limit, result in points], fmt)
+    if fmt != "table":
+        return frontier
+    heuristic_columns = [
+        Column("name", "handwritten", align_right=False),
+        Column("peak", "peak memory"),
+        Column("value", objective.title),
+    ]
+    heuristic_rows = [{"name": heuristic_title(name), "peak": peak, "value": value} for name, peak, value in heuristics]
+    header = f"{describe(instance)}; 1x = the 1F1B peak {format_number(reference)}"
+    return "\n".join([header, "", frontier, "", format_rows(heuristic_columns, heuristic_rows, fmt)])
+
+
+def pareto_title(instance: Instance, objective: Objective) -> str:
+    """The Pareto plot's title: the objective and the instance without its limit."""
+    return f"{objective.title} against memory limit: {describe(dataclasses.replace(instance, memory_limit=None))}"
+
+
+def _point_row(limit: float, result: SolveResult, reference: float) -> dict[str, Any]:
+    return {
+        "limit": limit,
+        "relative_limit": limit / reference,
+        "status": result.status,
+        "value": result.value,
+        "bound": result.bound,
+        "gap": result.gap,
+        "peak_memory": None if result.schedule is None else compute_metrics(result.schedule).max_peak_memory,
+    }

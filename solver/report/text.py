@@ -1,0 +1,64 @@
+"""The lines commands print about an instance, a schedule and the files they write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from models import Instance, Objective, Schedule
+from solver.evaluate.metrics import compute_metrics
+from solver.report.tables import format_number, format_percent
+
+LABEL_WIDTH = 16
+
+
+def field_line(label: str, value: str) -> str:
+    """`label:  value`, values aligned in one column."""
+    return f"{label + ':':<{LABEL_WIDTH}}{value}"
+
+
+def describe(instance: Instance) -> str:
+    """`name: 4 devices, 8 microbatches, ...`: the instance in one line."""
+    parts = [f"{instance.num_devices} devices", f"{instance.num_microbatches} microbatches"]
+    if instance.chunks > 1:
+        parts.append(f"{instance.chunks} chunks ({instance.placement_name()})")
+    parts.append("split backward" if instance.split_backward else "fused backward")
+    if instance.p2p_time:
+        parts.append(f"p2p {format_number(instance.p2p_time)}")
+    if instance.memory_limit is not None:
+        relative = instance.memory_limit / instance.one_f_one_b_peak()
+        parts.append(f"memory limit {format_number(instance.memory_limit)} ({format_number(relative)}x)")
+    return (f"{instance.name}: " if instance.name else "") + ", ".join(parts)
+
+
+def metrics_lines(schedule: Schedule, objective: Objective, skip: str | None = None) -> list[str]:
+    """The schedule's makespan, max span, bubble rate and peak memory, less the field labelled `skip`."""
+    metrics = compute_metrics(schedule)
+    per_device = ", ".join(format_number(peak) for peak in metrics.peak_memory)
+    limit = schedule.instance.memory_limit
+    of_limit = "" if limit is None else f"; limit {format_number(limit)}"
+    fields = {
+        "makespan": format_number(metrics.makespan),
+        "max span": format_number(metrics.max_span),
+        "bubble rate": f"{format_percent(metrics.bubble_rate_for(objective))} (of the {objective.title})",
+        "peak memory": f"{format_number(metrics.max_peak_memory)} (per device: {per_device}{of_limit})",
+    }
+    return [field_line(label, value) for label, value in fields.items() if label != skip]
+
+
+def saved_files_text(count: int, directory: Path, not_saved: int = 0) -> str:
+    """`3 files in DIR`, and how many schedules over the memory limit were left out."""
+    left_out = f" ({not_saved} over the memory limit not saved)" if not_saved else ""
+    return f"{count} files in {directory}{left_out}"
+
+
+def torch_csv_lines(path: Path, schedule: Schedule) -> list[str]:
+    """What `export --to torch-csv` wrote, and how torch reads it."""
+    return [
+        field_line("torch CSV", f"{path} ({schedule.instance.num_devices} ranks, {len(schedule.ops)} actions)"),
+        "load it with _PipelineScheduleRuntime._load_csv(path, format='compute_only') (torch 2.13)",
+    ]
+
+
+def chrome_trace_line(path: Path) -> str:
+    """What `export --to chrome-trace` wrote."""
+    return field_line("Chrome trace", f"{path} (one track per device, memory counters; 1 time unit = 1 ms)")

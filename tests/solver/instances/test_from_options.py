@@ -1,0 +1,59 @@
+"""Instances from command-line options: list values, placements, a file overridden by options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models import InstanceError
+from solver.instances.from_options import build_instance, parse_layer_counts, parse_numbers
+from tests.conftest import INSTANCES_DIR
+
+
+def test_parse_numbers_one_or_many() -> None:
+    assert parse_numbers("-f", None) is None
+    assert parse_numbers("-f", "2") == 2.0
+    assert parse_numbers("-f", "1 2,3") == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [("", "-f needs at least one number"), ("1 x", "-f takes numbers, got '1 x'")]
+)
+def test_parse_numbers_names_the_option(text: str, message: str) -> None:
+    with pytest.raises(InstanceError, match=message):
+        parse_numbers("-f", text)
+
+
+def test_parse_layer_counts() -> None:
+    assert parse_layer_counts(None) is None
+    assert parse_layer_counts("2,3 3,2") == (2, 3, 3, 2)
+    with pytest.raises(InstanceError, match="--layers-per-stage takes whole numbers"):
+        parse_layer_counts("2,x")
+
+
+def test_build_instance_from_options() -> None:
+    instance = build_instance(num_devices=2, num_microbatches=4, forward_times="1 2,3 4", chunks=2, placement="0,1,1,0")
+    assert instance.forward_times == (1.0, 2.0, 3.0, 4.0)
+    assert instance.placement == (0, 1, 1, 0)
+    assert build_instance(num_devices=2, num_microbatches=4, backward_times="3").backward_times == (3.0, 3.0)
+
+
+def test_build_instance_options_override_the_file() -> None:
+    path = INSTANCES_DIR / "sample_config.yaml"
+    assert build_instance(path, num_microbatches=12).num_microbatches == 12
+    assert build_instance(config=path) == build_instance(path, path)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({}, "give an instance file, or at least --num-stages/-s and --num-batches/-b"),
+        ({"num_devices": 4}, "give an instance file"),
+        ({"num_devices": 4, "num_microbatches": 8, "placement": "0,x"}, "--placement list must be device numbers"),
+        ({"instance_file": Path("a.yaml"), "config": Path("b.yaml")}, "give the instance once"),
+    ],
+)
+def test_build_instance_refuses(arguments: dict, message: str) -> None:
+    with pytest.raises(InstanceError, match=message):
+        build_instance(**arguments)

@@ -1,0 +1,94 @@
+"""The words for a solve: its outcome line, why there is no schedule, its summary and progress line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models import Instance, Objective, Status
+from models.solve_result import Infeasibility, InfeasibleReason, NamedValue, SolveResult
+from solver.heuristics import run_heuristic
+from solver.report.solve_text import (
+    goal_text,
+    no_schedule_text,
+    outcome_text,
+    progress_text,
+    summary_fields,
+)
+
+SCHEDULE = run_heuristic("1f1b", Instance.from_dict({"num_devices": 2, "num_microbatches": 2}))
+
+
+def _result(**fields: Any) -> SolveResult:
+    return SolveResult(**{"status": Status.OPTIMAL, "objective": Objective.MAKESPAN, "solve_time": 2.0, **fields})
+
+
+def _solved(value: float, bound: float, **fields: Any) -> SolveResult:
+    gap = (value - bound) / value
+    return _result(schedule=SCHEDULE, value=value, bound=bound, gap=gap, **fields)
+
+
+def test_outcome_of_a_schedule() -> None:
+    assert outcome_text(_solved(9, 9)) == "optimal"
+    assert outcome_text(_solved(9, 8, status=Status.FEASIBLE)) == "feasible, gap 11.1%"
+    assert outcome_text(_solved(9, 9, status=Status.INTERRUPTED)) == "interrupted, gap 0%"
+    start = NamedValue("1f1b", 9)
+    assert outcome_text(_solved(9, 9, searched=False, starting_point=start)) == "optimal (1f1b meets the lower bound)"
+    within = _solved(9, 8, status=Status.FEASIBLE, searched=False, starting_point=start)
+    assert outcome_text(within) == "feasible, gap 11.1% (1f1b is within the gap)"
+
+
+def test_outcome_and_error_without_a_schedule() -> None:
+    limit = _result(
+        status=Status.INFEASIBLE,
+        smallest_feasible_limit=1.0,
+        infeasibility=Infeasibility(InfeasibleReason.MEMORY_LIMIT, Objective.MAKESPAN, 0.9, 1.0),
+    )
+    assert outcome_text(limit) == "infeasible: memory limit 0.9 is too small; the smallest feasible limit is 1"
+    assert no_schedule_text(limit) == "no schedule fits the memory limit 0.9; the smallest feasible limit is 1"
+    cap = _result(
+        status=Status.INFEASIBLE,
+        objective=Objective.MEMORY,
+        infeasibility=Infeasibility(InfeasibleReason.TIME_CAP, Objective.SPAN, 3, 12),
+    )
+    assert outcome_text(cap) == "infeasible: no schedule has a span within 3; the lower bound is 12"
+    assert no_schedule_text(cap) == "no schedule fits: no schedule has a span within 3; the lower bound is 12"
+    proven = Infeasibility(InfeasibleReason.PROVEN, Objective.MAKESPAN, 40)
+    searched = _result(status=Status.INFEASIBLE, infeasibility=proven)
+    assert outcome_text(searched) == "infeasible: no schedule fits; searched for a makespan within 40"
+    unknown = _result(status=Status.UNKNOWN)
+    assert outcome_text(unknown) == "unknown: no schedule found in 2 s"
+    assert no_schedule_text(unknown) == (
+        "the solver found no schedule (unknown) (unknown: no schedule found in 2 s); raise --time-limit"
+    )
+    interrupted = _result(status=Status.INTERRUPTED)
+    assert outcome_text(interrupted) == "interrupted before any schedule was found"
+
+
+def test_summary_names_the_best_heuristic_and_the_starting_point() -> None:
+    result = _solved(
+        8,
+        8,
+        best_heuristic=NamedValue("zb-h1", 10),
+        starting_point=NamedValue("periodic", 9),
+        time_to_first=0.5,
+        time_to_best=1.25,
+    )
+    assert summary_fields(result) == [
+        ("status", "optimal (proven by CP-SAT)"),
+        ("makespan", "8"),
+        ("lower bound", "8"),
+        ("gap", "0.00%"),
+        ("best heuristic", "ZB-H1 = 10; improvement 20.00%"),
+        ("started from", "periodic start (pipesat's, not handwritten) = 9"),
+        ("solve time", "2.00 s, first schedule at 0.50 s, best at 1.25 s"),
+    ]
+    alone = dict(summary_fields(_solved(8, 7, status=Status.FEASIBLE, objective=Objective.MEMORY)))
+    assert alone["best heuristic"] == "no handwritten schedule fits this instance and limit"
+    assert alone["peak memory"] == "8" and "started from" not in alone and alone["solve time"] == "2.00 s"
+
+
+def test_goal_and_progress_line() -> None:
+    assert goal_text(Objective.SPAN, "time", None) == "least max span"
+    assert goal_text(Objective.MAKESPAN, "memory", 40) == "least peak memory with makespan <= 40"
+    assert progress_text(1.25, 10, 8) == "    1.2s  best         10  bound          8  gap 20.00%"
+    assert progress_text(0, None, None) == "    0.0s  best          -  bound          -"

@@ -1,0 +1,88 @@
+"""The text of the studies: the compare table's frame and the Pareto tables."""
+
+from __future__ import annotations
+
+import json
+
+from models import Instance, Objective, Status
+from models.solve_result import SolveResult
+from solver.heuristics import run_heuristic
+from solver.report.study_text import comparison_text, pareto_text, pareto_title
+from tests.conftest import make_instance
+
+
+def test_comparison_text_frames_only_the_text_table(one_f_one_b_instance: Instance) -> None:
+    assert comparison_text(one_f_one_b_instance, "a,b", "csv", 30.0) == "a,b"
+    assert comparison_text(one_f_one_b_instance, "TABLE", "table", None) == (
+        "4 devices, 8 microbatches, fused backward\n\nTABLE"
+    )
+    assert comparison_text(one_f_one_b_instance, "TABLE", "table", 30.0).endswith(
+        "TABLE\n\nThe optimum is not proven: gaps are to the lower bound 30."
+    )
+
+
+def _points(instance: Instance) -> list[tuple[float, SolveResult]]:
+    """An infeasible point at 1 and an optimal one at 4 (the 1F1B schedule)."""
+    schedule = run_heuristic("1f1b", instance)
+    infeasible = SolveResult(status=Status.INFEASIBLE, objective=Objective.MAKESPAN, solve_time=0.0)
+    optimal = SolveResult(
+        status=Status.OPTIMAL,
+        objective=Objective.MAKESPAN,
+        schedule=schedule,
+        value=33.0,
+        bound=33.0,
+        gap=0.0,
+        solve_time=0.0,
+    )
+    return [(1.0, infeasible), (4.0, optimal)]
+
+
+def test_pareto_text_table(one_f_one_b_instance: Instance) -> None:
+    text = pareto_text(
+        one_f_one_b_instance, _points(one_f_one_b_instance), [("1f1b", 4.0, 33.0)], Objective.SPAN, "table"
+    )
+    lines = text.splitlines()
+    assert lines[0] == "4 devices, 8 microbatches, fused backward; 1x = the 1F1B peak 4"
+    assert lines[2].split() == [
+        "memory",
+        "limit",
+        "x",
+        "1F1B",
+        "peak",
+        "status",
+        "max",
+        "span",
+        "lower",
+        "bound",
+        "gap",
+        "peak",
+        "memory",
+    ]
+    assert lines[4].split() == ["1", "0.25x", "infeasible", "-", "-", "-", "-"]
+    assert lines[5].split() == ["4", "1.00x", "optimal", "33", "33", "0.00%", "4"]
+    assert lines[-1].split() == ["1F1B", "4", "33"]
+
+
+def test_pareto_text_machine_formats_hold_only_the_frontier(one_f_one_b_instance: Instance) -> None:
+    text = pareto_text(
+        one_f_one_b_instance, _points(one_f_one_b_instance), [("1f1b", 4.0, 33.0)], Objective.MAKESPAN, "json"
+    )
+    rows = json.loads(text)
+    assert [row["status"] for row in rows] == ["infeasible", "optimal"]
+    assert rows[1] == {
+        "limit": 4.0,
+        "relative_limit": 1.0,
+        "status": "optimal",
+        "value": 33.0,
+        "bound": 33.0,
+        "gap": 0.0,
+        "peak_memory": 4.0,
+    }
+
+
+def test_pareto_title_leaves_out_the_limit() -> None:
+    instance = make_instance(4, 8, memory_limit="0.5x")
+    assert (
+        pareto_title(instance, Objective.MAKESPAN)
+        == "makespan against memory limit: 4 devices, 8 microbatches, fused backward"
+    )

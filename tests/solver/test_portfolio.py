@@ -1,0 +1,63 @@
+"""The starting schedules: which fit, how they are re-timed, and which one is preferred."""
+
+from __future__ import annotations
+
+import time
+
+from models import Instance, Objective
+from solver.heuristics import handwritten_schedules, run_heuristic
+from solver.portfolio import Candidate, Problem, as_candidate, preferred, starting_candidates
+
+SPLIT = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_times": 1})
+
+
+def _problem(instance: Instance, **changes: object) -> Problem:
+    settings = {
+        "objective": Objective.MAKESPAN,
+        "minimize_memory": False,
+        "split": instance.split_backward,
+        "time_cap": None,
+        "symmetry_breaking": True,
+    }
+    return Problem(instance, **{**settings, **changes})
+
+
+def _candidate(name: str, value: float, peak: float) -> Candidate:
+    return Candidate(name, run_heuristic("1f1b", SPLIT), value, peak, 0.0)
+
+
+def test_preferred_is_the_least_value_then_the_least_peak_then_the_first() -> None:
+    assert preferred([]) is None
+    first, lower_peak, same = _candidate("a", 10, 3), _candidate("b", 10 * (1 + 1e-12), 2), _candidate("c", 10, 2)
+    assert preferred([first, lower_peak, same]) is lower_peak
+    assert preferred([_candidate("d", 9, 5), first]).name == "d"
+
+
+def test_a_fused_schedule_gets_its_w_after_each_b_but_not_the_reverse() -> None:
+    clock = time.monotonic()
+    fused = run_heuristic("1f1b", SPLIT)
+    assert not fused.split_backward
+    candidate = as_candidate(_problem(SPLIT), "1f1b", fused, clock)
+    assert candidate is not None and candidate.schedule.split_backward
+    assert [key for key in candidate.schedule.orders()[0] if key[0] != "W"] == fused.orders()[0]
+    split = run_heuristic("zb-h1", SPLIT)
+    assert as_candidate(_problem(SPLIT, split=False), "zb-h1", split, clock) is None
+
+
+def test_candidates_fit_the_limit_and_the_cap() -> None:
+    clock = time.monotonic()
+    limited = SPLIT.with_changes(memory_limit="1x")
+    candidates = starting_candidates(_problem(limited), handwritten_schedules(limited), clock)
+    assert candidates and "gpipe" not in {c.name for c in candidates}
+    for candidate in candidates:
+        assert candidate.peak <= limited.memory_limit and candidate.found_at >= 0
+    capped = _problem(SPLIT, minimize_memory=True, time_cap=1)
+    assert starting_candidates(capped, handwritten_schedules(SPLIT), clock) == []
+
+
+def test_one_at_a_time_joins_when_minimising_memory() -> None:
+    problem = _problem(SPLIT, minimize_memory=True)
+    candidates = starting_candidates(problem, handwritten_schedules(SPLIT), time.monotonic())
+    one = candidates[-1]
+    assert one.name == "one-at-a-time" and one.value == one.peak == 1
+    assert problem.result_objective == Objective.MEMORY
