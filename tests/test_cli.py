@@ -14,12 +14,12 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from cli import EXIT_BAD_INPUT, EXIT_INVALID
-from models import Instance, InstanceError
+from cli_options import EXIT_BAD_INPUT, EXIT_INVALID
+from models import Instance
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.retime import retime_for_span
 from solver.evaluate.validator import validate
-from solver.heuristics import all_heuristics, run_heuristic
+from solver.heuristics import UnknownSchedule, all_heuristics, run_heuristic
 from solver.io.schedule_file import load_schedule
 from solver.report.tables import format_number, format_percent
 from tests.cli_helpers import cli_error, cli_ok, run_cli
@@ -123,7 +123,7 @@ def test_schedule_long_option_names_of_the_earlier_tool(tmp_path: Path) -> None:
 
 def test_debug_shows_the_traceback_of_a_schedule_error() -> None:
     result = run_cli("--debug", "schedule", "nope", "-s", 2, "-b", 2)
-    assert result.exit_code != 0 and isinstance(result.exception, InstanceError)
+    assert result.exit_code != 0 and isinstance(result.exception, UnknownSchedule)
 
 
 def test_schedule_no_visualization_writes_no_picture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from cli import EXIT_INVALID
+from cli_options import EXIT_INVALID
 from models import Instance, InstanceError
 from solver.heuristics import run_heuristic
 from solver.io.schedule_file import save_schedule

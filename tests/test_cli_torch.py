@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import EXIT_BAD_INPUT, EXIT_INVALID
+from cli_options import EXIT_BAD_INPUT, EXIT_INVALID
 from models import Instance, Op, Schedule
 from solver.heuristics import run_heuristic
 from solver.io.schedule_file import load_schedule, save_schedule

@@ -1,0 +1,82 @@
+"""An instance from command-line options: an instance file's keys, overridden by the options given.
+
+Options arrive as text (`-f "1 2 3"`, `--placement 0,1,1,0`); this module turns them into the
+values `Instance.from_dict` takes and names the option when one cannot be read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from models import Instance, InstanceError, load_instance
+
+
+def parse_numbers(option: str, text: str | None) -> list[float] | float | None:
+    """A list option's value: one number (for every stage) or several, space- or comma-separated."""
+    if text is None:
+        return None
+    tokens = text.replace(",", " ").split()
+    if not tokens:
+        raise InstanceError(f"{option} needs at least one number")
+    try:
+        numbers = [float(token) for token in tokens]
+    except ValueError:
+        raise InstanceError(f"{option} takes numbers, got {text!r}") from None
+    return numbers[0] if len(numbers) == 1 else numbers
+
+
+def parse_layer_counts(text: str | None) -> tuple[int, ...] | None:
+    """`--layers-per-stage 2,3,3,2` (or space-separated) as whole numbers."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(token) for token in text.replace(",", " ").split())
+    except ValueError:
+        raise InstanceError(f"--layers-per-stage takes whole numbers, one per stage, got {text!r}") from None
+
+
+def build_instance(
+    instance_file: Path | None = None,
+    config: Path | None = None,
+    *,
+    num_devices: int | None = None,
+    num_microbatches: int | None = None,
+    forward_times: str | None = None,
+    backward_times: str | None = None,
+    weight_times: str | None = None,
+    p2p_time: float | None = None,
+    chunks: int | None = None,
+    placement: str | None = None,
+    memory_limit: str | None = None,
+) -> Instance:
+    """An instance from a file (INSTANCE or --config) and/or options; the options win over the file's keys."""
+    if instance_file and config and instance_file != config:
+        raise InstanceError(f"give the instance once: both {instance_file} and --config {config}")
+    path = instance_file or config
+    options = {
+        "num_devices": num_devices,
+        "num_microbatches": num_microbatches,
+        "forward_times": parse_numbers("--forward-times", forward_times),
+        "backward_times": parse_numbers("--backward-times", backward_times),
+        "weight_times": parse_numbers("--weight-times", weight_times),
+        "p2p_time": p2p_time,
+        "chunks": chunks,
+        "placement": _placement(placement),
+        "memory_limit": memory_limit,
+    }
+    given = {key: value for key, value in options.items() if value is not None}
+    if path is not None:
+        return load_instance(path, **given)
+    if "num_devices" not in given or "num_microbatches" not in given:
+        raise InstanceError("give an instance file, or at least --num-stages/-s and --num-batches/-b")
+    return Instance.from_dict(given)
+
+
+def _placement(text: str | None) -> str | list[int] | None:
+    """A placement name as given, or a comma-separated stage-to-device list as numbers."""
+    if not text or "," not in text:
+        return text
+    try:
+        return [int(device) for device in text.split(",")]
+    except ValueError:
+        raise InstanceError(f"--placement list must be device numbers, got {text!r}") from None
