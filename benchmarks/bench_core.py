@@ -1,7 +1,7 @@
 """Time the core on ~100,000-op schedules: simulate, validate and compute_metrics (best of N runs).
 
 Run: `python benchmarks/bench_core.py` (a few seconds). Target from issue 2: under 1 s each on the 2-core
-build machine. Each case builds the per-device orders of a registered heuristic once, then times the
+build machine. Each case builds the per-device orders of a handwritten schedule once, then times the
 three core functions on them; every simulated schedule must validate.
 """
 

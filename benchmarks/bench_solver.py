@@ -13,9 +13,10 @@ import itertools
 
 from models import Instance, PipesatError
 from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retime_for_span
+from solver.evaluate.retime import retimed_for
 from solver.evaluate.validator import validate
 from solver.heuristics import run_heuristic
+from solver.report.solve_text import outcome_text
 from solver.solve import solve
 
 
@@ -25,8 +26,7 @@ def zb_auto_value(instance: Instance, objective: str) -> float | None:
         schedule = run_heuristic("zb-auto", instance)
     except PipesatError:
         return None
-    if objective == "span":
-        schedule = retime_for_span(schedule)
+    schedule = retimed_for(objective, schedule)
     if validate(schedule):
         return None
     return compute_metrics(schedule).objective(objective)
@@ -85,11 +85,11 @@ def run_extra(objective: str, time_limit: float, workers: int) -> None:
     for data in EXTRA_CASES:
         instance = Instance.from_dict(data)
         result = solve(instance, objective, time_limit=time_limit, workers=workers, seed=0)
-        assert result.schedule is not None and not validate(result.schedule), result.message
+        assert result.schedule is not None and not validate(result.schedule), outcome_text(result)
         case = f"{instance.placement_name()} m={instance.num_microbatches} limit {data['memory_limit']}"
         print(
             f"{case:<34} | {result.status:>8} {result.value:>7g} {result.bound:>7g} {100 * result.gap:>6.2f}% "
-            f"{result.solve_time:>7.2f} | {result.start_heuristic} = {result.start_value:g}",
+            f"{result.solve_time:>7.2f} | {result.starting_point.name} = {result.starting_point.value:g}",
             flush=True,
         )
 
@@ -119,7 +119,7 @@ def main() -> None:
             }
         )
         result = solve(instance, args.objective, time_limit=args.time_limit, workers=args.workers, seed=0)
-        assert result.schedule is not None and not validate(result.schedule), result.message
+        assert result.schedule is not None and not validate(result.schedule), outcome_text(result)
         zb = zb_auto_value(instance, args.objective)
         if zb is None:
             verdict = "ZB-auto n/a"

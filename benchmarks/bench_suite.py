@@ -3,15 +3,15 @@
 Run: `python benchmarks/bench_suite.py [--quick] [--time-limit 60] [--workers 1] [--filter TEXT] [--csv PATH]`
 (the full suite is long: up to about 70 x the time limit; `--quick` runs a subset in under 2 minutes).
 
-The suite: REFERENCE.md §4 (the ZB paper's Table 5, all 12 rows) at memory limits p·M_B, 1.5p·M_B
+The suite: the ZB paper's Table 5 (docs/reference.md, all 12 rows) at memory limits p·M_B, 1.5p·M_B
 and 2p·M_B (1x, 1.5x, 2x) with the max span, the paper's measure; small instances p = 4 and 8,
-m = 8 to 32 with F/B/W from §4 rounded, p2p 0 and 1, limits 1x and 2x, makespan; V placement
+m = 8 to 32 with F/B/W from Table 5 rounded, p2p 0 and 1, limits 1x and 2x, makespan; V placement
 p = 4 to 16 at 1x and 2x, max span; the seed examples (instances/sample_config.*).
 
 Per instance: every applicable heuristic's value (re-timed for the least max span when that is the
 objective; "over" when it breaks the memory limit), the solver's value, proven bound, gap, status,
 seconds to the first and the best schedule, wall seconds of the whole solve (heuristics, bounds,
-model building and search), and the model build seconds on their own (measured apart). For §4 rows
+model building and search), and the model build seconds on their own (measured apart). For Table 5 rows
 also the bubble rate, (max span - busy time) / max span, next to the paper's ZB-1p / ZB-2p figure.
 Every returned schedule is validated. The table goes to stdout, the rows to a CSV file.
 """
@@ -30,12 +30,14 @@ from models import Instance, PipesatError
 from models.instance import parse_memory_limit
 from models.instance_file import load_instance
 from models.ops import expected_op_keys
-from solver.cpsat.model import PipelineModel
+from models.tolerance import fits
+from solver.cpsat.model import build_model
 from solver.evaluate.bounds import zero_bubble_bound
 from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retime_for_span
-from solver.evaluate.validator import RELATIVE_TOLERANCE, validate
+from solver.evaluate.retime import retimed_for
+from solver.evaluate.validator import validate
 from solver.heuristics import all_heuristics, run_heuristic
+from solver.report.solve_text import outcome_text
 from solver.solve import solve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,8 +112,7 @@ def heuristic_value(name: str, instance: Instance, objective: str) -> float | st
         schedule = run_heuristic(name, instance)
     except PipesatError:
         return ""
-    if objective == "span":
-        schedule = retime_for_span(schedule)
+    schedule = retimed_for(objective, schedule)
     if validate(schedule):
         return "over"
     return compute_metrics(schedule).objective(objective)
@@ -119,7 +120,7 @@ def heuristic_value(name: str, instance: Instance, objective: str) -> float | st
 
 def build_seconds(instance: Instance, objective: str) -> float:
     started = time.monotonic()
-    PipelineModel(instance, objective, instance.split_backward)
+    build_model(instance, objective, instance.split_backward)
     return time.monotonic() - started
 
 
@@ -135,7 +136,7 @@ def run_case(case: Case, heuristics: list[str], time_limit: float, workers: int)
     row |= {name: value if isinstance(value, str) else f"{value:.6g}" for name, value in values.items()}
     result = solve(instance, case.objective, time_limit=time_limit, workers=workers, seed=0)
     if result.schedule is None:
-        raise SystemExit(f"{case.name}: no schedule: {result.message}")
+        raise SystemExit(f"{case.name}: no schedule: {outcome_text(result)}")
     violations = validate(result.schedule)
     if violations:
         raise SystemExit(f"{case.name}: the solver's schedule is invalid: {violations[0]}")
@@ -160,10 +161,10 @@ def run_case(case: Case, heuristics: list[str], time_limit: float, workers: int)
 
 
 def _versus(value: float, best: float) -> str:
-    """How the solver's value compares with the best heuristic's (equal to the validator's tolerance)."""
-    if value < best * (1 - RELATIVE_TOLERANCE) - RELATIVE_TOLERANCE:
+    """How the solver's value compares with the best heuristic's (equal up to `models.tolerance`)."""
+    if not fits(best, value):
         return f"-{100 * (best - value) / best:.3g}%"
-    if value > best * (1 + RELATIVE_TOLERANCE) + RELATIVE_TOLERANCE:
+    if not fits(value, best):
         return "WORSE"
     return "="
 

@@ -1,8 +1,9 @@
-"""Shared fixtures. Reusable hypothesis strategies live in tests/strategies.py."""
+"""Shared fixtures and the one instance builder of the tests. Hypothesis strategies live in tests/strategies.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,24 +13,27 @@ ROOT = Path(__file__).resolve().parent.parent
 INSTANCES_DIR = ROOT / "instances"
 
 
+def make_instance(p: int, m: int, **fields: Any) -> Instance:
+    """p devices and m microbatches; `fields` are any other keys of an instance file (times, memory, limit)."""
+    return Instance.from_dict({"num_devices": p, "num_microbatches": m, **fields})
+
+
 @pytest.fixture
 def one_f_one_b_instance() -> Instance:
-    """The hand-computed case of issue 2: p=4, m=8, F=1, B=2 (fused backward), no p2p."""
-    return Instance.from_dict({"num_devices": 4, "num_microbatches": 8, "forward_times": 1, "backward_times": 2})
+    """The hand-computed 1F1B case: p=4, m=8, F=1, B=2 (the default times, fused backward), no p2p."""
+    return make_instance(4, 8, forward_times=1, backward_times=2)
 
 
 @pytest.fixture
 def split_instance() -> Instance:
     """A small split-backward instance with p2p: p=2, m=2, F=1, B=1, W=0.5, M_B=2, M_W=1."""
-    return Instance.from_dict(
-        {
-            "num_devices": 2,
-            "num_microbatches": 2,
-            "forward_times": 1,
-            "backward_times": 1,
-            "weight_times": 0.5,
-            "p2p_time": 0.5,
-            "activation_memory": 2,
-            "weight_memory": 1,
-        }
-    )
+    times = {"forward_times": 1, "backward_times": 1, "weight_times": 0.5, "p2p_time": 0.5}
+    return make_instance(2, 2, **times, activation_memory=2, weight_memory=1)
+
+
+@pytest.fixture
+def hard_instance() -> Instance:
+    """p=4, m=12, uneven stages under a 1.3x limit: the bound does not close it at once, so a search runs
+    long enough to be interrupted, stopped at a gap or compared between two runs."""
+    times = {"forward_times": [5, 4, 6, 5], "backward_times": [6, 7, 5, 6], "weight_times": [4, 3, 4, 5]}
+    return make_instance(4, 12, **times, p2p_time=1, memory_limit="1.3x")

@@ -1,8 +1,10 @@
 """Hypothesis strategies and checks that any test may import (`from tests.strategies import ...`).
 
-`instances()` draws small random instances (every placement family, split or fused backward, p2p);
+`instances()` is the one instance strategy: small random instances (every placement family, split or
+fused backward, p2p), its parameters setting the ranges a test needs (sizes, layouts, W times, whole
+rounds of p microbatches); `with_feasible_limit` puts one under a memory limit some schedule fits.
 `dependency_respecting_orders(instance)` draws per-device op orders that can never deadlock: a random
-topological order of all ops under DESIGN.md's dependencies, split by device.
+topological order of all ops under the dependency rule (models/ops.py), split by device.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from models import Instance, OpKey, Schedule, expected_op_keys
 from models.ops import dependency
+from solver.evaluate.bounds import minimum_memory_limit
 from solver.evaluate.validator import validate
 
 # Fixed, fast settings for property tests: the same examples on every run, no timing flakiness.
@@ -26,6 +29,8 @@ PROPERTY_SETTINGS = settings(
 
 # Times in quarters keep sums exact in binary floating point, so equal-time ties are real ties.
 TIMES = st.integers(min_value=1, max_value=16).map(lambda quarters: quarters / 4)
+# A W time may be zero (a stage whose weight gradient costs nothing); F and B times never are.
+ZERO_OR_TIMES = st.integers(min_value=0, max_value=16).map(lambda quarters: quarters / 4)
 P2P_TIMES = st.sampled_from([0.0, 0.25, 0.5, 1.0])
 LAYOUTS = (("linear", 1), ("interleaved", 2), ("vshape", 2))
 
@@ -37,13 +42,21 @@ def instance_dicts(
     max_microbatches: int = 5,
     split: bool | None = None,
     layouts: tuple[tuple[str, int], ...] = LAYOUTS,
+    weight_times: st.SearchStrategy[float] = TIMES,
+    whole_rounds: bool = False,
 ) -> dict[str, Any]:
-    """An instance in file form: p <= max_devices, m <= max_microbatches, a (placement, chunks) of `layouts`.
+    """An instance in file form: p <= max_devices, m <= max_microbatches, a (placement, chunks) of `layouts`
+    (repeat a layout to draw it more often), random per-stage times and memory, any p2p time.
 
-    `split` forces a split (True) or fused (False) backward; None draws either.
+    `split` forces a split (True) or fused (False) backward; None draws either. `weight_times` draws each
+    stage's W time. `whole_rounds` makes half the draws take m a multiple of p, so that the schedules
+    that need whole rounds of p microbatches run often.
     """
     p = draw(st.integers(min_value=1, max_value=max_devices))
-    m = draw(st.integers(min_value=1, max_value=max_microbatches))
+    if whole_rounds and max_microbatches >= p and draw(st.booleans()):
+        m = p * draw(st.integers(min_value=1, max_value=max_microbatches // p))
+    else:
+        m = draw(st.integers(min_value=1, max_value=max_microbatches))
     placement, chunks = draw(st.sampled_from(layouts))
     stages = p * chunks
     per_stage = st.lists(TIMES, min_size=stages, max_size=stages)
@@ -60,19 +73,14 @@ def instance_dicts(
     if split is None:
         split = draw(st.booleans())
     if split:
-        data["weight_times"] = draw(per_stage)
+        data["weight_times"] = draw(st.lists(weight_times, min_size=stages, max_size=stages))
         data["weight_memory"] = [draw(st.integers(0, a)) for a in data["activation_memory"]]
     return data
 
 
-def instances(
-    max_devices: int = 4,
-    max_microbatches: int = 5,
-    split: bool | None = None,
-    layouts: tuple[tuple[str, int], ...] = LAYOUTS,
-) -> st.SearchStrategy[Instance]:
-    """Random small normalised instances (see `instance_dicts`)."""
-    return instance_dicts(max_devices, max_microbatches, split, layouts).map(Instance.from_dict)
+def instances(**options: Any) -> st.SearchStrategy[Instance]:
+    """Random normalised instances, the one instance strategy of the tests; `options` as for `instance_dicts`."""
+    return instance_dicts(**options).map(Instance.from_dict)
 
 
 @st.composite
@@ -108,8 +116,16 @@ def instances_with_orders(
     draw: st.DrawFn, max_devices: int = 4, max_microbatches: int = 5
 ) -> tuple[Instance, list[list[OpKey]]]:
     """A random instance together with random dependency-respecting orders for it."""
-    instance = draw(instances(max_devices, max_microbatches))
+    instance = draw(instances(max_devices=max_devices, max_microbatches=max_microbatches))
     return instance, draw(dependency_respecting_orders(instance))
+
+
+def with_feasible_limit(instance: Instance, fraction: float) -> Instance:
+    """The instance under a memory limit `fraction` of the way from the least feasible limit to the 1F1B peak
+    (at the least feasible limit when that is the higher): a limit some schedule always fits."""
+    low = minimum_memory_limit(instance)
+    high = max(low, instance.one_f_one_b_peak())
+    return instance.with_changes(memory_limit=low + fraction * (high - low))
 
 
 def assert_valid(schedule: Schedule) -> Schedule:
