@@ -1,1 +1,1 @@
-"""Instance building: instances from a model description (the cost model)."""
+"""Instance building: from command-line options (`from_options`) and from a model description (the cost model)."""
