@@ -41,11 +41,11 @@ from solver.io.schedule_file import load_schedule, save_schedule
 from solver.report.ascii_view import render_ascii
 from solver.report.plots import pareto_figure, plot_schedule, save_figure
 from solver.report.solve_text import goal_text, no_schedule_text, summary_fields
-from solver.report.study_text import comparison_text, pareto_text, pareto_title
+from solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
 from solver.report.tables import format_rows, heuristic_title
 from solver.report.text import chrome_trace_line, describe, field_line, metrics_lines, saved_files_text, torch_csv_lines
 from solver.solve import solve as run_solver
-from solver.studies.compare import compare, comparison_columns
+from solver.studies.compare import compare, with_torch_rows
 from solver.studies.pareto import pareto_sweep, parse_limits
 from solver.torch import import_schedule as torch_import
 from solver.torch.export import export_torch_csv
@@ -252,8 +252,10 @@ def compare_command(
     with live_progress(search.pop("progress")) as line:
         comparison = compare(instance, objective, solve=not no_solve, progress=line, **search)
     if with_torch:
-        comparison = torch_import.with_torch_rows(comparison)
-    columns = comparison_columns(comparison, machine=fmt in ("csv", "json"))
+        comparison = with_torch_rows(comparison)
+    columns = comparison_columns(
+        objective, instance.memory_limit, comparison.reference_kind, machine=fmt in ("csv", "json")
+    )
     table = format_rows(columns, [row.as_dict() for row in comparison.rows], fmt)
     bound = comparison.reference if comparison.reference_kind == "bound" else None
     click.echo(comparison_text(instance, table, fmt, bound))

@@ -1,4 +1,4 @@
-"""The text of the studies: the compare table with its note, and the Pareto frontier's tables."""
+"""The text of the studies: the compare table's columns and its note, and the Pareto frontier's tables."""
 
 from __future__ import annotations
 
@@ -71,3 +71,28 @@ def _point_row(limit: float, result: SolveResult, reference: float) -> dict[str,
         "gap": result.gap,
         "peak_memory": None if result.schedule is None else compute_metrics(result.schedule).max_peak_memory,
     }
+
+
+def comparison_columns(
+    objective: Objective, memory_limit: float | None, reference_kind: str | None, machine: bool = False
+) -> list[Column]:
+    """The compare table's columns; headers name the objective, the limit and what the gap refers to
+    (`reference_kind`: "optimum", "bound" or None).
+
+    `machine` (CSV, JSON) adds the schedule's name, which scripts pass back to pipesat, and
+    keeps the "fits" column even without a limit, so the columns do not depend on the instance.
+    """
+    limit = memory_limit
+    gap_header = f"gap to {reference_kind}" if reference_kind else "gap"
+    name = [Column("name", "name", align_right=False)] if machine else []
+    fits = [Column("fits", f"fits {format_number(limit)}" if limit else "fits")] if machine or limit else []
+    return [
+        *name,
+        Column("title", "schedule", align_right=False),
+        Column("value", objective.title),
+        Column("bubble_rate", "bubble rate", percent_or_dash),
+        Column("peak_memory", "peak memory"),
+        *fits,
+        Column("gap", gap_header, percent_or_dash),
+        Column("note", "note", align_right=False),
+    ]

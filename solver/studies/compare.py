@@ -19,8 +19,8 @@ from solver.evaluate.retime import retimed_for
 from solver.evaluate.validator import ensure_valid
 from solver.heuristics import Attempt, NotApplicable, try_every_heuristic
 from solver.report.solve_text import outcome_text
-from solver.report.tables import Column, format_number, percent_or_dash
 from solver.solve import solve as run_solver
+from solver.torch.import_schedule import torch_rows
 
 SOLVER_NAME = "cp-sat"
 
@@ -161,24 +161,21 @@ def compare(
     return Comparison(instance, objective, rows, result, reference, kind)
 
 
-def comparison_columns(comparison: Comparison, machine: bool = False) -> list[Column]:
-    """The table's columns; headers name the objective, the limit and what the gap refers to.
+def with_torch_rows(comparison: Comparison) -> Comparison:
+    """`compare --with-torch`: the comparison with one row per torch built-in schedule after pipesat's.
 
-    `machine` (CSV, JSON) adds the schedule's name, which scripts pass back to pipesat, and
-    keeps the "fits" column even without a limit, so the columns do not depend on the instance.
+    Like the heuristics, torch's schedules are timed without the memory limit and then judged
+    against it ("fits"), with gaps to the same optimum or bound.
     """
-    limit = comparison.instance.memory_limit
-    objective = "makespan" if comparison.objective == "makespan" else "max span"
-    gap_header = f"gap to {comparison.reference_kind}" if comparison.reference_kind else "gap"
-    name = [Column("name", "name", align_right=False)] if machine else []
-    fits = [Column("fits", f"fits {format_number(limit)}" if limit else "fits")] if machine or limit else []
-    return [
-        *name,
-        Column("title", "schedule", align_right=False),
-        Column("value", objective),
-        Column("bubble_rate", "bubble rate", percent_or_dash),
-        Column("peak_memory", "peak memory"),
-        *fits,
-        Column("gap", gap_header, percent_or_dash),
-        Column("note", "note", align_right=False),
-    ]
+    unlimited = dataclasses.replace(comparison.instance, memory_limit=None)
+    rows = []
+    for result in torch_rows(unlimited):
+        title = result.name.replace(":", " ")
+        if result.schedule is None:
+            kind = "n/a" if result.reason.startswith("needs") else "failed"
+            rows.append(ComparisonRow(result.name, title, note=f"{kind}: {result.known_issue or result.reason}"))
+            continue
+        schedule = dataclasses.replace(result.schedule, instance=comparison.instance)
+        rows.append(measured_row(result.name, title, schedule, comparison.objective, comparison.reference))
+    rows.sort(key=lambda row: (row.value is None, row.fits is False, row.value or 0.0))
+    return dataclasses.replace(comparison, rows=[*comparison.rows, *rows])

@@ -17,7 +17,6 @@ torch's `I` does nothing and `W` runs the whole backward, and activations stay a
 from __future__ import annotations
 
 import csv
-import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ from models.instance import placement_devices
 from solver.evaluate.simulator import simulate
 from solver.evaluate.validator import ensure_valid
 from solver.heuristics import NotApplicable, UnknownSchedule
-from solver.studies.compare import Comparison, ComparisonRow, measured_row
 
 TORCH_VERSION = "2.13.0"
 INSTALL_HINT = f"torch is not installed: pip install -e '.[torch]' (installs torch=={TORCH_VERSION})"
@@ -275,23 +273,3 @@ def torch_rows(instance: Instance) -> list[TorchImport]:
             known = KNOWN_WRONG.get(name) if isinstance(error, ScheduleError) else None
             results.append(TorchImport(f"torch:{name}", None, reason, known))
     return results
-
-
-def with_torch_rows(comparison: Comparison) -> Comparison:
-    """`compare --with-torch`: the comparison with one row per torch built-in schedule after pipesat's.
-
-    Like the heuristics, torch's schedules are timed without the memory limit and then judged
-    against it ("fits"), with gaps to the same optimum or bound.
-    """
-    unlimited = dataclasses.replace(comparison.instance, memory_limit=None)
-    rows = []
-    for result in torch_rows(unlimited):
-        title = result.name.replace(":", " ")
-        if result.schedule is None:
-            kind = "n/a" if result.reason.startswith("needs") else "failed"
-            rows.append(ComparisonRow(result.name, title, note=f"{kind}: {result.known_issue or result.reason}"))
-            continue
-        schedule = dataclasses.replace(result.schedule, instance=comparison.instance)
-        rows.append(measured_row(result.name, title, schedule, comparison.objective, comparison.reference))
-    rows.sort(key=lambda row: (row.value is None, row.fits is False, row.value or 0.0))
-    return dataclasses.replace(comparison, rows=[*comparison.rows, *rows])

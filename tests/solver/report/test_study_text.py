@@ -7,7 +7,7 @@ import json
 from models import Instance, Objective, Status
 from models.solve_result import SolveResult
 from solver.heuristics import run_heuristic
-from solver.report.study_text import comparison_text, pareto_text, pareto_title
+from solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
 from tests.conftest import make_instance
 
 
@@ -86,3 +86,13 @@ def test_pareto_title_leaves_out_the_limit() -> None:
         pareto_title(instance, Objective.MAKESPAN)
         == "makespan against memory limit: 4 devices, 8 microbatches, fused backward"
     )
+
+
+def test_compare_columns_follow_the_limit_and_format() -> None:
+    makespan = Objective.MAKESPAN
+    keys = ["title", "value", "bubble_rate", "peak_memory", "gap", "note"]
+    assert [c.key for c in comparison_columns(makespan, None, None)] == keys
+    assert [c.key for c in comparison_columns(makespan, None, None, machine=True)][:2] == ["name", "title"]
+    assert "fits 2" in [c.header for c in comparison_columns(makespan, 2, "optimum")]
+    headers = [c.header for c in comparison_columns(Objective.SPAN, None, "bound")]
+    assert "max span" in headers and "gap to bound" in headers

@@ -9,7 +9,8 @@ from models.solve_result import Infeasibility, InfeasibleReason, SolveResult
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.retime import retime_for_span
 from solver.heuristics import all_heuristics, run_heuristic
-from solver.studies.compare import SOLVER_NAME, compare, comparison_columns, solver_row
+from solver.studies.compare import SOLVER_NAME, compare, solver_row, with_torch_rows
+from solver.torch.import_schedule import TORCH_SCHEDULES
 from tests.strategies import assert_valid
 
 SPLIT = {"num_devices": 3, "num_microbatches": 6, "weight_times": 1, "backward_times": 1}
@@ -48,14 +49,6 @@ def test_fits_the_limit_and_order() -> None:
     assert keys == sorted(keys)
 
 
-def test_columns_follow_the_limit_and_format() -> None:
-    free = compare(Instance.from_dict(SPLIT), solve=False)
-    assert [c.key for c in comparison_columns(free)] == ["title", "value", "bubble_rate", "peak_memory", "gap", "note"]
-    assert [c.key for c in comparison_columns(free, machine=True)][:2] == ["name", "title"]
-    limited = compare(Instance.from_dict({**SPLIT, "memory_limit": 2}), solve=False)
-    assert "fits 2" in [c.header for c in comparison_columns(limited)]
-
-
 def test_solver_row_says_feasible_or_why_not() -> None:
     schedule = assert_valid(run_heuristic("1f1b", Instance.from_dict({"num_devices": 2, "num_microbatches": 2})))
     ended = {"objective": Objective.MAKESPAN, "solve_time": 1.5}
@@ -86,3 +79,31 @@ def test_with_the_solver_gaps_are_to_its_optimum_or_bound() -> None:
         if row.value is not None:
             assert row.value >= solver.value - 1e-9
             assert row.gap == pytest.approx((row.value - comparison.reference) / row.value)
+
+
+VSHAPE_SPLIT = {
+    "num_devices": 4,
+    "num_microbatches": 8,
+    "p2p_time": 0.25,
+    "weight_times": 1,
+    "chunks": 2,
+    "placement": "vshape",
+}
+
+
+def test_compare_with_torch_adds_one_row_per_builtin_after_pipesats() -> None:
+    pytest.importorskip("torch")
+    instance = Instance.from_dict({**VSHAPE_SPLIT, "memory_limit": "1x"})
+    comparison = compare(instance, solve=False)
+    extended = with_torch_rows(comparison)
+    assert extended.rows[: len(comparison.rows)] == comparison.rows
+    torch_part = {row.name: row for row in extended.rows[len(comparison.rows) :]}
+    assert set(torch_part) == {f"torch:{name}" for name in TORCH_SCHEDULES}
+    zbv = torch_part["torch:ZBVZeroBubble"]
+    assert_valid(zbv.schedule)
+    assert zbv.value == compute_metrics(zbv.schedule).makespan and zbv.fits is True
+    # DualPipeV holds more than the 1F1B peak here: timed anyway, and marked as not fitting.
+    dual = torch_part["torch:DualPipeV"]
+    assert dual.fits is False and dual.note == "over the memory limit"
+    assert dual.peak_memory > instance.memory_limit
+    assert torch_part["torch:GPipe"].note == "n/a: needs one stage per device (chunks 1, linear placement)"

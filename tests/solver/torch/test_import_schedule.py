@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from models import Instance, InstanceError, ScheduleError
-from solver.evaluate.metrics import compute_metrics
 from solver.heuristics import NotApplicable, UnknownSchedule, run_heuristic
-from solver.studies.compare import compare
 from solver.torch.export import export_torch_csv
 from solver.torch.import_schedule import (
     INSTALL_HINT,
@@ -21,7 +19,6 @@ from solver.torch.import_schedule import (
     read_torch_csv,
     rows_to_orders,
     torch_rows,
-    with_torch_rows,
 )
 from tests.strategies import assert_valid
 
@@ -197,21 +194,3 @@ def test_torch_memory_limit_is_checked() -> None:
     # GPipe holds all 8 microbatches, over the 1F1B peak of 4.
     with pytest.raises(ScheduleError, match="over the limit 4"):
         import_torch_schedule("GPipe", instance)
-
-
-def test_compare_with_torch_adds_one_row_per_builtin_after_pipesats() -> None:
-    _needs_torch()
-    instance = Instance.from_dict({**VSHAPE_SPLIT, "memory_limit": "1x"})
-    comparison = compare(instance, solve=False)
-    extended = with_torch_rows(comparison)
-    assert extended.rows[: len(comparison.rows)] == comparison.rows
-    torch_part = {row.name: row for row in extended.rows[len(comparison.rows) :]}
-    assert set(torch_part) == {f"torch:{name}" for name in TORCH_SCHEDULES}
-    zbv = torch_part["torch:ZBVZeroBubble"]
-    assert_valid(zbv.schedule)
-    assert zbv.value == compute_metrics(zbv.schedule).makespan and zbv.fits is True
-    # DualPipeV holds more than the 1F1B peak here: timed anyway, and marked as not fitting.
-    dual = torch_part["torch:DualPipeV"]
-    assert dual.fits is False and dual.note == "over the memory limit"
-    assert dual.peak_memory > instance.memory_limit
-    assert torch_part["torch:GPipe"].note == "n/a: needs one stage per device (chunks 1, linear placement)"
