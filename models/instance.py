@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.errors import InstanceError
+from models.limits import check_work
 
 PLACEMENTS = ("linear", "interleaved", "vshape")
+# The largest total of times (or of memory) an instance may add up to: far beyond any real pipeline,
+# and far enough below the largest float (1.8e308) that no sum, product or ratio pipesat computes overflows.
+MAX_TOTAL = 1e100
 
 # Keys an instance file may hold. Aliases keep the earlier tool's config files loading unchanged.
 ALIASES = {"num_stages": "num_devices", "num_batches": "num_microbatches"}
@@ -110,14 +114,15 @@ class Instance:
         return "custom"
 
     def one_f_one_b_peak(self) -> float:
-        """The memory reference `1x` of relative limits: the largest per-device 1F1B peak.
+        """The memory reference `1x` of relative limits: the peak of 1F1B on the same model cut linearly.
 
-        With one stage per device, 1F1B holds `min(p - d, m)` microbatches on device d. For chunked
-        placements we use the same model on the same devices run as 1F1B without chunks: device d
-        holds `min(p - d, m)` microbatches of all its stages' activations.
+        The model's stages in order, v consecutive ones per device (device k holds stages kv..kv+v-1),
+        run as 1F1B: device k holds `min(p - k, m)` microbatches of those stages' activations. It does
+        not depend on the placement, so `0.5x` is the same budget for every placement of one model; with
+        one stage per device it is 1F1B's own peak.
         """
-        p, m = self.num_devices, self.num_microbatches
-        return max(min(p - d, m) * sum(self.activation_memory[s] for s in self.stages_of(d)) for d in range(p))
+        p, v, m = self.num_devices, self.chunks, self.num_microbatches
+        return max(min(p - k, m) * sum(self.activation_memory[k * v : (k + 1) * v]) for k in range(p))
 
     def with_changes(self, **changes: Any) -> Instance:
         """A copy with some normalised fields replaced, validated again."""
@@ -158,17 +163,22 @@ class Instance:
         explicit = isinstance(placement_raw, (list, tuple))
         chunks_default = len(placement_raw) // p if explicit and len(placement_raw) % p == 0 else 1
         v = _positive_int(data, "chunks", default=chunks_default)
+        check_work(p, v, m, kinds=2 if data.get("weight_times") is None else 3)
         placement = _placement(placement_raw, p, v)
         num_stages = p * v
 
-        forward = _per_stage(data, "forward_times", num_stages, default=1.0, positive=True)
-        backward = _per_stage(data, "backward_times", num_stages, default=[2 * f for f in forward], positive=True)
-        weight = None if data.get("weight_times") is None else _per_stage(data, "weight_times", num_stages)
+        # A number given for every stage is one device's share of the model (its linear cut), so each
+        # of a device's v stages gets a v-th of it: the same model at every placement.
+        forward = _per_stage(data, "forward_times", num_stages, v, default=1.0, positive=True)
+        if data.get("backward_times") is None:
+            _check_total("the default backward_times (twice forward_times)", 2 * sum(forward))
+        backward = _per_stage(data, "backward_times", num_stages, v, default=[2 * f for f in forward], positive=True)
+        weight = None if data.get("weight_times") is None else _per_stage(data, "weight_times", num_stages, v)
         p2p = _number(data, "p2p_time", default=0.0)
-        # Default memory unit: one microbatch of a device's activations, split evenly over its chunks.
-        activation = _per_stage(data, "activation_memory", num_stages, default=1.0 / v)
+        # Default memory unit: one microbatch of a device's activations.
+        activation = _per_stage(data, "activation_memory", num_stages, v, default=1.0)
         weight_memory_default = [a / 2 for a in activation] if weight is not None else [0.0] * num_stages
-        weight_memory = _per_stage(data, "weight_memory", num_stages, default=weight_memory_default)
+        weight_memory = _per_stage(data, "weight_memory", num_stages, v, default=weight_memory_default)
         if weight is None and any(w > 0 for w in weight_memory):
             raise InstanceError("weight_memory needs weight_times (a split backward); add weight_times or drop it")
         for s, (a, w) in enumerate(zip(activation, weight_memory, strict=True)):
@@ -177,6 +187,9 @@ class Instance:
                     f"weight_memory[{s}] = {w:g} exceeds activation_memory[{s}] = {a:g}; W frees part of what F allocated"
                 )
 
+        deps = 3 * num_stages * m  # at most one dependency per op, each waiting p2p at most once
+        _check_total("the total op time", m * (sum(forward) + sum(backward) + sum(weight or ())) + deps * p2p)
+        _check_total("the total activation memory", m * sum(activation))
         name = data.get("name") or ""
         if not isinstance(name, str):
             raise InstanceError(f"name must be a string, got {name!r}")
@@ -219,7 +232,13 @@ def parse_memory_limit(value: Any, instance: Instance) -> float | None:
             ) from None
         if not math.isfinite(factor) or factor <= 0:
             raise InstanceError(f"memory_limit {value!r} must be a positive factor such as '0.5x'")
-        return factor * instance.one_f_one_b_peak()
+        reference = instance.one_f_one_b_peak()
+        if reference <= 0:
+            raise InstanceError(
+                f"memory_limit {value!r} is relative to the 1F1B peak, which is 0 here (no activation memory); "
+                "give an absolute limit"
+            )
+        return factor * reference
     limit = _as_number("memory_limit", value)
     if limit <= 0:
         raise InstanceError(f"memory_limit must be positive, got {limit:g}")
@@ -253,9 +272,25 @@ def _as_number(key: str, value: Any) -> float:
                 raise InstanceError(f"{key} must be a number, got {value!r}") from None
         else:
             raise InstanceError(f"{key} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise InstanceError(f"{key} must be a finite number, got {value!r}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise InstanceError(f"{key} must be a finite number, got {_short(value)}")
+    return number
+
+
+def _check_total(what: str, total: float) -> None:
+    """Refuse numbers whose sums overflow: every makespan, span and peak is at most such a sum."""
+    if not math.isfinite(total) or total > MAX_TOTAL:
+        raise InstanceError(f"{what} overflows (more than {MAX_TOTAL:g}); give the times and memory in larger units")
+
+
+def _short(value: Any) -> str:
+    """A value for a message, cut short when its text is long (a 400-digit number)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:20] + "..." + f" ({len(text)} characters)"
 
 
 def _number(data: dict[str, Any], key: str, default: float) -> float:
@@ -274,12 +309,8 @@ def _positive_int(data: dict[str, Any], key: str, required: bool = False, defaul
         if required:
             raise InstanceError(f"missing {key}: give the number of {key.removeprefix('num_')}")
         return default
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value != int(value)
-    ):
+    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value == int(value))
+    if isinstance(value, bool) or not whole:
         raise InstanceError(f"{key} must be a whole number, got {value!r}")
     if value < 1:
         raise InstanceError(f"{key} must be at least 1, got {int(value)}")
@@ -312,9 +343,11 @@ def _per_stage(
     data: dict[str, Any],
     key: str,
     num_stages: int,
+    chunks: int,
     default: float | list[float] | None = None,
     positive: bool = False,
 ) -> list[float]:
+    """One value per stage: a list as given, or one number split evenly over each device's `chunks` stages."""
     value = data.get(key)
     if value is None:
         if default is None:
@@ -324,13 +357,22 @@ def _per_stage(
         if len(value) == 0:
             raise InstanceError(f"{key} is an empty list; give {num_stages} numbers, one per stage")
         if len(value) != num_stages:
-            raise InstanceError(f"{key} has {len(value)} values but there are {num_stages} stages; give one per stage")
+            per_device = num_stages // chunks
+            recut = (
+                f"; one number (a device's share, split over its {chunks} chunks) also works"
+                if chunks > 1 and len(value) == per_device
+                else ""
+            )
+            raise InstanceError(
+                f"{key} has {len(value)} values but there are {num_stages} stages; give one per stage{recut}"
+            )
         values = [_as_number(f"{key}[{i}]", x) for i, x in enumerate(value)]
     else:
-        values = [_as_number(key, value)] * num_stages
+        values = [_as_number(key, value) / chunks] * num_stages
     for i, x in enumerate(values):
         if x < 0 or (positive and x == 0):
             bound = "positive" if positive else "non-negative"
             where = f"{key}[{i}]" if isinstance(value, (list, tuple)) else key
-            raise InstanceError(f"{where} = {x:g} must be {bound}")
+            shown = x if isinstance(value, (list, tuple)) else x * chunks
+            raise InstanceError(f"{where} = {shown:g} must be {bound}")
     return values

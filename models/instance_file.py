@@ -10,34 +10,14 @@ from typing import Any
 
 import yaml
 
+from models.document import read_document
 from models.errors import InstanceError
 from models.instance import ALIASES, Instance
 
 
 def read_mapping(path: str | Path) -> dict[str, Any]:
-    """Parse a YAML or JSON file into a mapping; JSON is chosen by the `.json` suffix."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InstanceError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InstanceError(f"{path}: is a directory, not an instance file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InstanceError(f"{path}: cannot read ({error})") from None
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InstanceError(f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}") from None
-    else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-            problem = getattr(error, "problem", None) or "cannot parse"
-            raise InstanceError(f"{where}: not valid YAML: {problem}") from None
+    """Parse a YAML or JSON instance file (`models.document`) into a mapping."""
+    data = read_document(path, "instance file")
     if not isinstance(data, dict):
         raise InstanceError(f"{path}: an instance file must hold a mapping of keys to values")
     return data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -80,12 +81,13 @@ class Schedule:
         raw_ops = data.get("ops")
         if not isinstance(raw_ops, list):
             raise ScheduleError("'ops' must be a list of ops")
-        return cls(
-            instance,
-            tuple(_parse_op(i, raw) for i, raw in enumerate(raw_ops)),
-            str(data.get("name", "")),
-            dict(data.get("source") or {}),
-        )
+        name = data.get("name") or ""
+        if not isinstance(name, str):
+            raise ScheduleError(f"'name' must be a string, got {name!r}")
+        source = data.get("source") or {}
+        if not isinstance(source, dict):
+            raise ScheduleError(f"'source' must be an object saying what made the schedule, got {source!r}")
+        return cls(instance, tuple(_parse_op(i, raw) for i, raw in enumerate(raw_ops)), name, dict(source))
 
 
 def _parse_op(index: int, raw: Any) -> Op:
@@ -106,16 +108,7 @@ def _parse_op(index: int, raw: Any) -> Op:
     times = []
     for key in ("start", "end"):
         value = raw[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or value != value
-            or value
-            in (
-                float("inf"),
-                float("-inf"),
-            )
-        ):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ScheduleError(f"ops[{index}]: {key} must be a finite number, got {value!r}")
         times.append(float(value))
     return Op(kind, ints[0], ints[1], ints[2], times[0], times[1])

@@ -8,7 +8,11 @@ zero compares sensibly) is float noise, never a real difference.
 
 from __future__ import annotations
 
+import math
+
 RELATIVE = 1e-9
+# Units in the last place of a time that its own rounding may cost (a sum rounds once per term).
+ULPS = 64
 
 
 def slack(reference: float) -> float:
@@ -24,3 +28,19 @@ def fits(value: float, limit: float) -> bool:
 def same(value: float, reference: float) -> bool:
     """`value == reference` up to float noise."""
     return abs(value - reference) <= RELATIVE * max(abs(value), abs(reference))
+
+
+def time_slack(time: float, origin: float = 0.0) -> float:
+    """The float noise allowed in a time computed as a sum of op times starting at `origin`.
+
+    It scales with that time alone (how far it is from the schedule's first start, and a few units in
+    the last place of the time itself), never with the rest of a schedule: an op placed far away
+    cannot widen the tolerance of the others.
+    """
+    return RELATIVE * abs(time - origin) + ULPS * math.ulp(time)
+
+
+def duration_slack(duration: float, end: float) -> float:
+    """The float noise allowed in an op's length `end - start`: relative to the length, plus the
+    rounding of its end time."""
+    return RELATIVE * duration + ULPS * math.ulp(end)

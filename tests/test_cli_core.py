@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import Result
 
-from cli_options import EXIT_INVALID
+from cli_options import EXIT_BAD_INPUT, EXIT_INVALID
 from models import Instance, InstanceError
 from solver.heuristics import run_heuristic
 from solver.io.schedule_file import save_schedule
@@ -68,8 +69,9 @@ def test_relative_memory_limit() -> None:
 
 @pytest.mark.parametrize(("data", "message"), BAD_INSTANCES)
 def test_bad_instance_file_gives_one_line_and_exit_2(tmp_path: Path, data: dict, message: str) -> None:
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(data))
+    # YAML: JSON files refuse NaN and Infinity while parsing (tests/solver/... document tests).
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
     line = cli_error(run_cli("instance", "show", path))
     assert line.startswith(f"error: {path}: ")
     assert message in line
@@ -150,11 +152,12 @@ def test_check_lists_every_violation(schedule_file: Path) -> None:
 
 
 def test_check_corrupted_file(schedule_file: Path) -> None:
+    # A file that is not a well-formed schedule is bad input (exit 2); an invalid schedule exits 1.
     schedule_file.write_text("{not json")
-    assert "not valid JSON" in cli_error(run_cli("check", schedule_file), EXIT_INVALID)
+    assert "not valid JSON" in cli_error(run_cli("check", schedule_file), EXIT_BAD_INPUT)
     schedule_file.write_text(json.dumps({"format": "pipesat-schedule/1", "instance": {}, "ops": []}))
     assert "the schedule's instance is invalid: missing num_devices" in cli_error(
-        run_cli("check", schedule_file), EXIT_INVALID
+        run_cli("check", schedule_file), EXIT_BAD_INPUT
     )
 
 

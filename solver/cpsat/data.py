@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from models import TIME_OBJECTIVES, Instance, Objective, OpKey, expected_op_keys, op_duration
+from models import TIME_OBJECTIVES, Instance, InstanceError, Objective, OpKey, expected_op_keys, op_duration
 from solver.cpsat.scale import TickScale, choose_scale, scaled_instance
 
+# CP-SAT's integers: every time in ticks stays below this, where doubles still hold whole numbers exactly.
+MAX_TICKS = 2**53
 # CP-SAT reports its objective bound as a double that can sit just above the whole number it stands for.
 SOLVER_BOUND_NOISE = 1e-6
 
@@ -74,6 +76,11 @@ def model_data(
     keys = expected_op_keys(instance, split_backward)
     durations = {key: int(op_duration(ticks, key[0], key[1], split_backward)) for key in keys}
     horizon = _horizon(ticks, objective, keys, durations)
+    if horizon > MAX_TICKS:
+        raise InstanceError(
+            f"the times span too many orders of magnitude for CP-SAT's integers ({horizon:.3g} ticks of "
+            f"1/{scale.time:g} unit); round the shortest times up or give them in larger units"
+        )
     return ModelData(
         instance,
         scale,

@@ -1,8 +1,11 @@
 """The independent validator: checks a timed schedule against the rules of a valid schedule (docs/design.md).
 
 It shares no code with the simulator or any schedule maker, only the rules themselves (`models.ops`,
-`models.tolerance`). One check per rule (every op exactly once, placement, durations, dependencies
-with p2p, one op at a time per device, the memory limit); every violation comes back as a readable line.
+`models.tolerance`). One check per rule (every op exactly once, placement, no start before time 0,
+durations, dependencies with p2p, one op at a time per device, the memory limit); every violation
+comes back as a readable line. Times are compared up to float noise scaled to the times compared
+(`models.tolerance.time_slack`), never to the schedule's extent, so one op far away cannot hide an
+error elsewhere.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from models import Instance, Op, OpKey, Schedule, ScheduleError, dependency, expected_op_keys, op_duration, op_label
-from models.tolerance import RELATIVE, fits
+from models.tolerance import duration_slack, fits, time_slack
 from solver.evaluate.metrics import memory_profiles
 
 OpSet = dict[OpKey, Op]
@@ -21,7 +24,7 @@ OpSet = dict[OpKey, Op]
 
 @dataclass(frozen=True)
 class Violation:
-    """One broken rule. `rule` is one of: missing, repeated, unknown, placement, duration,
+    """One broken rule. `rule` is one of: missing, repeated, unknown, placement, start, duration,
     dependency, overlap, memory."""
 
     rule: str
@@ -34,16 +37,16 @@ class Violation:
 def validate(schedule: Schedule) -> list[Violation]:
     """Every violation of the schedule, in a stable order; an empty list means it is valid."""
     instance = schedule.instance
-    # Times are compared up to float noise relative to the schedule's largest time.
-    tolerance = RELATIVE * max([1.0] + [abs(t) for op in schedule.ops for t in (op.start, op.end)])
+    origin = max(0.0, min((op.start for op in schedule.ops), default=0.0))
     # W ops on an instance without weight times are reported as unknown, not expected everywhere.
     split = schedule.split_backward and instance.split_backward
     ops, violations = check_op_set(schedule, split)
     for op in ops.values():
         violations += check_placement(instance, op)
-        violations += check_duration(instance, op, split, tolerance)
-    violations += check_dependencies(instance, ops, tolerance)
-    violations += check_overlaps(ops, tolerance)
+        violations += check_start(op)
+        violations += check_duration(instance, op, split)
+    violations += check_dependencies(instance, ops, origin)
+    violations += check_overlaps(ops, origin)
     # Memory is only meaningful for a complete set of ops on their own devices (a device may not even exist).
     if not any(v.rule in ("missing", "repeated", "unknown", "placement") for v in violations):
         violations += check_memory(schedule)
@@ -91,10 +94,17 @@ def check_placement(instance: Instance, op: Op) -> list[Violation]:
     ]
 
 
-def check_duration(instance: Instance, op: Op, split: bool, tolerance: float) -> list[Violation]:
+def check_start(op: Op) -> list[Violation]:
+    """The op starts at time 0 or later."""
+    if op.start >= 0:
+        return []
+    return [Violation("start", f"device {op.device}: {op.label()} starts at {op.start:g}, before time 0")]
+
+
+def check_duration(instance: Instance, op: Op, split: bool) -> list[Violation]:
     """The op lasts its stage's time for its kind (a B without separate Ws the whole backward)."""
     duration = op_duration(instance, op.kind, op.stage, split)
-    if abs((op.end - op.start) - duration) <= tolerance:
+    if abs((op.end - op.start) - duration) <= duration_slack(duration, op.end):
         return []
     return [
         Violation(
@@ -105,7 +115,7 @@ def check_duration(instance: Instance, op: Op, split: bool, tolerance: float) ->
     ]
 
 
-def check_dependencies(instance: Instance, ops: OpSet, tolerance: float) -> list[Violation]:
+def check_dependencies(instance: Instance, ops: OpSet, origin: float) -> list[Violation]:
     """Each op starts after its dependency (`models.ops.dependency`) ends, plus p2p between devices."""
     violations = []
     for op in ops.values():
@@ -114,7 +124,8 @@ def check_dependencies(instance: Instance, ops: OpSet, tolerance: float) -> list
         if earlier is None:
             continue
         latency = instance.p2p_time if instance.placement[earlier.stage] != instance.placement[op.stage] else 0.0
-        if op.start < earlier.end + latency - tolerance:
+        ready = earlier.end + latency
+        if op.start < ready - time_slack(ready, origin):
             p2p = f" + p2p {latency:g}" if latency else ""
             violations.append(
                 Violation(
@@ -126,7 +137,7 @@ def check_dependencies(instance: Instance, ops: OpSet, tolerance: float) -> list
     return violations
 
 
-def check_overlaps(ops: OpSet, tolerance: float) -> list[Violation]:
+def check_overlaps(ops: OpSet, origin: float) -> list[Violation]:
     """Each device runs one op at a time."""
     per_device: dict[int, list[Op]] = defaultdict(list)
     for op in ops.values():
@@ -135,7 +146,7 @@ def check_overlaps(ops: OpSet, tolerance: float) -> list[Violation]:
     for device in sorted(per_device):
         in_time_order = sorted(per_device[device], key=lambda o: (o.start, o.end))
         for previous, current in itertools.pairwise(in_time_order):
-            if current.start < previous.end - tolerance:
+            if current.start < previous.end - time_slack(previous.end, origin):
                 violations.append(
                     Violation(
                         "overlap",

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from models import InputError, Schedule, ScheduleError
+from models.document import read_document
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.validator import ensure_valid
 from solver.io.output_file import write_output
@@ -19,19 +20,10 @@ def save_schedule(schedule: Schedule, path: str | Path) -> Path:
 
 
 def load_schedule(path: str | Path) -> Schedule:
-    """Read a schedule file (any source); its validity is the validator's to say."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a schedule file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: cannot read ({error})") from None
-    except json.JSONDecodeError as error:
-        raise ScheduleError(f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}") from None
+    """Read a schedule file (any source); its validity is the validator's to say. A file that cannot be
+    read, parsed or understood as a schedule is bad input (`InputError`)."""
+    data = read_document(path, "schedule file", json_only=True)
     try:
         return Schedule.from_dict(data)
     except ScheduleError as error:
-        raise ScheduleError(f"{path}: {error}") from None
+        raise InputError(f"{path}: {error}") from None

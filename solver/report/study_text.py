@@ -36,7 +36,7 @@ def pareto_text(
     reference = instance.one_f_one_b_peak()
     columns = [
         Column("limit", "memory limit"),
-        Column("relative_limit", "x 1F1B peak", lambda x: f"{x:.2f}x"),
+        Column("relative_limit", "x 1F1B peak", lambda x: "-" if x is None else f"{x:.2f}x"),
         Column("status", "status", align_right=False),
         Column("value", objective.title),
         Column("bound", "lower bound"),
@@ -64,7 +64,7 @@ def pareto_title(instance: Instance, objective: Objective) -> str:
 def _point_row(limit: float, result: SolveResult, reference: float) -> dict[str, Any]:
     return {
         "limit": limit,
-        "relative_limit": limit / reference,
+        "relative_limit": limit / reference if reference > 0 else None,
         "status": result.status,
         "value": result.value,
         "bound": result.bound,

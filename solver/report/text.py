@@ -25,8 +25,9 @@ def describe(instance: Instance) -> str:
     if instance.p2p_time:
         parts.append(f"p2p {format_number(instance.p2p_time)}")
     if instance.memory_limit is not None:
-        relative = instance.memory_limit / instance.one_f_one_b_peak()
-        parts.append(f"memory limit {format_number(instance.memory_limit)} ({format_number(relative)}x)")
+        reference = instance.one_f_one_b_peak()
+        relative = f" ({format_number(instance.memory_limit / reference)}x)" if reference > 0 else ""
+        parts.append(f"memory limit {format_number(instance.memory_limit)}{relative}")
     return (f"{instance.name}: " if instance.name else "") + ", ".join(parts)
 
 

@@ -6,11 +6,13 @@ import math
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from models import Instance, InstanceError
 from models.instance import placement_devices
 from tests.bad_inputs import BAD_INSTANCES
-from tests.strategies import PROPERTY_SETTINGS, instance_dicts
+from tests.conftest import make_instance
+from tests.strategies import PROPERTY_SETTINGS, TIMES, instance_dicts
 
 
 @pytest.mark.parametrize(("data", "message"), BAD_INSTANCES)
@@ -121,7 +123,7 @@ def test_explicit_placement_infers_chunks() -> None:
 
 
 def test_one_f_one_b_peak_by_hand() -> None:
-    # Device d holds min(p - d, m) microbatches of all its stages' activations; the largest is the peak.
+    # 1F1B on the model cut linearly: device k holds min(p - k, m) microbatches of stages kv..kv+v-1.
     assert Instance.from_dict({"num_devices": 4, "num_microbatches": 8}).one_f_one_b_peak() == 4.0
     assert Instance.from_dict({"num_devices": 4, "num_microbatches": 2}).one_f_one_b_peak() == 2.0
     uneven = Instance.from_dict({"num_devices": 3, "num_microbatches": 8, "activation_memory": [1, 5, 10]})
@@ -129,7 +131,10 @@ def test_one_f_one_b_peak_by_hand() -> None:
     chunked = Instance.from_dict(
         {"num_devices": 2, "num_microbatches": 8, "chunks": 2, "activation_memory": [1, 2, 3, 4]}
     )
-    assert chunked.one_f_one_b_peak() == max(2 * (1 + 3), 1 * (2 + 4))
+    assert chunked.one_f_one_b_peak() == max(2 * (1 + 2), 1 * (3 + 4))
+    # The same model at every placement has the same 1x: the interleaved cut above, and a V cut.
+    vshape = chunked.with_changes(placement="vshape")
+    assert vshape.one_f_one_b_peak() == chunked.one_f_one_b_peak()
 
 
 @pytest.mark.parametrize(("text", "factor"), [("0.5x", 0.5), ("1x", 1.0), (" 1.5X ", 1.5)])
@@ -164,3 +169,37 @@ def test_to_dict_round_trips_and_is_fully_normalised(data: dict) -> None:
         assert len(normalised[key]) == stages
         assert all(math.isfinite(x) and x >= 0 for x in normalised[key])
     assert (normalised["weight_times"] is not None) == ("weight_times" in data)
+
+
+@PROPERTY_SETTINGS
+@given(
+    st.integers(1, 6),
+    st.integers(1, 9),
+    st.sampled_from([("interleaved", 2), ("interleaved", 3), ("vshape", 2)]),
+    st.tuples(TIMES, TIMES, TIMES, TIMES),
+)
+def test_one_model_at_every_placement_has_the_same_work_and_budget(
+    p: int, m: int, layout: tuple[str, int], numbers: tuple[float, float, float, float]
+) -> None:
+    # Numbers given once are a device's share of the model: re-cut into chunks, each stage gets its part,
+    # so every device does the same work and 1x is the same budget as on the linear cut.
+    forward, backward, weight, activation = numbers
+    model = {"forward_times": forward, "backward_times": backward, "weight_times": weight}
+    linear = make_instance(p, m, **model, activation_memory=activation)
+    placement, chunks = layout
+    recut = make_instance(p, m, **model, activation_memory=activation, chunks=chunks, placement=placement)
+    for d in range(p):
+        work = [
+            sum(i.forward_times[s] + i.backward_times[s] + i.weight_times[s] for s in i.stages_of(d))
+            for i in (linear, recut)
+        ]
+        assert work[1] == pytest.approx(work[0])
+    assert recut.one_f_one_b_peak() == pytest.approx(linear.one_f_one_b_peak())
+    assert recut.with_changes(memory_limit="0.5x").memory_limit == pytest.approx(
+        linear.with_changes(memory_limit="0.5x").memory_limit
+    )
+
+
+def test_per_device_lists_on_a_chunked_cut_are_refused_with_the_way_out() -> None:
+    with pytest.raises(InstanceError, match=r"one number \(a device's share, split over its 2 chunks\) also works"):
+        make_instance(2, 4, chunks=2, forward_times=[1, 2])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from models import InstanceError, load_instance
+from models import InputError, InstanceError, load_instance
 from tests.conftest import INSTANCES_DIR
 
 INSTANCE_FILES = sorted(p for p in INSTANCES_DIR.rglob("*") if p.suffix.lower() in (".yaml", ".yml", ".json"))
@@ -47,13 +47,13 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 def test_invalid_yaml_says_line_and_column(tmp_path: Path) -> None:
     path = _write(tmp_path, "broken.yaml", "num_stages: 4\nnum_batches: [1, 2\nforward_times: 1\n")
-    with pytest.raises(InstanceError, match=r"broken\.yaml:3:\d+: not valid YAML"):
+    with pytest.raises(InputError, match=r"broken\.yaml:3:\d+: not valid YAML"):
         load_instance(path)
 
 
 def test_invalid_json_says_line_and_column(tmp_path: Path) -> None:
     path = _write(tmp_path, "broken.json", '{"num_stages": 4,\n "num_batches": 8,,}\n')
-    with pytest.raises(InstanceError, match=r"broken\.json:2:19: not valid JSON"):
+    with pytest.raises(InputError, match=r"broken\.json:2:19: not valid JSON"):
         load_instance(path)
 
 
@@ -64,9 +64,9 @@ def test_file_must_hold_a_mapping(tmp_path: Path, name: str, text: str) -> None:
 
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:
-    with pytest.raises(InstanceError, match=r"nope\.yaml: no such file"):
+    with pytest.raises(InputError, match=r"nope\.yaml: no such file"):
         load_instance(tmp_path / "nope.yaml")
-    with pytest.raises(InstanceError, match="is a directory"):
+    with pytest.raises(InputError, match="is a directory"):
         load_instance(tmp_path)
 
 

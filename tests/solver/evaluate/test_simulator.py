@@ -49,8 +49,8 @@ def test_p2p_is_paid_only_between_devices() -> None:
             "num_microbatches": 1,
             "chunks": 2,
             "placement": "vshape",
-            "forward_times": 1,
-            "backward_times": 2,
+            "forward_times": [1, 1, 1, 1],
+            "backward_times": [2, 2, 2, 2],
             "p2p_time": 0.5,
         }
     )

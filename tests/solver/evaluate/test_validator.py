@@ -175,8 +175,48 @@ def test_every_violation_is_returned() -> None:
 
 def test_rounding_noise_is_tolerated() -> None:
     schedule = _valid_two_device_schedule()
-    noisy = dataclasses.replace(schedule, ops=tuple(op._replace(start=op.start - 1e-12) for op in schedule.ops))
+    noisy = dataclasses.replace(
+        schedule, ops=tuple(op._replace(start=op.start - 1e-12) if op.start > 0 else op for op in schedule.ops)
+    )
     assert validate(noisy) == []
+
+
+def test_a_start_before_time_zero_is_reported() -> None:
+    schedule = _valid_two_device_schedule()
+    shifted = dataclasses.replace(
+        schedule, ops=tuple(op._replace(start=op.start - 1, end=op.end - 1) for op in schedule.ops)
+    )
+    assert _messages(shifted) == [("start", "device 0: F(stage 0, mb 0) starts at -1, before time 0")]
+
+
+def _with_far_last_w(schedule: Schedule, at: float) -> Schedule:
+    """The schedule with its last W (nothing waits for it) moved to time `at`: still valid."""
+    last_w = max((op for op in schedule.ops if op.kind == "W"), key=lambda op: op.end)
+    return _replace(schedule, last_w.key, start=at, end=at + (last_w.end - last_w.start))
+
+
+@pytest.mark.parametrize("far", [1e6, 1e12, 1e15])
+def test_an_op_far_away_does_not_widen_the_tolerance_of_the_others(far: float) -> None:
+    schedule = _with_far_last_w(_valid_two_device_schedule(), far)
+    assert validate(schedule) == []
+    # F(stage 1) 0.75 into B(stage 1)... each of these alone must still be caught.
+    overlapping = _replace(schedule, ("B", 1, 0), start=2.5 - 0.75, end=4.5 - 0.75)
+    assert "overlap" in {v.rule for v in validate(overlapping)}
+    half_f = _replace(schedule, ("F", 0, 0), end=0.5)
+    assert [v.rule for v in validate(half_f)] == ["duration"]
+    no_p2p = _replace(schedule, ("F", 1, 0), start=1.0, end=2.0)
+    assert [v.rule for v in validate(no_p2p)] == ["dependency"]
+
+
+def test_a_schedule_shifted_far_from_zero_is_checked_as_tightly() -> None:
+    schedule = _valid_two_device_schedule()
+    far = 1e12
+    shifted = dataclasses.replace(
+        schedule, ops=tuple(op._replace(start=op.start + far, end=op.end + far) for op in schedule.ops)
+    )
+    assert validate(shifted) == []
+    overlapping = _replace(shifted, ("W", 1, 0), start=far + 4.5 - 0.75, end=far + 5.5 - 0.75)
+    assert {"dependency", "overlap"} <= {v.rule for v in validate(overlapping)}
 
 
 def test_ensure_valid() -> None:
@@ -199,7 +239,7 @@ def test_moving_one_start_earlier_is_reported(case, rng, shift: float) -> None:
     moved = _replace(schedule, op.key, start=op.start - shift)
     rules = {v.rule for v in validate(moved)}
     assert "duration" in rules
-    assert rules <= {"duration", "dependency", "overlap"}
+    assert rules <= {"start", "duration", "dependency", "overlap"}
 
 
 @PROPERTY_SETTINGS

@@ -9,17 +9,9 @@ from tests.solver.heuristics.helpers import B, F, W, run_valid, uniform
 
 
 def chunked(p: int, m: int, v: int, **extra):
-    """Per-chunk times F/v, B/v, W/v, so a device's work per microbatch stays F + B + W."""
-    return uniform(
-        p,
-        m,
-        chunks=v,
-        placement="interleaved",
-        forward_times=F / v,
-        backward_times=B / v,
-        weight_times=W / v,
-        **extra,
-    )
+    """The uniform model cut into v chunks per device: per-chunk times F/v, B/v, W/v (the instance
+    splits each number over a device's chunks), so a device's work per microbatch stays F + B + W."""
+    return uniform(p, m, chunks=v, placement="interleaved", **extra)
 
 
 @pytest.mark.parametrize("p", [2, 4, 8])

@@ -32,8 +32,9 @@ M_B = 2.0  # the ZB code's units: F +2, B -1, W -1
 def row_instance(row: tuple, chunks: int = 1, memory_limit: float | None = None) -> Instance:
     p, m, f, b, w, comm = row[:6]
     layout = {"chunks": chunks, "placement": "linear" if chunks == 1 else "interleaved"}
-    times = {"forward_times": f / chunks, "backward_times": b / chunks, "weight_times": w / chunks, "p2p_time": comm}
-    memory = {"activation_memory": M_B / chunks, "weight_memory": M_B / chunks / 2, "memory_limit": memory_limit}
+    # Numbers are a device's share: with chunks, each of its v stages gets a v-th (F/v, B/v, W/v, M_B/v).
+    times = {"forward_times": f, "backward_times": b, "weight_times": w, "p2p_time": comm}
+    memory = {"activation_memory": M_B, "weight_memory": M_B / 2, "memory_limit": memory_limit}
     return make_instance(p, m, **layout, **times, **memory)
 
 

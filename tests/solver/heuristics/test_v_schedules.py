@@ -44,7 +44,7 @@ def test_building_block_repeats_without_collision_and_respects_dependencies(
 @pytest.mark.parametrize("m_per_p", [2, 3])
 def test_peak_in_microbatches_of_1f1b_activation(name: str, p: int, m_per_p: int) -> None:
     # The paper counts an activation as held until its W (weight_memory = activation_memory): exact peaks.
-    instance = vshape(p, m_per_p * p, weight_memory=0.5)
+    instance = vshape(p, m_per_p * p, weight_memory=1.0)  # a device share: 0.5 per chunk
     unit = instance.one_f_one_b_peak() / p
     _, metrics = run_valid(name, instance)
     assert metrics.max_peak_memory == PEAK[name](p) * unit

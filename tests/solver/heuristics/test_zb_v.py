@@ -19,7 +19,7 @@ from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
 @pytest.mark.parametrize("weight_share", [0.5, 1.0])
 def test_peak_is_the_1f1b_peak_and_span_has_no_bubble(p: int, m_per_p: int, weight_share: float) -> None:
     m = m_per_p * p
-    instance = vshape(p, m, weight_memory=weight_share * 0.5)  # a chunk's activation is 0.5 by default
+    instance = vshape(p, m, weight_memory=weight_share)  # a device's share; a chunk's activation is 0.5
     _, metrics = run_valid("zb-v", instance)
     unit = instance.one_f_one_b_peak() / p  # one microbatch of 1F1B activation
     assert unit == 1.0

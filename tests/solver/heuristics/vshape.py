@@ -22,8 +22,9 @@ V_REFUSALS: list[tuple[dict[str, Any], str]] = [
 
 
 def vshape(p: int, m: int, **extra: Any) -> Instance:
-    """V placement with F = B = W = 1 per chunk; extra keys pass through. A chunk's activation is 0.5."""
-    times = {"forward_times": 1, "backward_times": 1, "weight_times": 1}
+    """V placement with F = B = W = 1 per chunk (a device's share of 2, split over its 2 chunks); extra
+    keys pass through. A chunk's activation is 0.5."""
+    times = {"forward_times": 2, "backward_times": 2, "weight_times": 2}
     return make_instance(p, m, chunks=2, placement="vshape", **(times | extra))
 
 

@@ -74,25 +74,25 @@ def _rewrite(path: Path, change) -> Path:
 
 def test_load_bad_json_says_where(saved: Path) -> None:
     saved.write_text('{"format": "pipesat-schedule/1",\n "ops": [}\n')
-    with pytest.raises(ScheduleError, match=r"s\.json:2:10: not valid JSON"):
+    with pytest.raises(InputError, match=r"s\.json:2:10: not valid JSON"):
         load_schedule(saved)
 
 
 def test_load_wrong_format(saved: Path) -> None:
     _rewrite(saved, lambda d: d.update(format="something-else"))
-    with pytest.raises(ScheduleError, match=r"s\.json: not a pipesat schedule: 'format' is 'something-else'"):
+    with pytest.raises(InputError, match=r"s\.json: not a pipesat schedule: 'format' is 'something-else'"):
         load_schedule(saved)
 
 
 def test_load_op_missing_a_field(saved: Path) -> None:
     _rewrite(saved, lambda d: [d["ops"][3].pop(key) for key in ("start", "device")])
-    with pytest.raises(ScheduleError, match=r"s\.json: ops\[3\] lacks device, start$"):
+    with pytest.raises(InputError, match=r"s\.json: ops\[3\] lacks device, start$"):
         load_schedule(saved)
 
 
 def test_load_invalid_instance(saved: Path) -> None:
     _rewrite(saved, lambda d: d["instance"].update(forward_times=[1, 2]))
-    with pytest.raises(ScheduleError, match=r"s\.json: the schedule's instance is invalid: forward_times has 2 values"):
+    with pytest.raises(InputError, match=r"s\.json: the schedule's instance is invalid: forward_times has 2 values"):
         load_schedule(saved)
 
 
@@ -105,4 +105,4 @@ def test_loaded_schedule_is_not_validated_on_load(saved: Path) -> None:
     # Loading reads any well-formed file; whether it is valid is the validator's to say (`pipesat check`).
     _rewrite(saved, lambda d: d["ops"][0].update(start=-5.0))
     loaded = load_schedule(saved)
-    assert {v.rule for v in validate(loaded)} == {"duration"}
+    assert {v.rule for v in validate(loaded)} == {"start", "duration"}
