@@ -177,7 +177,13 @@ def render(schedule_file: Path, objective: Objective, output: Path | None, show_
 )
 @click.option("--makespan-cap", type=float, help="With --minimize memory: the largest makespan (or max span) allowed.")
 @SOLVER_OPTIONS
-@click.option("--gap", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Stop at this relative gap.")
+@click.option(
+    "--gap",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Stop once the value is at most this fraction over the lower bound (0.05: 5% slower at most).",
+)
 @output_option("Picture file (.png, .svg, .pdf).")
 @PICTURE_OPTIONS
 def solve(

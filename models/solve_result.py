@@ -61,6 +61,10 @@ class SolveResult:
     the result with. `starting_point` is the best schedule the search started from, which may be
     pipesat's own (the periodic or one-at-a-time start). `smallest_feasible_limit` is known when the
     memory limit is infeasible, and when minimising memory proved the value optimal.
+
+    `resolution` is set when the value is optimal only at the model's resolution: CP-SAT proved the
+    schedule's order optimal with every time rounded down to a whole multiple of `resolution`
+    (instance units), so the true optimum lies between `bound` and `value`, which differ by rounding.
     """
 
     status: Status
@@ -77,16 +81,9 @@ class SolveResult:
     starting_point: NamedValue | None = None
     smallest_feasible_limit: float | None = None
     infeasibility: Infeasibility | None = None
+    resolution: float | None = None
 
     @property
     def proven_optimal(self) -> bool:
         """Whether the value is proven optimal (also when the solve was interrupted after the proof)."""
         return self.value is not None and self.bound == self.value
-
-    @property
-    def improvement(self) -> float | None:
-        """The fraction by which the value beats the starting point's."""
-        start = self.starting_point
-        if self.value is None or start is None or not start.value > 0:
-            return None
-        return (start.value - self.value) / start.value

@@ -6,15 +6,21 @@ when it is valid, memory limit and time cap included. The one-at-a-time schedule
 minimising memory or when nothing else fits; the periodic schedule when the best leaves room to the
 lower bound. The preferred one has the lowest value; among values equal within `models.tolerance`
 the lowest peak memory, then the earliest in the list (`solver.heuristics.SCHEDULES` order).
+
+A handwritten schedule keeps its name only as `pipesat schedule NAME` makes it: a fused one with its
+W ops split out for a split-backward solve is another schedule, named so ("1F1B with W split out"),
+and is never reported as the best handwritten schedule.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from models import Instance, Objective, OpKey, PipesatError, Schedule
+from models.names import SCHEDULE_TITLES
 from models.solve_result import NamedValue
 from models.tolerance import fits
 from solver.evaluate.metrics import compute_metrics
@@ -64,23 +70,33 @@ class Problem:
 @dataclass(frozen=True)
 class Candidate:
     """A valid schedule a solve can return or start the search from, with its objective value, its
-    peak memory and when it was in hand (seconds since the solve's clock)."""
+    peak memory and when it was in hand (seconds since the solve's clock). `handwritten`: a
+    handwritten schedule exactly as `pipesat schedule NAME` makes it."""
 
     name: str
     schedule: Schedule
     value: float
     peak: float
     found_at: float
+    handwritten: bool = False
 
     @property
     def named_value(self) -> NamedValue:
         return NamedValue(self.name, self.value)
 
 
-def starting_candidates(problem: Problem, sources: Sequence[tuple[str, Schedule]], clock: float) -> list[Candidate]:
-    """Every source schedule that fits, re-timed for the objective, plus the one-at-a-time schedule
-    when minimising memory or when nothing else fits."""
-    found = [candidate for name, schedule in sources if (candidate := as_candidate(problem, name, schedule, clock))]
+def starting_candidates(
+    problem: Problem, handwritten: Sequence[tuple[str, Schedule]], others: Sequence[Schedule], clock: float
+) -> list[Candidate]:
+    """Every handwritten (name, schedule) and every other given schedule that fits, re-timed for the
+    objective, plus the one-at-a-time schedule when minimising memory or when nothing else fits."""
+    sources = [*handwritten, *((schedule.name or "start", schedule) for schedule in others)]
+    names = {name for name, _ in handwritten}
+    found = [
+        dataclasses.replace(candidate, handwritten=candidate.name in names)
+        for name, schedule in sources
+        if (candidate := as_candidate(problem, name, schedule, clock))
+    ]
     if not found or problem.minimize_memory:
         orders = one_at_a_time_orders(problem.instance, problem.split)
         one = as_candidate(problem, ONE_AT_A_TIME, simulate(problem.instance, orders, ONE_AT_A_TIME), clock)
@@ -113,6 +129,7 @@ def as_candidate(problem: Problem, name: str, schedule: Schedule, clock: float) 
             [op for key in order for op in ([key, ("W", key[1], key[2])] if key[0] == "B" else [key])]
             for order in orders
         ]
+        name = f"{SCHEDULE_TITLES.get(name, name)} with W split out"
     try:
         timed = problem.timed(orders, name=name).with_source(kind="heuristic", name=name)
     except PipesatError:

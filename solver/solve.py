@@ -18,6 +18,7 @@ known exactly (`minimum_memory_limit`), so an impossible limit is reported witho
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from models.solve_result import Infeasibility, InfeasibleReason, SolveResult
 from models.tolerance import fits
 from solver.cpsat.model import build_model
 from solver.cpsat.search import Progress, SearchOptions, search
-from solver.cpsat.warm_start import warm_start
+from solver.cpsat.warm_start import tick_value, warm_start
 from solver.evaluate.bounds import lower_bound, minimum_memory_limit, resolve_split
 from solver.evaluate.metrics import relative_gap
 from solver.heuristics import handwritten_schedules
@@ -79,8 +80,7 @@ def solve(
         smallest = why.least if why.reason == InfeasibleReason.MEMORY_LIMIT else None
         return _no_schedule(problem, Status.INFEASIBLE, clock, why, smallest)
     options = SearchOptions(workers, seed, deterministic, gap, clock + time_limit)
-    sources = [*handwritten_schedules(instance), *((schedule.name or "start", schedule) for schedule in starts)]
-    return _Solve(problem, options, clock, progress, sources).run()
+    return _Solve(problem, options, clock, progress, handwritten_schedules(instance), tuple(starts)).run()
 
 
 def _check_options(
@@ -94,8 +94,8 @@ def _check_options(
         raise OptionError(f"the time limit must be positive, got {time_limit:g} seconds")
     if workers < 1:
         raise OptionError(f"workers must be at least 1, got {workers}")
-    if not 0 <= gap < 1:
-        raise OptionError(f"the gap to stop at must be a fraction in [0, 1), got {gap:g}")
+    if not (math.isfinite(gap) and gap >= 0):
+        raise OptionError(f"the gap to stop at must be a fraction of at least 0 (0.05: 5% over the bound), got {gap:g}")
     if cap is not None and minimize != "memory":
         raise OptionError("a makespan cap applies only when minimizing memory; drop it or minimize memory")
     if cap is not None and not cap > 0:
@@ -120,8 +120,8 @@ def _infeasibility(problem: Problem) -> Infeasibility | None:
 @dataclass(frozen=True)
 class _Solve:
     """One solve: what it solves, how long and how it searches, its clock (`time.monotonic()` when it
-    began) and progress callback, and the (name, schedule) pairs it starts from: the handwritten
-    schedules, then those given. The span's makespan phase is the same solve with another problem,
+    began) and progress callback, and what it starts from: the handwritten (name, schedule) pairs,
+    then the other schedules given. The span's makespan phase is the same solve with another problem,
     deadline, clock and progress. The problem is known feasible as far as the analytic bounds tell
     (`_infeasibility`)."""
 
@@ -129,24 +129,25 @@ class _Solve:
     options: SearchOptions
     clock: float
     progress: Progress | None
-    sources: Sequence[tuple[str, Schedule]]
+    handwritten: Sequence[tuple[str, Schedule]]
+    others: Sequence[Schedule]
 
     def run(self) -> SolveResult:
         """The result, naming the best handwritten schedule that fits."""
         problem = self.problem
         bound = lower_bound(problem.instance, problem.result_objective, problem.split)
-        candidates = starting_candidates(problem, self.sources, self.clock)
-        handwritten = preferred(candidates)
-        result = self._improve(candidates, handwritten, bound)
+        candidates = starting_candidates(problem, self.handwritten, self.others, self.clock)
+        handwritten = preferred([candidate for candidate in candidates if candidate.handwritten])
+        result = self._improve(candidates, bound)
         if handwritten is None:
             return result
         return dataclasses.replace(result, best_heuristic=handwritten.named_value)
 
-    def _improve(self, candidates: list[Candidate], handwritten: Candidate | None, bound: float) -> SolveResult:
-        """From the best fitting start (`handwritten`, the best of `candidates`) to the result: a
-        periodic start where the heuristics leave room, a makespan phase for the span, then the search."""
+    def _improve(self, candidates: list[Candidate], bound: float) -> SolveResult:
+        """From the best of the starting `candidates` to the result: a periodic start where they leave
+        room, a makespan phase for the span, then the search."""
         problem, options = self.problem, self.options
-        best = handwritten
+        best = preferred(candidates)
         if best is None or not _meets(best.value, bound, options.gap):
             # The heuristics leave room: a periodic schedule may fill it (it does under tight limits).
             budget = time.monotonic() + (options.deadline - time.monotonic()) * PERIODIC_SHARE
@@ -225,7 +226,12 @@ class _Solve:
                 return self._empty(Status.INFEASIBLE, why)
             return self._empty(Status.UNKNOWN)
         first = next((start.found_at for start in (best, lead) if start is not None), outcome.first_at)
-        return self._result(chosen, best, outcome.bound, outcome.interrupted, searched=True, time_to_first=first)
+        resolution = None
+        if outcome.tick_optimum is not None and tick_value(model, chosen.schedule.orders()) <= outcome.tick_optimum:
+            resolution = 1 / model.data.ticks_per_unit  # the order is optimal for the times in whole ticks
+        return self._result(
+            chosen, best, outcome.bound, outcome.interrupted, True, time_to_first=first, resolution=resolution
+        )
 
     def _result(
         self,
@@ -235,15 +241,22 @@ class _Solve:
         interrupted: bool,
         searched: bool,
         time_to_first: float | None = None,
+        resolution: float | None = None,
     ) -> SolveResult:
-        """The result returning `chosen`, proven to `bound`, `start` being the best starting schedule."""
+        """The result returning `chosen`, proven to `bound`, `start` being the best starting schedule.
+
+        `resolution` (a tick, in instance units) says CP-SAT proved the chosen order optimal for the
+        times in whole ticks; it makes the result optimal at that resolution when the value is not
+        equal to the bound (the model floors inexact times, so the bound is a tick-sum below).
+        """
         problem = self.problem
         value = chosen.value
         if not fits(bound, value):
             raise RuntimeError(f"internal error: lower bound {bound!r} exceeds the value {value!r} of a valid schedule")
-        optimal = fits(value, bound)
-        if optimal:
-            bound = value
+        exact = fits(value, bound)
+        optimal = exact or resolution is not None
+        if exact:
+            bound, resolution = value, None
         gap = relative_gap(value, bound)
         status = Status.INTERRUPTED if interrupted else Status.OPTIMAL if optimal else Status.FEASIBLE
         elapsed = time.monotonic() - self.clock
@@ -270,6 +283,7 @@ class _Solve:
             searched=searched,
             starting_point=None if start is None else start.named_value,
             smallest_feasible_limit=value if problem.minimize_memory and optimal else None,
+            resolution=resolution,
         )
 
     def _empty(self, status: Status, infeasibility: Infeasibility | None = None) -> SolveResult:

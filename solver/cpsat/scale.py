@@ -1,9 +1,10 @@
 """Tick scaling: CP-SAT works with integers, so times and memory are scaled to whole ticks.
 
-When every time is a fraction with a small denominator (decimals such as 18.522 or p2p 0.601, thirds,
-quarters), the scale is the least common multiple of the denominators and the model is exact.
-Otherwise times are floored at 1/10_000 of the smallest positive time (memory at 1/1_000_000 of the
-largest): flooring makes the model a relaxation, so its proven bounds stay valid. For the max span
+When every time is a fraction whose denominators have a least common multiple of at most
+`MAX_EXACT_MULTIPLIER` (decimals such as 18.522 or p2p 0.0795654, thirds, quarters), that multiple is
+the scale and the model is exact, as long as the longest schedule still fits CP-SAT's integers
+(`TICK_BUDGET` ticks). Otherwise times are floored at 1/10_000 of the smallest positive time (memory
+at 1/1_000_000 of the largest): flooring makes the model a relaxation, so its proven bounds stay valid. For the max span
 the time scale is further multiplied by lcm(1..p) (while the scale stays at most 10**7 ticks per
 unit, so up to p = 8 with millisecond decimals): the smallest max span of an order is a cycle mean
 over at most p devices, so only then is it a whole number of ticks. Beyond that a proven span bound
@@ -22,7 +23,10 @@ from fractions import Fraction
 from models import Instance, Objective
 from models.tolerance import same, slack
 
-MAX_EXACT_MULTIPLIER = 10**6
+MAX_EXACT_MULTIPLIER = 10**9
+# The most ticks the longest conceivable schedule may span: far inside CP-SAT's 64-bit integers, and
+# where doubles still hold every whole number exactly.
+TICK_BUDGET = 2**50
 TIME_RESOLUTION = 10_000
 MEMORY_RESOLUTION = 1_000_000
 MAX_SPAN_SCALE = 10**7
@@ -51,7 +55,8 @@ def choose_scale(instance: Instance, objective: Objective) -> TickScale:
         *(instance.weight_times or ()),
         instance.p2p_time,
     ]
-    time_multiplier = _exact_multiplier(times)
+    budget = max(1, int(TICK_BUDGET // _longest_schedule(instance, objective)))
+    time_multiplier = _exact_multiplier(times, min(MAX_EXACT_MULTIPLIER, budget))
     exact_time = time_multiplier is not None
     if time_multiplier is None:
         time_multiplier = _rounded_multiplier(min(t for t in times if t > 0), TIME_RESOLUTION)
@@ -63,7 +68,7 @@ def choose_scale(instance: Instance, objective: Objective) -> TickScale:
     memories = [*instance.activation_memory, *instance.weight_memory]
     if instance.memory_limit is not None:
         memories.append(instance.memory_limit)
-    memory_multiplier = _exact_multiplier(memories)
+    memory_multiplier = _exact_multiplier(memories, MAX_EXACT_MULTIPLIER)
     exact_memory = memory_multiplier is not None
     if memory_multiplier is None:
         memory_multiplier = _rounded_multiplier(max(memories), MEMORY_RESOLUTION)
@@ -103,17 +108,26 @@ def scaled_instance(instance: Instance, scale: TickScale) -> Instance:
     )
 
 
-def _exact_multiplier(values: Iterable[float]) -> int | None:
-    """The least common multiple of the values' denominators, if all are small fractions."""
+def _exact_multiplier(values: Iterable[float], most: int) -> int | None:
+    """The least common multiple of the values' denominators, if it is at most `most`."""
     multiplier = 1
     for value in values:
-        fraction = Fraction(value).limit_denominator(MAX_EXACT_MULTIPLIER)
+        fraction = Fraction(value).limit_denominator(most)
         if not same(float(fraction), value):
             return None
         multiplier = math.lcm(multiplier, fraction.denominator)
-        if multiplier > MAX_EXACT_MULTIPLIER:
+        if multiplier > most:
             return None
     return multiplier
+
+
+def _longest_schedule(instance: Instance, objective: Objective) -> float:
+    """An upper bound, in instance units, on the horizon of the model (`solver.cpsat.data`)."""
+    work = instance.num_microbatches * (
+        sum(instance.forward_times) + sum(instance.backward_times) + sum(instance.weight_times or ())
+    )
+    total = work + instance.p2p_time * 3 * instance.num_stages * instance.num_microbatches
+    return max(total, 1e-300) * (instance.num_devices + 1 if objective == Objective.SPAN else 1)
 
 
 def _rounded_multiplier(reference: float, resolution: int) -> int:

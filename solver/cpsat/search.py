@@ -53,7 +53,8 @@ class SearchOptions:
 class SearchOutcome:
     """What a search found: the best solution's per-device op orders (None when it found none) and
     when (seconds since the solve's clock), the proven bound in instance units, whether CP-SAT
-    proved the model infeasible, and whether Ctrl-C (or the progress callback) interrupted it."""
+    proved the model infeasible, and whether Ctrl-C (or the progress callback) interrupted it.
+    `tick_optimum` is the minimised variable's optimum in ticks when CP-SAT proved one."""
 
     orders: list[list[OpKey]] | None
     found_at: float | None
@@ -61,6 +62,7 @@ class SearchOutcome:
     bound: float
     infeasible: bool
     interrupted: bool
+    tick_optimum: int | None = None
 
 
 def search(
@@ -107,6 +109,7 @@ def search(
         bound=proven,
         infeasible=status == cp_model.INFEASIBLE,
         interrupted=interrupted or recorder.interrupted,
+        tick_optimum=round(solver.objective_value) if status == cp_model.OPTIMAL else None,
     )
 
 
@@ -115,7 +118,8 @@ def _set_parameters(solver: cp_model.CpSolver, options: SearchOptions, num_ops: 
     params = solver.parameters
     params.num_workers = options.workers
     params.random_seed = options.seed
-    params.relative_gap_limit = options.gap
+    # CP-SAT's relative gap is (value - bound) / value; pipesat's gap is (value - bound) / bound.
+    params.relative_gap_limit = options.gap / (1 + options.gap)
     params.catch_sigint_signal = False
     left = options.deadline - time.monotonic()
     reserve = min(STOP_GRACE + FINISH_SECONDS_PER_OP * num_ops, RESERVE_SHARE * left)

@@ -44,6 +44,14 @@ def tick_starts(model: PipelineModel, orders: Sequence[Sequence[OpKey]]) -> tupl
     return starts, capacity
 
 
+def tick_value(model: PipelineModel, orders: Sequence[Sequence[OpKey]]) -> float:
+    """The minimised quantity of `orders` in the model's ticks: timed for the objective at the tick
+    times (or their peak memory, when the model minimises memory)."""
+    data = model.data
+    metrics = compute_metrics(timed_for(data.objective, data.tick_instance, orders))
+    return metrics.max_peak_memory if data.minimize_memory else metrics.objective(data.objective)
+
+
 def add_hint(model: PipelineModel, starts: Mapping[OpKey, int], capacity: int | None = None) -> int:
     """Hint every variable from op starts in ticks (and the capacity when minimising memory).
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -62,14 +63,18 @@ def bubble_rate(total_busy: float, num_devices: int, value: float) -> float:
 
 
 def relative_gap(value: float, reference: float) -> float:
-    """`(value - reference) / value`: how far a value is above a bound or optimum.
+    """`(value - reference) / reference`: how much slower (or larger) a value is than an optimum or a
+    bound, the one definition of a gap everywhere (an optimum of 100 and a value of 110: 10%).
 
     Values equal to float noise (`models.tolerance`, e.g. the same times summed in another order)
-    count as equal, so the same schedule value is never reported with a spurious 1e-14 gap.
+    count as equal, so the same schedule value is never reported with a spurious 1e-14 gap. A value
+    above a reference of 0 is infinitely far from it.
     """
-    if value <= 0 or same(value, reference):
+    if same(value, reference):
         return 0.0
-    return (value - reference) / value
+    if reference <= 0:
+        return math.inf
+    return (value - reference) / reference
 
 
 def compute_metrics(schedule: Schedule) -> Metrics:

@@ -3,7 +3,9 @@
 Time runs left to right. When the whole schedule fits the width (the terminal's by default) with
 every op labelled, it is one block of lines, no wider than `[F0]` per shortest op needs. When it
 does not, the timeline wraps into blocks of the width, so labels stay readable, up to `MAX_BLOCKS`;
-beyond that it is squeezed into one block and narrow ops show only their kind letter. `.` is idle.
+then ops may shrink to their kind letter, one column for the shortest; beyond that it is squeezed
+into one block, and ops too short for a column of their own are left out, with a line that says how
+many. `.` is idle.
 With two chunks per device, chunk 1 is lower case (`f`, `b`, `w`) as in the V-schedule papers; with
 more, the chunk follows a slash (`F3/2`).
 """
@@ -64,7 +66,15 @@ def columns_per_time(makespan: float, shortest: float, label: int, available: in
         return int(fit * shortest) / shortest
     if makespan * roomy <= available * MAX_BLOCKS:
         return roomy
+    if makespan / shortest <= available * MAX_BLOCKS:
+        return 1 / shortest  # one column for the shortest op: every op keeps at least its letter
     return fit
+
+
+def _column(time: float, scale: float) -> int:
+    """The column a time falls on: rounded half up, so that an op of at least one column's time
+    always keeps a column of its own."""
+    return math.floor(time * scale + 0.5)
 
 
 def render_ascii(schedule: Schedule, width: int | None = None) -> str:
@@ -90,15 +100,17 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
     columns = max(1, round(makespan * scale))
 
     rows = [[IDLE] * columns for _ in range(p)]
+    owner: list[list[Op | None]] = [[None] * columns for _ in range(p)]
     for op in sorted(schedule.ops, key=lambda o: (o.start, o.end)):
-        row = rows[op.device]
-        first = min(round((op.start - origin) * scale), columns - 1)
-        last = min(round((op.end - origin) * scale), columns)
+        first = min(_column(op.start - origin, scale), columns - 1)
+        last = min(_column(op.end - origin, scale), columns)
         if last <= first:
-            if row[first] != IDLE:
+            if owner[op.device][first] is not None:
                 continue
             last = first + 1
-        row[first:last] = _cell(_texts(labels[op]), last - first)
+        rows[op.device][first:last] = _cell(_texts(labels[op]), last - first)
+        owner[op.device][first:last] = [op] * (last - first)
+    elided = len(schedule.ops) - len({op for row in owner for op in row if op is not None})
 
     lines = [f"=== {display_name(schedule)} (p={p}, m={instance.num_microbatches}, v={v}) ==="]
     blocks = math.ceil(columns / available)
@@ -117,6 +129,11 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
     elif v > 2:
         legend += "; /c: chunk c"
     lines.append(f"{legend}; {IDLE} idle")
+    if elided:
+        lines.append(
+            f"{elided} of {len(schedule.ops)} ops are too short for a column at this width and not drawn; "
+            "a picture (-o FILE.png) draws every op"
+        )
     peak_device = max(range(p), key=lambda d: metrics.peak_memory[d])
     lines.append(
         f"makespan {format_number(makespan)}, max span {format_number(metrics.max_span)}, "

@@ -49,22 +49,22 @@ def infeasibility_text(why: Infeasibility) -> str:
 
 def summary_fields(result: SolveResult) -> list[tuple[str, str]]:
     """(label, value) lines of a solve with a schedule: status, value, bound, gap, the best
-    handwritten schedule and the improvement over it, the starting point when the search started
+    handwritten schedule and how much slower it is, the starting point when the search started
     elsewhere (the periodic start), and the times."""
     fields = [
-        ("status", str(result.status) + (" (proven by CP-SAT)" if result.status == Status.OPTIMAL else "")),
+        ("status", _status_text(result)),
         (result.objective.title, number_or_dash(result.value)),
         ("lower bound", number_or_dash(result.bound)),
-        ("gap", "-" if result.gap is None else format_percent(result.gap)),
+        ("gap", "-" if result.gap is None else f"{format_percent(result.gap)} over the lower bound"),
     ]
     best = result.best_heuristic
     if best is None:
         fields.append(("best heuristic", "no handwritten schedule fits this instance and limit"))
     else:
-        improvement = ""
-        if result.value is not None and best.value:
-            improvement = f"; improvement {format_percent(relative_gap(best.value, result.value))}"
-        fields.append(("best heuristic", f"{heuristic_title(best.name)} = {number_or_dash(best.value)}{improvement}"))
+        slower = ""
+        if result.value is not None:
+            slower = f", {format_percent(relative_gap(best.value, result.value))} {_more(result.objective)}"
+        fields.append(("best heuristic", f"{heuristic_title(best.name)} = {number_or_dash(best.value)}{slower}"))
     start = result.starting_point
     if start is not None and (best is None or start.name != best.name):
         fields.append(("started from", f"{heuristic_title(start.name)} = {number_or_dash(start.value)}"))
@@ -85,9 +85,23 @@ def goal_text(objective: Objective, minimize: str, cap: float | None) -> str:
 def progress_text(elapsed: float, best: float | None, bound: float | None) -> str:
     """The live progress line: elapsed seconds, best value, bound and gap."""
     text = f"{elapsed:7.1f}s  best {number_or_dash(best):>10}  bound {number_or_dash(bound):>10}"
-    if best is not None and bound is not None and best > 0:
-        text += f"  gap {format_percent((best - bound) / best)}"
+    if best is not None and bound is not None:
+        text += f"  gap {format_percent(relative_gap(best, bound))}"
     return text
+
+
+def _status_text(result: SolveResult) -> str:
+    """`optimal (proven by CP-SAT)`, with the time resolution when the proof is at the model's ticks."""
+    if result.status != Status.OPTIMAL:
+        return str(result.status)
+    if result.resolution is not None:
+        return f"optimal (proven by CP-SAT for times rounded down to {result.resolution:g})"
+    return "optimal (proven by CP-SAT)"
+
+
+def _more(objective: Objective) -> str:
+    """How a larger value reads: `slower` for a time, `more memory` for memory."""
+    return "more memory" if objective == Objective.MEMORY else "slower"
 
 
 def number_or_dash(value: float | None) -> str:

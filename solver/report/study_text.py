@@ -40,7 +40,7 @@ def pareto_text(
         Column("status", "status", align_right=False),
         Column("value", objective.title),
         Column("bound", "lower bound"),
-        Column("gap", "gap", percent_or_dash),
+        Column("gap", "over bound", percent_or_dash),
         Column("peak_memory", "peak memory"),
     ]
     frontier = format_rows(columns, [_point_row(limit, result, reference) for limit, result in points], fmt)
@@ -83,7 +83,7 @@ def comparison_columns(
     keeps the "fits" column even without a limit, so the columns do not depend on the instance.
     """
     limit = memory_limit
-    gap_header = f"gap to {reference_kind}" if reference_kind else "gap"
+    gap_header = f"slower than {reference_kind}" if reference_kind else "slower than optimum"
     name = [Column("name", "name", align_right=False)] if machine else []
     fits = [Column("fits", f"fits {format_number(limit)}" if limit else "fits")] if machine or limit else []
     return [

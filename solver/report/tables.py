@@ -50,7 +50,10 @@ def format_number(value: float) -> str:
 
 
 def format_percent(value: float) -> str:
-    """A share as a percentage with two decimals; a tiny non-zero share never shows as 0.00%."""
+    """A share as a percentage with two decimals; a tiny non-zero share never shows as 0.00%, an
+    infinite one (a value over a bound of 0) shows as a dash."""
+    if not math.isfinite(value):
+        return "-"
     if 0 < abs(value) < 5e-5:
         return f"{value * 100:.1e}%"
     return f"{value * 100:.2f}%"

@@ -113,7 +113,9 @@ def solver_row(result: SolveResult, objective: Objective) -> ComparisonRow:
         return ComparisonRow(SOLVER_NAME, title, note=outcome_text(result))
     schedule = ensure_valid(result.schedule)
     metrics = compute_metrics(schedule)
-    note = "optimal (proven)" if result.status == Status.OPTIMAL else str(result.status)
+    note = str(result.status)
+    if result.status == Status.OPTIMAL:
+        note = "optimal (proven)" if result.resolution is None else f"optimal (proven to {result.resolution:g})"
     return ComparisonRow(
         SOLVER_NAME,
         title,

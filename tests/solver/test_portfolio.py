@@ -39,6 +39,8 @@ def test_a_fused_schedule_gets_its_w_after_each_b_but_not_the_reverse() -> None:
     assert not fused.split_backward
     candidate = as_candidate(_problem(SPLIT), "1f1b", fused, clock)
     assert candidate is not None and candidate.schedule.split_backward
+    # Another schedule than the one `pipesat schedule 1f1b` makes, so it goes by another name.
+    assert candidate.name == "1F1B with W split out" and not candidate.handwritten
     assert [key for key in candidate.schedule.orders()[0] if key[0] != "W"] == fused.orders()[0]
     split = run_heuristic("zb-h1", SPLIT)
     assert as_candidate(_problem(SPLIT, split=False), "zb-h1", split, clock) is None
@@ -47,17 +49,27 @@ def test_a_fused_schedule_gets_its_w_after_each_b_but_not_the_reverse() -> None:
 def test_candidates_fit_the_limit_and_the_cap() -> None:
     clock = time.monotonic()
     limited = SPLIT.with_changes(memory_limit="1x")
-    candidates = starting_candidates(_problem(limited), handwritten_schedules(limited), clock)
+    candidates = starting_candidates(_problem(limited), handwritten_schedules(limited), (), clock)
     assert candidates and "gpipe" not in {c.name for c in candidates}
     for candidate in candidates:
         assert candidate.peak <= limited.memory_limit and candidate.found_at >= 0
     capped = _problem(SPLIT, minimize_memory=True, time_cap=1)
-    assert starting_candidates(capped, handwritten_schedules(SPLIT), clock) == []
+    assert starting_candidates(capped, handwritten_schedules(SPLIT), (), clock) == []
 
 
 def test_one_at_a_time_joins_when_minimising_memory() -> None:
     problem = _problem(SPLIT, minimize_memory=True)
-    candidates = starting_candidates(problem, handwritten_schedules(SPLIT), time.monotonic())
+    candidates = starting_candidates(problem, handwritten_schedules(SPLIT), (), time.monotonic())
     one = candidates[-1]
     assert one.name == "one-at-a-time" and one.value == one.peak == 1
     assert problem.result_objective == Objective.MEMORY
+
+
+def test_only_handwritten_schedules_as_published_are_marked_handwritten() -> None:
+    clock = time.monotonic()
+    previous = run_heuristic("zb-h1", SPLIT).with_source(name="solution at limit 4")
+    candidates = starting_candidates(_problem(SPLIT), handwritten_schedules(SPLIT), (previous,), clock)
+    marked = {c.name for c in candidates if c.handwritten}
+    assert {"zb-h1", "zb-h2", "zb-auto"} <= marked
+    assert "1F1B with W split out" in {c.name for c in candidates} - marked
+    assert "solution at limit 4" in {c.name for c in candidates} - marked

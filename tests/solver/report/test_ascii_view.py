@@ -82,3 +82,23 @@ def test_chunks_and_w_are_labelled(name: str, chunks: int, placement: str) -> No
         assert "/2]" in labels and "/c: chunk c" in text
     counted = sum(len(TOKEN.findall(line)) for line in lines)
     assert counted == len(schedule.ops)
+
+
+def test_every_op_is_drawn_when_the_wrapped_view_has_room() -> None:
+    # p=8, m=32 at 100 columns once showed 3 of GPU 0's warm-up forwards; now every op has its cell.
+    schedule = assert_valid(run_heuristic("1f1b", Instance.from_dict({"num_devices": 8, "num_microbatches": 32})))
+    text = render_ascii(schedule, width=100)
+    assert "not drawn" not in text
+    rows = _rows(text, 8)
+    for device, row in enumerate(rows):
+        on_device = sorted((op.kind, op.microbatch) for op in schedule.ops if op.device == device)
+        assert sorted(_tokens(row)) == on_device
+
+
+def test_a_squeezed_view_says_how_many_ops_it_left_out() -> None:
+    # 400 ops on one device in 20 columns, 13 of them for the timeline: most ops cannot have a column.
+    schedule = assert_valid(run_heuristic("gpipe", Instance.from_dict({"num_devices": 1, "num_microbatches": 200})))
+    text = render_ascii(schedule, width=20)
+    line = next(line for line in text.splitlines() if "not drawn" in line)
+    elided = int(line.split(" of ")[0])
+    assert line.startswith(f"{elided} of 400 ops are too short") and 400 - 13 <= elided < 400

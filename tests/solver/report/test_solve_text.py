@@ -77,8 +77,8 @@ def test_summary_names_the_best_heuristic_and_the_starting_point() -> None:
         ("status", "optimal (proven by CP-SAT)"),
         ("makespan", "8"),
         ("lower bound", "8"),
-        ("gap", "0.00%"),
-        ("best heuristic", "ZB-H1 = 10; improvement 20.00%"),
+        ("gap", "0.00% over the lower bound"),
+        ("best heuristic", "ZB-H1 = 10, 25.00% slower"),
         ("started from", "periodic start (pipesat's, not handwritten) = 9"),
         ("solve time", "2.00 s, first schedule at 0.50 s, best at 1.25 s"),
     ]
@@ -90,5 +90,5 @@ def test_summary_names_the_best_heuristic_and_the_starting_point() -> None:
 def test_goal_and_progress_line() -> None:
     assert goal_text(Objective.SPAN, "time", None) == "least max span"
     assert goal_text(Objective.MAKESPAN, "memory", 40) == "least peak memory with makespan <= 40"
-    assert progress_text(1.25, 10, 8) == "    1.2s  best         10  bound          8  gap 20.00%"
+    assert progress_text(1.25, 10, 8) == "    1.2s  best         10  bound          8  gap 25.00%"
     assert progress_text(0, None, None) == "    0.0s  best          -  bound          -"

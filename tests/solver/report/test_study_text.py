@@ -54,7 +54,8 @@ def test_pareto_text_table(one_f_one_b_instance: Instance) -> None:
         "span",
         "lower",
         "bound",
-        "gap",
+        "over",
+        "bound",
         "peak",
         "memory",
     ]
@@ -95,4 +96,4 @@ def test_compare_columns_follow_the_limit_and_format() -> None:
     assert [c.key for c in comparison_columns(makespan, None, None, machine=True)][:2] == ["name", "title"]
     assert "fits 2" in [c.header for c in comparison_columns(makespan, 2, "optimum")]
     headers = [c.header for c in comparison_columns(Objective.SPAN, None, "bound")]
-    assert "max span" in headers and "gap to bound" in headers
+    assert "max span" in headers and "slower than bound" in headers
