@@ -13,39 +13,54 @@ from cli_options import (
     ASCII_OPTION,
     EXIT_INVALID,
     FILE,
+    FORCE_OPTION,
     FORMAT_OPTION,
     MODEL_OPTIONS,
+    NUMBER,
     OBJECTIVE_OPTION,
     PICTURE_OPTIONS,
     SAVE_ALL_OPTION,
     SCHEDULE_FILE,
     SOLVER_OPTIONS,
+    FiniteFloat,
     PipesatGroup,
+    check_writes,
     dataclass_from_options,
     defaults_from_csv,
     exit_without_torch,
     instance_options,
     live_progress,
     output_option,
+    reads,
 )
-from models import Instance, Objective, Schedule
+from cli_output import (
+    echo_aside,
+    echo_field,
+    echo_metrics,
+    echo_schedule,
+    emit_instance,
+    emit_schedule,
+    limit_name,
+    save_schedules,
+    saved_files,
+)
+from models import Instance, Objective
 from models.errors import InstanceError, ScheduleError
-from models.instance_file import format_instance, save_instance
+from models.limits import DEFAULT_MAX_OPS, set_max_ops
 from solver.evaluate.retime import retimed_for
 from solver.evaluate.validator import check_memory, ensure_valid, validate
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
 from solver.instances.cost_model import Hardware, Pipeline, Transformer, command_line, explain, model_instance
 from solver.instances.from_options import parse_layer_counts
 from solver.io.chrome_trace import export_chrome_trace
-from solver.io.schedule_file import load_schedule, save_schedule
-from solver.report.ascii_view import render_ascii
-from solver.report.plots import pareto_figure, plot_schedule, save_figure
+from solver.io.schedule_file import load_schedule
+from solver.report.plots import pareto_figure, save_figure
 from solver.report.solve_text import goal_text, no_schedule_text, summary_fields
 from solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
 from solver.report.tables import format_rows, heuristic_title
-from solver.report.text import chrome_trace_line, describe, field_line, metrics_lines, saved_files_text, torch_csv_lines
+from solver.report.text import chrome_trace_line, describe, torch_csv_lines
 from solver.solve import solve as run_solver
-from solver.studies.compare import compare, with_torch_rows
+from solver.studies.compare import SOLVER_NAME, compare, with_torch_rows
 from solver.studies.pareto import pareto_sweep, parse_limits
 from solver.torch import import_schedule as torch_import
 from solver.torch.export import export_torch_csv
@@ -55,9 +70,17 @@ from solver.torch.run import format_result, torch_run
 
 @click.group(cls=PipesatGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
+@click.option(
+    "--max-ops",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_OPS,
+    show_default=True,
+    help="Refuse instances of more ops than this (a guard against sizes that would fill the memory).",
+)
 @click.version_option(package_name="pipesat")
-def cli(debug: bool) -> None:
+def cli(debug: bool, max_ops: int) -> None:
     """pipesat: optimal pipeline-parallel training schedules with CP-SAT."""
+    set_max_ops(max_ops)
 
 
 @cli.group(cls=PipesatGroup)
@@ -85,37 +108,6 @@ def check(schedule_file: Path) -> None:
     click.echo(f"{schedule_file}: valid ({len(schedule.ops)} ops)")
 
 
-def echo_field(label: str, value: str) -> None:
-    click.echo(field_line(label, value))
-
-
-def emit_schedule(
-    schedule: Schedule, objective: Objective, save: Path | None, picture: Path | None, show_ascii: bool
-) -> None:
-    """Validate a schedule, then save, draw and print it as asked. Nothing invalid leaves here."""
-    ensure_valid(schedule)
-    if save is not None:
-        echo_field("schedule", str(save_schedule(schedule, save)))
-    if picture is not None:
-        echo_field("picture", str(plot_schedule(schedule, picture, objective)))
-    if show_ascii:
-        click.echo()
-        click.echo(render_ascii(schedule))
-
-
-def echo_metrics(schedule: Schedule, objective: Objective, skip: str | None = None) -> None:
-    click.echo("\n".join(metrics_lines(schedule, objective, skip)))
-
-
-def echo_schedule(
-    title: str, schedule: Schedule, objective: Objective, save: Path | None, picture: Path | None, show_ascii: bool
-) -> None:
-    """`TITLE on INSTANCE` and the schedule's metrics, then the schedule validated, saved, drawn and printed."""
-    click.echo(f"{title} on {describe(schedule.instance)}")
-    echo_metrics(schedule, objective)
-    emit_schedule(schedule, objective, save, picture, show_ascii)
-
-
 @cli.command("schedule", epilog="Schedules: " + ", ".join(h.name for h in all_heuristics()) + ".")
 @click.argument("name")
 @instance_options
@@ -123,6 +115,7 @@ def echo_schedule(
 @output_option("Picture file (.png, .svg, .pdf); default: the config's output_file, else pipeline_NAME.png.")
 @click.option("--no-visualization", is_flag=True, help="Do not draw the picture.")
 @PICTURE_OPTIONS
+@FORCE_OPTION
 def schedule_command(
     name: str,
     instance: Instance,
@@ -131,11 +124,15 @@ def schedule_command(
     no_visualization: bool,
     save: Path | None,
     show_ascii: bool,
+    force: bool,
 ) -> None:
     """Run the handwritten schedule NAME: its metrics, picture and schedule file.
 
     The earlier tool's command line works: pipesat schedule 1f1b -s 4 -b 8
     """
+    heuristic = get_heuristic(name)
+    picture = None if no_visualization else output or Path(instance.output_file or f"pipeline_{heuristic.name}.png")
+    check_writes(force, {"--save": save, "the picture": picture})
     try:
         schedule = run_heuristic(name, instance)
     except NotApplicable as error:
@@ -147,8 +144,7 @@ def schedule_command(
             f"{schedule.name} does not fit the memory limit ({over[0]}); "
             "raise --memory-limit or run `pipesat solve` with this limit"
         )
-    picture = None if no_visualization else output or Path(instance.output_file or f"pipeline_{schedule.name}.png")
-    echo_schedule(get_heuristic(name).title, schedule, objective, save, picture, show_ascii)
+    echo_schedule(heuristic.title, schedule, objective, save, picture, show_ascii)
 
 
 @cli.command()
@@ -156,12 +152,15 @@ def schedule_command(
 @OBJECTIVE_OPTION
 @output_option("Picture file (.png, .svg, .pdf); default: SCHEDULE_FILE with .png, unless --ascii.")
 @ASCII_OPTION
-def render(schedule_file: Path, objective: Objective, output: Path | None, show_ascii: bool) -> None:
+@FORCE_OPTION
+def render(schedule_file: Path, objective: Objective, output: Path | None, show_ascii: bool, force: bool) -> None:
     """Draw a schedule file, or print it with --ascii; it must pass the validator."""
+    picture = output if output is not None or show_ascii else schedule_file.with_suffix(".png")
+    reads(**{"schedule file": schedule_file})
+    check_writes(force, {"the picture": picture})
     schedule = load_schedule(schedule_file)
     if validate(schedule):
         raise ScheduleError(f"{schedule_file} is not a valid schedule; `pipesat check {schedule_file}` lists why")
-    picture = output if output is not None or show_ascii else schedule_file.with_suffix(".png")
     emit_schedule(schedule, objective, None, picture, show_ascii)
 
 
@@ -175,17 +174,22 @@ def render(schedule_file: Path, objective: Objective, output: Path | None, show_
     show_default=True,
     help="time: the objective under the memory limit; memory: the peak memory (under --makespan-cap).",
 )
-@click.option("--makespan-cap", type=float, help="With --minimize memory: the largest makespan (or max span) allowed.")
+@click.option(
+    "--makespan-cap",
+    type=FiniteFloat(min=0, min_open=True),
+    help="With --minimize memory: the largest makespan (or max span) allowed.",
+)
 @SOLVER_OPTIONS
 @click.option(
     "--gap",
-    type=click.FloatRange(0),
+    type=FiniteFloat(0),
     default=0.0,
     show_default=True,
     help="Stop once the value is at most this fraction over the lower bound (0.05: 5% slower at most).",
 )
 @output_option("Picture file (.png, .svg, .pdf).")
 @PICTURE_OPTIONS
+@FORCE_OPTION
 def solve(
     instance: Instance,
     objective: str,
@@ -199,8 +203,10 @@ def solve(
     save: Path | None,
     show_ascii: bool,
     progress: bool | None,
+    force: bool,
 ) -> None:
     """Find the best schedule with CP-SAT, warm-started from every handwritten schedule that fits."""
+    check_writes(force, {"--save": save, "-o": output})
     goal = goal_text(Objective(objective), minimize, makespan_cap)
     click.echo(f"CP-SAT ({goal}) on {describe(instance)}, {time_limit:g} s, {workers} worker(s)")
     with live_progress(progress) as line:
@@ -223,18 +229,6 @@ def solve(
     emit_schedule(result.schedule, objective, save, output, show_ascii)
 
 
-def echo_aside(label: str, value: str, fmt: str) -> None:
-    """A field under a text table; on stderr in the other formats, so that stdout holds only the rows."""
-    click.echo(field_line(label, value) if fmt == "table" else f"{label}: {value}", err=fmt != "table")
-
-
-def save_schedules(schedules: list[tuple[str, Schedule]], directory: Path, fmt: str, not_saved: int = 0) -> None:
-    """Write each (name, schedule) as DIRECTORY/name.json and say so."""
-    for name, schedule in schedules:
-        save_schedule(schedule, directory / f"{name}.json")
-    echo_aside("schedules", saved_files_text(len(schedules), directory, not_saved), fmt)
-
-
 @cli.command("compare")
 @instance_options
 @OBJECTIVE_OPTION
@@ -243,6 +237,7 @@ def save_schedules(schedules: list[tuple[str, Schedule]], directory: Path, fmt: 
 @FORMAT_OPTION
 @click.option("--with-torch", is_flag=True, help="Add torch's built-in schedules as rows (needs torch).")
 @SAVE_ALL_OPTION
+@FORCE_OPTION
 def compare_command(
     instance: Instance,
     objective: Objective,
@@ -250,11 +245,15 @@ def compare_command(
     fmt: str,
     with_torch: bool,
     save_dir: Path | None,
+    force: bool,
     **search: Any,
 ) -> None:
     """Every handwritten schedule and the solver side by side, on one instance and memory limit."""
     if with_torch:
         exit_without_torch()
+    names = [SOLVER_NAME, *(h.name for h in all_heuristics())]
+    names += [f"torch:{name}" for name in torch_import.TORCH_SCHEDULES] if with_torch else []
+    check_writes(force, saved_files(save_dir, names))
     with live_progress(search.pop("progress")) as line:
         comparison = compare(instance, objective, solve=not no_solve, progress=line, **search)
     if with_torch:
@@ -287,6 +286,7 @@ def compare_command(
 @click.option("--no-visualization", is_flag=True, help="Do not draw the plot.")
 @FORMAT_OPTION
 @SAVE_ALL_OPTION
+@FORCE_OPTION
 def pareto(
     instance: Instance,
     objective: Objective,
@@ -295,32 +295,28 @@ def pareto(
     no_visualization: bool,
     fmt: str,
     save_dir: Path | None,
+    force: bool,
     **search: Any,
 ) -> None:
     """The fastest schedule at each memory limit: the frontier table and its plot."""
     values, per_point = parse_limits(limits, instance), search.pop("time_limit")
+    picture = None if no_visualization else output or Path("pareto.png")
+    outputs = {"the plot": picture, **saved_files(save_dir, [limit_name(limit) for limit in values])}
+    check_writes(force, outputs)
     with live_progress(search.pop("progress")) as line:
         sweep = pareto_sweep(instance, values, objective, time_limit_per_point=per_point, progress=line, **search)
     for _, result in sweep.points:
         if result.schedule is not None:
             ensure_valid(result.schedule)
     click.echo(pareto_text(instance, sweep.points, sweep.heuristics, objective, fmt))
-    if not no_visualization:
+    if picture is not None:
         heuristics = [(heuristic_title(name), peak, value) for name, peak, value in sweep.heuristics]
         reference = instance.one_f_one_b_peak()
         figure = pareto_figure(sweep.points, heuristics, objective, reference, pareto_title(instance, objective))
-        echo_aside("picture", str(save_figure(figure, output or Path("pareto.png"))), fmt)
+        echo_aside("picture", str(save_figure(figure, picture)), fmt)
     if save_dir is not None:
-        solved = [(f"limit-{limit:g}", result.schedule) for limit, result in sweep.points if result.schedule]
+        solved = [(limit_name(limit), result.schedule) for limit, result in sweep.points if result.schedule]
         save_schedules(solved, save_dir, fmt)
-
-
-def emit_instance(instance: Instance, comments: list[str], output: Path | None, force: bool) -> None:
-    """Write the instance file (comments on top) to OUTPUT, or print it when there is none."""
-    if output is None:
-        click.echo(format_instance(instance, comments), nl=False)
-        return
-    click.echo(f"wrote {save_instance(instance, output, comments, overwrite=force)}: {describe(instance)}")
 
 
 @instance.command("from-model")
@@ -328,21 +324,22 @@ def emit_instance(instance: Instance, comments: list[str], output: Path | None, 
 @click.option("--vocab", type=int, default=0, show_default=True, help="Vocabulary V of the output head (0: no head).")
 @click.option("--flash-attention", is_flag=True, help="Attention scores not kept (M_B without 5a·s), recomputed in B.")
 @click.option("--layers-per-stage", help="Explicit layer counts, one per stage (p x chunks), for uneven splits.")
-@click.option("--tflops", type=float, required=True, help="Peak device throughput in TFLOP/s.")
-@click.option("--efficiency", type=float, default=0.5, show_default=True, help="Fraction of peak reached.")
-@click.option("--bandwidth", type=float, default=50.0, show_default=True, help="Link bandwidth in GB/s.")
-@click.option("--latency", type=float, default=10.0, show_default=True, help="Link latency in microseconds.")
-@click.option("--bytes-per-value", type=float, default=2.0, show_default=True, help="Bytes per activation value.")
+@click.option("--tflops", type=NUMBER, required=True, help="Peak device throughput in TFLOP/s.")
+@click.option("--efficiency", type=NUMBER, default=0.5, show_default=True, help="Fraction of peak reached.")
+@click.option("--bandwidth", type=NUMBER, default=50.0, show_default=True, help="Link bandwidth in GB/s.")
+@click.option("--latency", type=NUMBER, default=10.0, show_default=True, help="Link latency in microseconds.")
+@click.option("--bytes-per-value", type=NUMBER, default=2.0, show_default=True, help="Bytes per activation value.")
 @click.option("--explain", is_flag=True, help="Print how every number was derived.")
 def instance_from_model(**options: Any) -> None:
     """An instance from a transformer description and its hardware (ZB paper cost model; ms and MiB)."""
+    check_writes(options["force"], {"-o": options["output"]})
     options["layers_per_stage"] = parse_layer_counts(options["layers_per_stage"])
     model, hardware, pipeline = (dataclass_from_options(kind, options) for kind in (Transformer, Hardware, Pipeline))
     instance = model_instance(model, hardware, pipeline, name=options["name"])
     lines = explain(model, hardware, pipeline)
     if options["explain"]:
         click.echo("\n".join(lines))
-    emit_instance(instance, [command_line(model, hardware, pipeline), "", *lines], options["output"], options["force"])
+    emit_instance(instance, [command_line(model, hardware, pipeline), "", *lines], options["output"])
 
 
 @cli.command("profile")
@@ -352,10 +349,11 @@ def instance_from_model(**options: Any) -> None:
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 def profile_command(**options: Any) -> None:
     """Measure F, B, W and memory per stage of a small GPT-like model with torch (the torch extra)."""
+    check_writes(options["force"], {"-o": options["output"]})
     instance = profile_instance(dataclass_from_options(ProfileSpec, options), name=options["name"])
     lines = profile_lines(instance)
     click.echo("\n".join(lines), err=options["output"] is None)
-    emit_instance(instance, ["measured by: pipesat profile", *lines], options["output"], options["force"])
+    emit_instance(instance, ["measured by: pipesat profile", *lines], options["output"])
 
 
 @cli.command("export")
@@ -364,11 +362,14 @@ def profile_command(**options: Any) -> None:
     "--to", "target", type=click.Choice(["torch-csv", "chrome-trace"]), required=True, help="The format to write."
 )
 @click.argument("out", type=FILE)
-def export_command(schedule_file: Path, target: str, out: Path) -> None:
+@FORCE_OPTION
+def export_command(schedule_file: Path, target: str, out: Path, force: bool) -> None:
     """Write a schedule file as torch's compute_only CSV or as a Chrome trace (Perfetto, chrome://tracing).
 
     Only a valid schedule whose order cannot deadlock is written.
     """
+    reads(**{"schedule file": schedule_file})
+    check_writes(force, {"OUT": out})
     schedule = load_schedule(schedule_file)
     if target == "torch-csv":
         click.echo("\n".join(torch_csv_lines(export_torch_csv(schedule, out), schedule)))
@@ -386,13 +387,15 @@ def import_group() -> None:
 @instance_options
 @OBJECTIVE_OPTION
 @PICTURE_OPTIONS
+@FORCE_OPTION
 def import_torch_command(
-    name: str, instance: Instance, objective: Objective, save: Path | None, show_ascii: bool
+    name: str, instance: Instance, objective: Objective, save: Path | None, show_ascii: bool, force: bool
 ) -> None:
     """Torch's built-in schedule NAME, timed with the instance's durations and validated (needs torch).
 
     Multi-stage schedules take --chunks; ZBVZeroBubble and DualPipeV need --placement vshape.
     """
+    check_writes(force, {"--save": save})
     exit_without_torch()
     try:
         schedule = torch_import.import_torch_schedule(name, instance)
@@ -406,20 +409,23 @@ def import_torch_command(
 @instance_options
 @OBJECTIVE_OPTION
 @PICTURE_OPTIONS
+@FORCE_OPTION
 def import_csv_command(
-    csv_file: Path, instance: Instance, objective: Objective, save: Path | None, show_ascii: bool
+    csv_file: Path, instance: Instance, objective: Objective, save: Path | None, show_ascii: bool, force: bool
 ) -> None:
     """A torch schedule CSV (one row per rank), timed with the instance's durations and validated.
 
     The CSV gives the devices, microbatches and placement; the instance options give the times.
     """
+    reads(**{"CSV file": csv_file})
+    check_writes(force, {"--save": save})
     schedule = torch_import.import_torch_csv(csv_file, instance)
     echo_schedule(schedule.name, schedule, objective, save, None, show_ascii)
 
 
 @cli.command("torch-run")
 @SCHEDULE_FILE
-@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds to wait.")
+@click.option("--timeout", type=FiniteFloat(min=1), default=300.0, show_default=True, help="Seconds to wait.")
 def torch_run_command(schedule_file: Path, timeout: float) -> None:
     """Run one training step of the schedule in PyTorch (gloo, CPU, one process per device) and
     check the gradients against plain training (needs torch)."""

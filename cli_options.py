@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import math
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import click
 from models import TIME_OBJECTIVES, Objective
 from models.errors import InputError, InstanceError, PipesatError
 from solver.instances.from_options import build_instance
+from solver.io.output_file import check_outputs
 from solver.report.plots import PICTURE_SUFFIXES
 from solver.report.solve_text import progress_text
 from solver.report.tables import FORMATS
@@ -115,6 +117,19 @@ def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
     return apply
 
 
+class FiniteFloat(click.FloatRange):
+    """A float option that refuses `nan` and `inf` (click's float takes both), within an optional range."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.types.FloatParamType.convert(self, value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+NUMBER = FiniteFloat()
 FILE = click.Path(dir_okay=False, path_type=Path)
 SCHEDULE_FILE = click.argument("schedule_file", type=FILE)
 INSTANCE_KEYS = tuple(inspect.signature(build_instance).parameters)
@@ -135,11 +150,28 @@ INSTANCE_OPTIONS = options(
     click.option("-f", "--forward-times", help="Forward time per stage, space-separated (one number: all)."),
     click.option("-bw", "--backward-times", help="Backward time per stage (the whole backward unless -w)."),
     click.option("-w", "--weight-times", help="Weight-gradient time per stage: splits the backward into B and W."),
-    click.option("--p2p-time", type=float, help="Point-to-point latency between devices."),
+    click.option("--p2p-time", type=NUMBER, help="Point-to-point latency between devices."),
     click.option("--chunks", type=int, help="Stages (chunks) per device."),
     click.option("--placement", help="linear, interleaved, vshape, or a comma-separated stage-to-device list."),
     click.option("--memory-limit", help="Per-device activation memory cap: a number or relative like 0.5x."),
 )
+
+
+FORCE_OPTION = click.option("--force", is_flag=True, help="Replace output files that already exist.")
+INPUTS = "pipesat.inputs"
+MAX_WORKERS = 256
+
+
+def reads(**inputs: Path | None) -> None:
+    """Note the files this command reads (by what they are: `schedule file=...`), which it may not write."""
+    click.get_current_context().meta.setdefault(INPUTS, {}).update(inputs)
+
+
+def check_writes(force: bool, outputs: dict[str, Path | None]) -> None:
+    """Check the files this command will write (by option: `{"--save": path}`) against the one output
+    policy (`solver.io.output_file`) before any work: never an input, never twice, never over an
+    existing file without --force, only where it can be written."""
+    check_outputs(outputs, click.get_current_context().meta.get(INPUTS, {}), force)
 
 
 def instance_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -147,7 +179,9 @@ def instance_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def with_instance(**kwargs: Any) -> Any:
-        kwargs["instance"] = build_instance(**{key: kwargs.pop(key) for key in INSTANCE_KEYS})
+        given = {key: kwargs.pop(key) for key in INSTANCE_KEYS}
+        reads(**{"instance file": given["instance_file"] or given["config"]})
+        kwargs["instance"] = build_instance(**given)
         return command(**kwargs)
 
     return INSTANCE_OPTIONS(with_instance)
@@ -183,13 +217,15 @@ def output_option(help_text: str) -> Callable[..., Any]:
 SOLVER_OPTIONS = options(
     click.option(
         "--time-limit",
-        type=click.FloatRange(min=0, min_open=True),
+        type=FiniteFloat(min=0, min_open=True),
         default=10.0,
         show_default=True,
         help="Seconds CP-SAT may search (per memory limit in pareto).",
     ),
-    click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="CP-SAT search workers."),
-    click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed."),
+    click.option(
+        "--workers", type=click.IntRange(1, MAX_WORKERS), default=1, show_default=True, help="CP-SAT search workers."
+    ),
+    click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="CP-SAT random seed."),
     click.option("--progress/--no-progress", default=None, help="The live progress line (default: on a terminal)."),
 )
 
@@ -248,7 +284,7 @@ MODEL_OPTIONS = options(
     click.option("--placement", help="linear, interleaved or vshape; default linear, or interleaved with chunks."),
     click.option("--name", default="", help="Instance name."),
     click.option("-o", "--output", type=FILE, help="Instance file to write."),
-    click.option("--force", is_flag=True, help="Overwrite an existing --output file."),
+    FORCE_OPTION,
 )
 
 

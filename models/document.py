@@ -1,4 +1,5 @@
-"""Reading the documents pipesat takes as input (instance files, schedule files), YAML or JSON, safely.
+"""The files pipesat reads and writes: input documents (instance and schedule files, YAML or JSON),
+read safely, and every output written atomically.
 
 Every input document is read the same way, so no file can crash pipesat or make it run out of
 memory: a file that cannot be read or parsed is one `InputError` line (with file:line:col where the
@@ -6,11 +7,19 @@ parser knows it); a key given twice is an error, not "the last one wins"; `NaN` 
 refused; YAML aliases may not expand past `MAX_VALUES` values (an "alias bomb" of a few lines would
 otherwise grow to gigabytes); nesting deeper than `MAX_DEPTH` and files larger than `MAX_FILE_BYTES`
 are refused.
+
+Every file pipesat writes goes first to a temporary file in the same folder, which then replaces the
+target in one step (`write_atomically`): a kill or a full disk leaves the old file whole, never a
+truncated one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +171,40 @@ def _check_depth(path: Path, data: Any) -> None:
             stack.extend((item, depth + 1) for item in value.values())
         elif isinstance(value, list):
             stack.extend((item, depth + 1) for item in value)
+
+
+def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Make `path` with `write(temporary path)`, then move it into place in one step; the folder is
+    made when missing. A failure is one `InputError` line and leaves any file at `path` as it was."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        os.close(handle)
+    except OSError as error:
+        raise InputError(f"{path}: cannot write ({error.strerror})") from None
+    temporary = Path(name)
+    try:
+        write(temporary)
+        with temporary.open("rb") as file:
+            os.fsync(file.fileno())
+        temporary.chmod(0o666 & ~_umask())
+        temporary.replace(path)
+    except OSError as error:
+        raise InputError(f"{path}: cannot write ({error.strerror})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` atomically."""
+    return write_atomically(path, lambda temporary: temporary.write_text(text, encoding="utf-8", newline=""))
+
+
+def _umask() -> int:
+    """The process's file-creation mask (a temporary file is made private; the result should not be)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

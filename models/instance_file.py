@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from models.document import read_document
+from models.document import read_document, write_text
 from models.errors import InstanceError
 from models.instance import ALIASES, Instance
 
@@ -46,20 +46,12 @@ def format_instance(instance: Instance, comments: Sequence[str] = (), as_json: b
     `#` lines, or JSON (which has no comments)."""
     data = {key: value for key, value in instance.to_dict().items() if value not in (None, "")}
     if as_json:
-        return json.dumps(data, indent=1) + "\n"
+        return json.dumps(data, indent=1, allow_nan=False) + "\n"
     header = "".join(f"# {line}".rstrip() + "\n" for line in comments)
     return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
 
 
-def save_instance(instance: Instance, path: str | Path, comments: Sequence[str] = (), overwrite: bool = False) -> Path:
-    """Write an instance file (JSON for a `.json` suffix, else YAML); refuses to replace a file unless `overwrite`."""
+def save_instance(instance: Instance, path: str | Path, comments: Sequence[str] = ()) -> Path:
+    """Write an instance file (JSON for a `.json` suffix, else YAML), atomically."""
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise InstanceError(f"{path} already exists; choose another file or pass --force to overwrite it")
-    text = format_instance(instance, comments, as_json=path.suffix.lower() == ".json")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise InstanceError(f"{path}: cannot write ({error.strerror})") from None
-    return path
+    return write_text(path, format_instance(instance, comments, as_json=path.suffix.lower() == ".json"))

@@ -70,7 +70,7 @@ def solve(
     order re-timed for the span when it is the best start.
     """
     clock = time.monotonic()
-    _check_options(objective, minimize, time_limit, workers, gap, makespan_cap)
+    _check_options(objective, minimize, time_limit, workers, seed, gap, makespan_cap)
     split = resolve_split(instance, split_backward)
     if minimize == "memory":
         instance = dataclasses.replace(instance, memory_limit=None)
@@ -84,7 +84,7 @@ def solve(
 
 
 def _check_options(
-    objective: str, minimize: str, time_limit: float, workers: int, gap: float, cap: float | None
+    objective: str, minimize: str, time_limit: float, workers: int, seed: int, gap: float, cap: float | None
 ) -> None:
     if objective not in TIME_OBJECTIVES:
         raise OptionError(f"unknown objective {objective!r}; use one of {', '.join(TIME_OBJECTIVES)}")
@@ -94,6 +94,8 @@ def _check_options(
         raise OptionError(f"the time limit must be positive, got {time_limit:g} seconds")
     if workers < 1:
         raise OptionError(f"workers must be at least 1, got {workers}")
+    if not 0 <= seed < 2**31:
+        raise OptionError(f"the seed must be in 0..{2**31 - 1} (CP-SAT's random seed), got {seed}")
     if not (math.isfinite(gap) and gap >= 0):
         raise OptionError(f"the gap to stop at must be a fraction of at least 0 (0.05: 5% over the bound), got {gap:g}")
     if cap is not None and minimize != "memory":

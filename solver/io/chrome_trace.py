@@ -95,4 +95,4 @@ def chrome_trace(schedule: Schedule) -> dict[str, Any]:
 
 def export_chrome_trace(schedule: Schedule, path: str | Path) -> Path:
     """Write the schedule's Chrome trace JSON; refuses an invalid schedule."""
-    return write_output(path, json.dumps(chrome_trace(schedule), indent=1) + "\n")
+    return write_output(path, json.dumps(chrome_trace(schedule), indent=1, allow_nan=False) + "\n")

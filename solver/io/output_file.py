@@ -1,19 +1,55 @@
-"""Writing the files pipesat produces (schedules, traces, CSVs), with one clear error when that fails."""
+"""The files a command writes: one policy for all of them, checked before any work, and atomic writes.
+
+The policy: a command never writes over one of its own inputs, never gives two of its outputs the
+same file, and replaces an existing file only when told to (`--force`). All of it is checked before
+the command does its work, together with whether each output's folder can be written, so a long
+solve never ends in "cannot write". The writes themselves are atomic (`models.document`).
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from models import ScheduleError
+from models import InputError
+from models.document import write_text
+
+
+def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None], force: bool) -> None:
+    """Refuse (one `InputError` line) outputs that break the policy; `outputs` and `inputs` map a
+    name for each file (the option that gives it, `--save`) to its path, None for none."""
+    written: dict[Path, str] = {}
+    read = {_identity(path): name for name, path in inputs.items() if path is not None}
+    for name, path in outputs.items():
+        if path is None:
+            continue
+        identity = _identity(path)
+        if identity in read:
+            raise InputError(f"{name} {path} is the {read[identity]} this command reads; write to another file")
+        if identity in written:
+            raise InputError(f"{path} is both {written[identity]} and {name}; give each output its own file")
+        written[identity] = name
+        _check_writable(name, path, force)
 
 
 def write_output(path: str | Path, text: str) -> Path:
-    """Write `text` to `path`, making its folder; a failure is one `ScheduleError` line."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="", encoding="utf-8") as file:
-            file.write(text)
-    except OSError as error:
-        raise ScheduleError(f"{path}: cannot write ({error.strerror})") from None
-    return path
+    """Write `text` to `path` atomically (the folder is made when missing)."""
+    return write_text(path, text)
+
+
+def _identity(path: Path) -> Path:
+    """The file a path names, whatever way it is written (relative, `..`, links)."""
+    return path.expanduser().resolve()
+
+
+def _check_writable(name: str, path: Path, force: bool) -> None:
+    if path.is_dir():
+        raise InputError(f"{name} {path} is a folder; name a file")
+    if path.exists() and not force:
+        raise InputError(f"{path} already exists; add --force to replace it, or write to another file")
+    folder = path.expanduser().absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{name} {path}: cannot write in {folder}; choose a folder you can write to")

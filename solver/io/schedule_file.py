@@ -16,7 +16,7 @@ def save_schedule(schedule: Schedule, path: str | Path) -> Path:
     """Validate the schedule, then write it with its metrics. Refuses an invalid schedule."""
     ensure_valid(schedule)
     data = schedule.to_dict(compute_metrics(schedule).to_dict())
-    return write_output(path, json.dumps(data, indent=1) + "\n")
+    return write_output(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
 
 
 def load_schedule(path: str | Path) -> Schedule:

@@ -18,7 +18,8 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from models import Objective, Schedule, ScheduleError
+from models import InputError, Objective, Schedule
+from models.document import write_atomically
 from solver.evaluate.metrics import compute_metrics, memory_profiles
 from solver.report.tables import display_name, format_number, format_percent
 
@@ -32,10 +33,10 @@ DPI = 110
 
 
 def picture_format(path: str | Path) -> str:
-    """The picture format of a file name, or a `ScheduleError` saying which suffixes work."""
+    """The picture format of a file name, or an `InputError` saying which suffixes work."""
     suffix = Path(path).suffix.lower()
     if suffix not in PICTURE_SUFFIXES:
-        raise ScheduleError(f"{path}: cannot draw a {suffix or 'suffix-less'} file; name it .png, .svg or .pdf")
+        raise InputError(f"{path}: cannot draw a {suffix or 'suffix-less'} file; name it .png, .svg or .pdf")
     return suffix[1:]
 
 
@@ -198,15 +199,9 @@ def _draw_memory(axes_list: list[Any], schedule: Schedule, origin: float, end: f
 
 
 def save_figure(figure: Figure, path: str | Path) -> Path:
-    """Write a figure in the format of the path's extension."""
-    path = Path(path)
+    """Write a figure in the format of the path's extension, atomically."""
     fmt = picture_format(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, format=fmt, dpi=DPI)
-    except OSError as error:
-        raise ScheduleError(f"{path}: cannot write ({error.strerror})") from None
-    return path
+    return write_atomically(path, lambda temporary: figure.savefig(temporary, format=fmt, dpi=DPI))
 
 
 def plot_schedule(schedule: Schedule, path: str | Path, objective: Objective = "makespan") -> Path:

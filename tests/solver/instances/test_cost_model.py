@@ -222,7 +222,7 @@ def test_from_model_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     path.write_text("{}")
     result = run_cli(*FROM_MODEL_1_5B, "-o", str(path))
     assert result.exit_code == EXIT_BAD_INPUT
-    assert result.stderr.strip() == f"error: {path} already exists; choose another file or pass --force to overwrite it"
+    assert result.stderr.strip() == f"error: {path} already exists; add --force to replace it, or write to another file"
     assert path.read_text() == "{}"
     assert run_cli(*FROM_MODEL_1_5B, "-o", str(path), "--force").exit_code == 0
     assert load_instance(path).num_devices == 8

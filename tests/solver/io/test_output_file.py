@@ -1,22 +1,95 @@
-"""Writing output files: folders are made, text is written as given, a failure is one ScheduleError line."""
+"""The output policy (never an input, never twice, never over a file without --force, only where it can
+be written) and atomic writes: a failed write leaves the old file whole and no temporary file behind."""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
 
-from models import ScheduleError
-from solver.io.output_file import write_output
+from models import InputError
+from models.document import write_atomically
+from solver.io.output_file import check_outputs, write_output
 
 
 def test_writes_the_text_as_given_and_makes_the_folders(tmp_path: Path) -> None:
     path = write_output(tmp_path / "a" / "b" / "rows.csv", "x,y\r\n1,2\r\n")
     assert path == tmp_path / "a" / "b" / "rows.csv"
     assert path.read_bytes() == b"x,y\r\n1,2\r\n"  # no newline translation: CSV line ends stay as written
+    assert sorted(p.name for p in path.parent.iterdir()) == ["rows.csv"]
 
 
-def test_an_unwritable_path_is_one_schedule_error(tmp_path: Path) -> None:
+def test_an_unwritable_path_is_one_input_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    with pytest.raises(ScheduleError, match=r"file/out\.json: cannot write \(.+\)$"):
+    with pytest.raises(InputError, match=r"file/out\.json: cannot write \(.+\)$"):
         write_output(tmp_path / "file" / "out.json", "{}")
+
+
+def test_a_failed_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
+    target = tmp_path / "schedule.json"
+    target.write_text("the good file")
+
+    def dies_half_way(temporary: Path) -> None:
+        temporary.write_text("{ truncat")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(InputError, match=r"cannot write \(No space left on device\)"):
+        write_atomically(target, dies_half_way)
+    assert target.read_text() == "the good file"
+    assert [p.name for p in tmp_path.iterdir()] == ["schedule.json"]
+
+
+def test_a_written_file_has_the_usual_permissions(tmp_path: Path) -> None:
+    mask = os.umask(0o022)
+    try:
+        path = write_output(tmp_path / "out.txt", "x")
+    finally:
+        os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize(
+    ("outputs", "inputs", "message"),
+    [
+        (
+            {"--save": "cfg.yaml"},
+            {"instance file": "cfg.yaml"},
+            "--save cfg.yaml is the instance file this command reads",
+        ),
+        ({"OUT": "./in.json"}, {"schedule file": "in.json"}, "OUT in.json is the schedule file this command reads"),
+        ({"--save": "x.png", "-o": "sub/../x.png"}, {}, "is both --save and -o; give each output its own file"),
+        ({"--save": "exists.json"}, {}, "exists.json already exists; add --force to replace it"),
+        ({"-o": "folder"}, {}, "-o folder is a folder; name a file"),
+        ({"-o": "plain/deeper/x.png"}, {}, "cannot write in"),
+    ],
+)
+def test_outputs_that_break_the_policy_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outputs: dict, inputs: dict, message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text("num_devices: 2\n")
+    (tmp_path / "in.json").write_text("{}")
+    (tmp_path / "exists.json").write_text("{}")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "plain").write_text("a file where a folder would be")
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(InputError, match=re.escape(message)):
+        check_outputs({k: Path(v) for k, v in outputs.items()}, {k: Path(v) for k, v in inputs.items()}, force=False)
+
+
+def test_force_replaces_an_existing_file_but_never_an_input(tmp_path: Path) -> None:
+    existing = tmp_path / "out.json"
+    existing.write_text("{}")
+    check_outputs({"--save": existing}, {}, force=True)
+    with pytest.raises(InputError, match="is the instance file this command reads"):
+        check_outputs({"--save": existing}, {"instance file": existing}, force=True)
+
+
+def test_a_link_to_an_input_is_that_input(tmp_path: Path) -> None:
+    source = tmp_path / "cfg.yaml"
+    source.write_text("num_devices: 2\n")
+    (tmp_path / "link.yaml").symlink_to(source)
+    with pytest.raises(InputError, match="is the instance file"):
+        check_outputs({"--save": tmp_path / "link.yaml"}, {"instance file": source}, force=True)

@@ -56,7 +56,7 @@ def test_save_refuses_an_invalid_schedule(tmp_path: Path, one_f_one_b_instance: 
 def test_save_reports_an_unwritable_path(tmp_path: Path, one_f_one_b_instance: Instance) -> None:
     (tmp_path / "file").write_text("")
     schedule = assert_valid(run_heuristic("1f1b", one_f_one_b_instance))
-    with pytest.raises(ScheduleError, match="cannot write"):
+    with pytest.raises(InputError, match="cannot write"):
         save_schedule(schedule, tmp_path / "file" / "s.json")
 
 

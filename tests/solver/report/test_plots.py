@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgb
 
-from models import Instance, Schedule, ScheduleError
+from models import InputError, Instance, Schedule
 from solver.evaluate.metrics import compute_metrics
 from solver.heuristics import run_heuristic
 from solver.report.plots import (
@@ -89,7 +89,7 @@ def test_formats_by_extension(tmp_path: Path) -> None:
     assert "<svg" in plot_schedule(schedule, tmp_path / "g.svg").read_text()
     assert plot_schedule(schedule, tmp_path / "g.PDF").read_bytes().startswith(b"%PDF")
     assert picture_format("x.png") == "png"
-    with pytest.raises(ScheduleError, match=r"name it \.png, \.svg or \.pdf"):
+    with pytest.raises(InputError, match=r"name it \.png, \.svg or \.pdf"):
         plot_schedule(schedule, tmp_path / "g.jpg")
     assert not (tmp_path / "g.jpg").exists()
 

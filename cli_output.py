@@ -1,0 +1,79 @@
+"""What the commands print and write: fields, schedules (validated, then saved, drawn and printed),
+the files of `--save DIR`, and instance files. The commands are in `cli.py`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from models import Instance, Objective, Schedule
+from models.instance_file import format_instance, save_instance
+from solver.evaluate.validator import ensure_valid
+from solver.io.schedule_file import save_schedule
+from solver.report.ascii_view import render_ascii
+from solver.report.plots import plot_schedule
+from solver.report.text import describe, field_line, metrics_lines, saved_files_text
+
+
+def echo_field(label: str, value: str) -> None:
+    click.echo(field_line(label, value))
+
+
+def emit_schedule(
+    schedule: Schedule, objective: Objective, save: Path | None, picture: Path | None, show_ascii: bool
+) -> None:
+    """Validate a schedule, then save, draw and print it as asked. Nothing invalid leaves here."""
+    ensure_valid(schedule)
+    if save is not None:
+        echo_field("schedule", str(save_schedule(schedule, save)))
+    if picture is not None:
+        echo_field("picture", str(plot_schedule(schedule, picture, objective)))
+    if show_ascii:
+        click.echo()
+        click.echo(render_ascii(schedule))
+
+
+def echo_metrics(schedule: Schedule, objective: Objective, skip: str | None = None) -> None:
+    click.echo("\n".join(metrics_lines(schedule, objective, skip)))
+
+
+def echo_schedule(
+    title: str, schedule: Schedule, objective: Objective, save: Path | None, picture: Path | None, show_ascii: bool
+) -> None:
+    """`TITLE on INSTANCE` and the schedule's metrics, then the schedule validated, saved, drawn and printed."""
+    click.echo(f"{title} on {describe(schedule.instance)}")
+    echo_metrics(schedule, objective)
+    emit_schedule(schedule, objective, save, picture, show_ascii)
+
+
+def echo_aside(label: str, value: str, fmt: str) -> None:
+    """A field under a text table; on stderr in the other formats, so that stdout holds only the rows."""
+    click.echo(field_line(label, value) if fmt == "table" else f"{label}: {value}", err=fmt != "table")
+
+
+def saved_files(directory: Path | None, names: list[str]) -> dict[str, Path | None]:
+    """The files `--save DIRECTORY` may write, one per schedule name, for the output check."""
+    if directory is None:
+        return {}
+    return {f"--save {directory} ({name}.json)": directory / f"{name}.json" for name in names}
+
+
+def limit_name(limit: float) -> str:
+    """The file name (without .json) of the Pareto point at a memory limit."""
+    return f"limit-{limit:g}"
+
+
+def save_schedules(schedules: list[tuple[str, Schedule]], directory: Path, fmt: str, not_saved: int = 0) -> None:
+    """Write each (name, schedule) as DIRECTORY/name.json and say so."""
+    for name, schedule in schedules:
+        save_schedule(schedule, directory / f"{name}.json")
+    echo_aside("schedules", saved_files_text(len(schedules), directory, not_saved), fmt)
+
+
+def emit_instance(instance: Instance, comments: list[str], output: Path | None) -> None:
+    """Write the instance file (comments on top) to OUTPUT, or print it when there is none."""
+    if output is None:
+        click.echo(format_instance(instance, comments), nl=False)
+        return
+    click.echo(f"wrote {save_instance(instance, output, comments)}: {describe(instance)}")
