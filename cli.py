@@ -32,6 +32,7 @@ from cli_options import (
     live_progress,
     output_option,
     reads,
+    stop_on_sigterm,
 )
 from cli_output import (
     echo_aside,
@@ -198,6 +199,7 @@ def solve(
     time_limit: float,
     workers: int,
     seed: int,
+    deterministic: bool,
     gap: float,
     output: Path | None,
     save: Path | None,
@@ -217,6 +219,7 @@ def solve(
             time_limit=time_limit,
             workers=workers,
             seed=seed,
+            deterministic=deterministic,
             gap=gap,
             makespan_cap=makespan_cap,
             progress=line,
@@ -438,6 +441,7 @@ def torch_run_command(schedule_file: Path, timeout: float) -> None:
 
 
 def main() -> None:
+    stop_on_sigterm()
     cli(prog_name="pipesat")
 
 

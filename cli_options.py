@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -95,7 +96,8 @@ class PipesatGroup(click.Group):
             sys.exit(0)
         except click.UsageError as error:
             where = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
-            click.echo(f"error: {error.format_message()}{where}", err=True)
+            message = " ".join(error.format_message().split())  # click lists choices on lines of their own
+            click.echo(f"error: {message}{where}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except click.ClickException as error:
             click.echo(f"error: {error.format_message()}", err=True)
@@ -226,6 +228,12 @@ SOLVER_OPTIONS = options(
         "--workers", type=click.IntRange(1, MAX_WORKERS), default=1, show_default=True, help="CP-SAT search workers."
     ),
     click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="CP-SAT random seed."),
+    click.option(
+        "--deterministic",
+        is_flag=True,
+        help="The same schedule for the same seed, every run: the time limit counts CP-SAT's deterministic "
+        "time (the wall clock stops it only at ten times the limit).",
+    ),
     click.option("--progress/--no-progress", default=None, help="The live progress line (default: on a terminal)."),
 )
 
@@ -309,3 +317,13 @@ def defaults_from_csv(ctx: click.Context, param: click.Parameter, value: Path) -
         "placement": placement,
     }
     return value
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM stop a command as Ctrl-C does: a solve returns its best schedule so far, which is
+    printed and saved (the CP-SAT child resets SIGTERM to its default)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from models.errors import InputError
+from models.errors import InputError, InstanceError
 
 DEFAULT_MAX_OPS = 1_000_000
 _MAX_OPS: ContextVar[int] = ContextVar("max_ops", default=DEFAULT_MAX_OPS)
@@ -45,7 +45,7 @@ def check_work(num_devices: int, chunks: int, num_microbatches: int, kinds: int)
     ops = num_devices * chunks * num_microbatches * kinds
     if ops > max_ops():
         sizes = f"{_count(num_devices)} devices x {_count(chunks)} chunks x {_count(num_microbatches)} microbatches"
-        raise InputError(
+        raise InstanceError(
             f"{_count(ops)} ops ({sizes} x {kinds} kinds) is more than the limit of {max_ops():,}; "
             "check the sizes, or raise the limit with `pipesat --max-ops N`"
         )

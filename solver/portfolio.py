@@ -98,14 +98,19 @@ def starting_candidates(
         if (candidate := as_candidate(problem, name, schedule, clock))
     ]
     if not found or problem.minimize_memory:
-        orders = one_at_a_time_orders(problem.instance, problem.split)
-        one = as_candidate(problem, ONE_AT_A_TIME, simulate(problem.instance, orders, ONE_AT_A_TIME), clock)
+        one = one_at_a_time_candidate(problem, clock)
         found += [one] if one else []
     return found
 
 
-def periodic_candidate(problem: Problem, deadline: float, clock: float) -> Candidate | None:
-    """The best periodic schedule found by `deadline` (`time.monotonic()`), if it fits."""
+def one_at_a_time_candidate(problem: Problem, clock: float) -> Candidate | None:
+    """The one-at-a-time schedule (one microbatch in flight: it fits every feasible memory limit)."""
+    orders = one_at_a_time_orders(problem.instance, problem.split)
+    return as_candidate(problem, ONE_AT_A_TIME, simulate(problem.instance, orders, ONE_AT_A_TIME), clock)
+
+
+def periodic_candidate(problem: Problem, deadline: float | None, clock: float) -> Candidate | None:
+    """The best periodic schedule found by `deadline` (`time.monotonic()`; None: every period), if it fits."""
     schedule = periodic_schedule(problem.instance, problem.split, deadline=deadline)
     return as_candidate(problem, PERIODIC, schedule, clock)
 

@@ -32,7 +32,15 @@ from solver.cpsat.warm_start import tick_value, warm_start
 from solver.evaluate.bounds import lower_bound, minimum_memory_limit, resolve_split
 from solver.evaluate.metrics import relative_gap
 from solver.heuristics import handwritten_schedules
-from solver.portfolio import Candidate, Problem, as_candidate, periodic_candidate, preferred, starting_candidates
+from solver.portfolio import (
+    Candidate,
+    Problem,
+    as_candidate,
+    one_at_a_time_candidate,
+    periodic_candidate,
+    preferred,
+    starting_candidates,
+)
 
 MINIMIZE = ("time", "memory")
 # Share of the time limit that a max-span solve first spends on the makespan (see `solve`).
@@ -80,7 +88,11 @@ def solve(
         smallest = why.least if why.reason == InfeasibleReason.MEMORY_LIMIT else None
         return _no_schedule(problem, Status.INFEASIBLE, clock, why, smallest)
     options = SearchOptions(workers, seed, deterministic, gap, clock + time_limit)
-    return _Solve(problem, options, clock, progress, handwritten_schedules(instance), tuple(starts)).run()
+    run = _Solve(problem, options, clock, progress, tuple(starts))
+    try:
+        return run.run(handwritten_schedules(instance))
+    except KeyboardInterrupt:
+        return run.stopped()
 
 
 def _check_options(
@@ -131,29 +143,50 @@ class _Solve:
     options: SearchOptions
     clock: float
     progress: Progress | None
-    handwritten: Sequence[tuple[str, Schedule]]
     others: Sequence[Schedule]
+    found: list[Candidate] = dataclasses.field(default_factory=list)
 
-    def run(self) -> SolveResult:
+    def run(self, handwritten: Sequence[tuple[str, Schedule]]) -> SolveResult:
         """The result, naming the best handwritten schedule that fits."""
         problem = self.problem
         bound = lower_bound(problem.instance, problem.result_objective, problem.split)
-        candidates = starting_candidates(problem, self.handwritten, self.others, self.clock)
-        handwritten = preferred([candidate for candidate in candidates if candidate.handwritten])
-        result = self._improve(candidates, bound)
-        if handwritten is None:
+        candidates = starting_candidates(problem, handwritten, self.others, self.clock)
+        self.found.extend(candidates)
+        best_handwritten = preferred([candidate for candidate in candidates if candidate.handwritten])
+        result = self._improve(candidates, bound, handwritten)
+        if best_handwritten is None:
             return result
-        return dataclasses.replace(result, best_heuristic=handwritten.named_value)
+        return dataclasses.replace(result, best_heuristic=best_handwritten.named_value)
 
-    def _improve(self, candidates: list[Candidate], bound: float) -> SolveResult:
+    def stopped(self) -> SolveResult:
+        """The result of a solve interrupted (Ctrl-C, SIGTERM) outside the search: the best schedule in
+        hand, or the one-at-a-time schedule when none is yet."""
+        problem = self.problem
+        best = preferred(self.found) or one_at_a_time_candidate(problem, self.clock)
+        if best is None:
+            return self._empty(Status.INTERRUPTED)
+        bound = lower_bound(problem.instance, problem.result_objective, problem.split)
+        result = self._result(best, best, min(bound, best.value), interrupted=True, searched=False)
+        best_handwritten = preferred([candidate for candidate in self.found if candidate.handwritten])
+        if best_handwritten is None:
+            return result
+        return dataclasses.replace(result, best_heuristic=best_handwritten.named_value)
+
+    def _improve(
+        self, candidates: list[Candidate], bound: float, handwritten: Sequence[tuple[str, Schedule]]
+    ) -> SolveResult:
         """From the best of the starting `candidates` to the result: a periodic start where they leave
         room, a makespan phase for the span, then the search."""
         problem, options = self.problem, self.options
         best = preferred(candidates)
         if best is None or not _meets(best.value, bound, options.gap):
             # The heuristics leave room: a periodic schedule may fill it (it does under tight limits).
-            budget = time.monotonic() + (options.deadline - time.monotonic()) * PERIODIC_SHARE
+            # Deterministic runs try every period; others stop at their share of the time.
+            budget = None
+            if not options.deterministic:
+                budget = time.monotonic() + (options.deadline - time.monotonic()) * PERIODIC_SHARE
             found = periodic_candidate(problem, budget, self.clock)
+            self.found.extend([found] if found is not None else [])
             best = preferred([*candidates, found] if found is not None else candidates)
         if best is not None:
             if self.progress is not None:
@@ -165,19 +198,22 @@ class _Solve:
                 return self._result(best, best, bound, interrupted=False, searched=False)
         lead = best
         if problem.objective == Objective.SPAN and not problem.minimize_memory:
-            phase = self._makespan_phase(best, bound)
+            phase = self._makespan_phase(best, bound, handwritten)
             found = None
             if phase.schedule is not None:
                 found = as_candidate(problem, MAKESPAN_PHASE_NAME, phase.schedule, self.clock)
             if found is not None and (lead is None or found.value < lead.value):
                 lead = found
+                self.found.append(found)
             if phase.status == Status.INTERRUPTED:
                 if lead is None:
                     return self._empty(Status.INTERRUPTED)
                 return self._result(lead, best, bound, interrupted=True, searched=True)
         return self._search(best, lead, bound)
 
-    def _makespan_phase(self, best: Candidate | None, bound: float) -> SolveResult:
+    def _makespan_phase(
+        self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]
+    ) -> SolveResult:
         """The makespan solve, in MAKESPAN_PHASE of the time left: the makespan model searches far
         better, and its best order re-timed for the span may lead the span's search. Its progress
         reports show the span's best value and bound."""
@@ -196,8 +232,9 @@ class _Solve:
             options=dataclasses.replace(self.options, deadline=deadline),
             clock=time.monotonic(),
             progress=report,
+            found=[],
         )
-        return phase.run()
+        return phase.run(handwritten)
 
     def _search(self, best: Candidate | None, lead: Candidate | None, bound: float) -> SolveResult:
         """CP-SAT from `lead` (the best schedule so far; `best` is the best start, for the report)."""
@@ -270,7 +307,8 @@ class _Solve:
             value=value,
             bound=bound,
             gap=gap,
-            solve_time=elapsed,
+            # Apart from the rest, so that two files can be compared without them.
+            timing={"solve_time": elapsed, "time_to_best": chosen.found_at},
         )
         return SolveResult(
             status=status,

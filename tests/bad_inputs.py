@@ -1,7 +1,18 @@
-"""Malformed instances and the message each must give; shared by the model tests and the CLI tests."""
+"""The catalogue of bad input: every kind of bad instance, file and option, with the one line it must give.
+
+Three tables, each run at the API and at the command line (`tests/test_bad_inputs.py`, and the model
+and CLI tests for `BAD_INSTANCES`):
+- `BAD_INSTANCES`: instance mappings `Instance.from_dict` refuses with an `InstanceError` (exit 2).
+- `BAD_FILES`: files (instance, schedule, torch CSV) that a command refuses: the line and exit code at
+  the command line, and the error its loader raises.
+- `BAD_COMMANDS`: option values and output files that a command refuses, before it does any work.
+A new kind of bad input gets a row here.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -59,4 +70,189 @@ BAD_INSTANCES = [
         activation_memory=1,
         weight_memory=[3, 0],
     ),
+    _case("huge-microbatches", "4,000,000,000 ops (2 devices x 1 chunks x 1,000,000,000", num_microbatches=10**9),
+    _case("huge-devices", "ops (about 10^308 devices x 1 chunks x 3 microbatches", num_devices=1e308),
+    _case("huge-integer", "forward_times must be a finite number, got 1000000", forward_times=10**400),
+    _case("overflowing-times", "the default backward_times (twice forward_times) overflows", forward_times=1e308),
+    _case("overflowing-total", "the total op time overflows", forward_times=1e100, backward_times=1),
+    _case("overflowing-memory", "the total activation memory overflows", activation_memory=1e100),
+    _case(
+        "relative-limit-of-nothing",
+        "relative to the 1F1B peak, which is 0 here",
+        activation_memory=0,
+        memory_limit="1x",
+    ),
+    _case(
+        "per-device-lists-on-chunks",
+        "forward_times has 2 values but there are 4 stages; give one per stage; one number (a device's share",
+        chunks=2,
+        forward_times=[1, 2],
+    ),
 ]
+
+_SCHEDULE = {
+    "format": "pipesat-schedule/1",
+    "instance": {"num_devices": 1, "num_microbatches": 1},
+    "ops": [
+        {"kind": "F", "stage": 0, "microbatch": 0, "device": 0, "start": 0, "end": 1},
+        {"kind": "B", "stage": 0, "microbatch": 0, "device": 0, "start": 1, "end": 3},
+    ],
+}
+
+
+def _schedule(**changes: Any) -> str:
+    return json.dumps({**_SCHEDULE, **changes})
+
+
+def _alias_bomb() -> str:
+    lines = ["num_devices: 2", "num_microbatches: 2", "metadata:", "  a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"  a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class BadFile:
+    """A file that `command FILE` refuses with `message` in its one error line and `exit_code`; its loader
+    (`instance`, `schedule` or `csv`) raises the same message."""
+
+    name: str
+    text: str
+    command: tuple[str, ...]
+    message: str
+    exit_code: int = 2
+
+    @property
+    def loader(self) -> str:
+        return {"instance": "instance", "check": "schedule", "render": "schedule", "import": "csv"}[self.command[0]]
+
+
+BAD_FILES = [
+    BadFile(
+        "broken.yaml",
+        "num_stages: 4\nnum_batches: [1, 2\nforward_times: 1\n",
+        ("instance", "show"),
+        "broken.yaml:3:14: not valid YAML",
+    ),
+    BadFile(
+        "broken.json",
+        '{"num_stages": 4,\n "num_batches": 8,,}\n',
+        ("instance", "show"),
+        "broken.json:2:19: not valid JSON",
+    ),
+    BadFile(
+        "typo.yaml",
+        "num_stages: 4\nnum_batchs: 8\n",
+        ("instance", "show"),
+        "unknown key 'num_batchs'; did you mean 'num_batches'?",
+    ),
+    BadFile("list.yaml", "[1, 2]\n", ("instance", "show"), "an instance file must hold a mapping of keys to values"),
+    BadFile(
+        "twice.yaml",
+        "num_devices: 2\nnum_devices: 3\nnum_microbatches: 2\n",
+        ("instance", "show"),
+        "twice.yaml:2:1: not valid YAML: the key 'num_devices' is given twice",
+    ),
+    BadFile(
+        "twice.json",
+        '{"num_devices": 2, "num_devices": 3, "num_microbatches": 2}',
+        ("instance", "show"),
+        "the key 'num_devices' is given twice",
+    ),
+    BadFile(
+        "nan.json",
+        '{"num_devices": 2, "num_microbatches": 2, "forward_times": NaN}',
+        ("instance", "show"),
+        "NaN is not a finite number",
+    ),
+    BadFile("bomb.yaml", _alias_bomb(), ("instance", "show"), "its YAML aliases expand to more than 1,000,000 values"),
+    BadFile(
+        "deep.json",
+        '{"num_devices": 2, "metadata": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        ("instance", "show"),
+        "nested too deeply",
+    ),
+    BadFile(
+        "deep.yaml",
+        "num_devices: 2\nmetadata: " + "[" * 50_000 + "]" * 50_000 + "\n",
+        ("instance", "show"),
+        "nested too deeply",
+    ),
+    BadFile("many.yaml", "num_devices: 1000\nnum_microbatches: 100000\n", ("instance", "show"), "200,000,000 ops"),
+    BadFile("absent.yaml", "", ("instance", "show"), "absent.yaml: no such file"),
+    BadFile("truncated.json", _schedule()[:70], ("check",), "truncated.json:1:"),
+    BadFile("wrong-format.json", _schedule(format="something-else"), ("check",), "not a pipesat schedule"),
+    BadFile("source-text.json", _schedule(source="made by hand"), ("check",), "'source' must be an object"),
+    BadFile("source-number.json", _schedule(source=5), ("render", "--ascii"), "'source' must be an object"),
+    BadFile("source-list.json", _schedule(source=[1, 2]), ("check",), "'source' must be an object"),
+    BadFile("name-list.json", _schedule(name=["x"]), ("check",), "'name' must be a string"),
+    BadFile(
+        "op-infinite.json",
+        _schedule(ops=[{**_SCHEDULE["ops"][0], "end": 1e400}]),
+        ("check",),
+        "Infinity is not a finite number",
+    ),
+    BadFile(
+        "op-word.json",
+        _schedule(ops=[{**_SCHEDULE["ops"][0], "end": "late"}]),
+        ("check",),
+        "ops[0]: end must be a finite number, got 'late'",
+    ),
+    BadFile(
+        "huge-instance.json",
+        _schedule(instance={"num_devices": 4, "num_microbatches": 10**9}),
+        ("check",),
+        "ops (4 devices x 1 chunks x 1,000,000,000 microbatches",
+    ),
+    BadFile("absent.csv", "", ("import", "csv"), "absent.csv: no such file"),
+    BadFile("cells.csv", "0F0,0X1\n", ("import", "csv"), "cells.csv: cell '0X1' is not a torch action"),
+    BadFile(
+        "early.json",
+        _schedule(ops=[{**o, "start": o["start"] - 5, "end": o["end"] - 5} for o in _SCHEDULE["ops"]]),
+        ("check",),
+        "violation(s)",
+        exit_code=1,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class BadCommand:
+    """A command line refused with `message` in its one error line and `exit_code`, before any work."""
+
+    case: str
+    args: tuple[Any, ...]
+    message: str
+    exit_code: int = 2
+
+
+SMALL = ("-s", "2", "-b", "2")
+BAD_COMMANDS = [
+    BadCommand("time-limit-nan", ("solve", *SMALL, "--time-limit", "nan"), "'nan' is not a finite number"),
+    BadCommand("time-limit-inf", ("solve", *SMALL, "--time-limit", "inf"), "'inf' is not a finite number"),
+    BadCommand("gap-negative", ("solve", *SMALL, "--gap", "-1"), "Invalid value for '--gap'"),
+    BadCommand("seed-too-large", ("solve", *SMALL, "--seed", "99999999999"), "99999999999 is not in the range"),
+    BadCommand("workers-zero", ("solve", *SMALL, "--workers", "0"), "0 is not in the range 1<=x<=256"),
+    BadCommand("workers-thousands", ("solve", *SMALL, "--workers", "100000"), "100000 is not in the range"),
+    BadCommand("cap-nan", ("solve", *SMALL, "--minimize", "memory", "--makespan-cap", "nan"), "'nan' is not a finite"),
+    BadCommand("timeout-nan", ("torch-run", "--timeout", "nan", "x.json"), "'nan' is not a finite number"),
+    BadCommand("export-without-to", ("export", "x.json", "out.csv"), "Missing option '--to'"),
+    BadCommand("memory-limit-word", ("solve", *SMALL, "--memory-limit", "lots"), "memory_limit must be a number"),
+    BadCommand("picture-suffix", ("solve", *SMALL, "-o", "x.jpg"), "name the picture .png, .svg or .pdf"),
+    BadCommand(
+        "max-ops", ("--max-ops", "5", "solve", *SMALL), "8 ops (2 devices x 1 chunks x 2 microbatches x 2 kinds"
+    ),
+    BadCommand(
+        "save-is-input",
+        ("solve", "cfg.yaml", "--save", "cfg.yaml"),
+        "--save cfg.yaml is the instance file this command reads",
+    ),
+    BadCommand(
+        "export-over-input",
+        ("export", "s.json", "--to", "torch-csv", "s.json"),
+        "OUT s.json is the schedule file this command reads",
+    ),
+    BadCommand("two-outputs", ("solve", *SMALL, "--save", "x.png", "-o", "x.png"), "x.png is both --save and -o"),
+    BadCommand("existing-output", ("solve", *SMALL, "--save", "s.json"), "s.json already exists; add --force"),
+    BadCommand("output-in-a-file", ("solve", *SMALL, "--save", "cfg.yaml/x.json"), "cannot write in"),
+]
+"""Run in a folder holding `cfg.yaml` (an instance) and `s.json` (a valid schedule)."""

@@ -375,3 +375,16 @@ def test_pareto_table_and_plot(tmp_path: Path) -> None:
             path = tmp_path / "front" / f"limit-{row['limit']:g}.json"
             assert_saved_valid(path)
             assert compute_metrics(load_schedule(path)).makespan == row["value"]
+
+
+def test_deterministic_runs_save_the_same_schedule_apart_from_timing(tmp_path: Path) -> None:
+    args = ["solve", "-s", "4", "-b", "12", "-f", "5", "-bw", "6", "-w", "4", "--p2p-time", "1"]
+    args += ["--memory-limit", "1.3x", "--time-limit", "0.5", "--workers", "2", "--deterministic", "--seed", "3"]
+    saved = []
+    for run in ("a", "b"):
+        path = tmp_path / f"{run}.json"
+        cli_ok(run_cli(*args, "--save", path, "--no-progress"))
+        data = json.loads(path.read_text())
+        assert set(data["source"].pop("timing")) == {"solve_time", "time_to_best"}
+        saved.append(data)
+    assert saved[0] == saved[1]

@@ -97,20 +97,6 @@ def test_bad_options_give_one_line_and_exit_2(args: list, message: str) -> None:
     assert message in cli_error(run_cli("instance", "show", *args))
 
 
-@pytest.mark.parametrize(
-    ("name", "text", "message"),
-    [
-        ("broken.yaml", "num_stages: 4\nnum_batches: [1, 2\nforward_times: 1\n", "broken.yaml:3:14: not valid YAML"),
-        ("broken.json", '{"num_stages": 4,\n "num_batches": 8,,}\n', "broken.json:2:19: not valid JSON"),
-        ("typo.yaml", "num_stages: 4\nnum_batchs: 8\n", "unknown key 'num_batchs'; did you mean 'num_batches'?"),
-    ],
-)
-def test_unparsable_files_say_where(tmp_path: Path, name: str, text: str, message: str) -> None:
-    path = tmp_path / name
-    path.write_text(text)
-    assert message in cli_error(run_cli("instance", "show", path))
-
-
 def test_missing_instance_file_and_two_files(tmp_path: Path) -> None:
     assert "nope.yaml: no such file" in cli_error(run_cli("instance", "show", tmp_path / "nope.yaml"))
     first, second = INSTANCES_DIR / "sample_config.json", INSTANCES_DIR / "sample_config.yaml"

@@ -1,7 +1,8 @@
 """Pareto sweep: the best makespan (or max span) against the memory limit.
 
 Limits are solved from the smallest up, each solve starting from the previous point's schedule (it
-fits every larger limit), so the frontier never rises as the limit grows.
+fits every larger limit), so the frontier never rises as the limit grows. A point whose solve was
+interrupted (Ctrl-C, SIGTERM) ends the sweep: the points so far are the result.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models import Instance, InstanceError, Schedule
+from models import Instance, InstanceError, Schedule, Status
 from models.instance import parse_memory_limit
 from models.solve_result import SolveResult
 from models.tolerance import slack
@@ -86,6 +87,8 @@ def pareto_sweep(
         limited = dataclasses.replace(instance, memory_limit=limit)
         result = solve(limited, objective=objective, time_limit=time_limit_per_point, starts=previous, **solve_kwargs)
         points.append((limit, result))
+        if result.status == Status.INTERRUPTED:
+            break
         if result.schedule is not None:
             previous = [result.schedule.with_source(name=f"solution at limit {limit:g}")]
     return ParetoResult(objective, points, heuristic_positions(instance, objective))

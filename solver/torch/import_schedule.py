@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from models import Instance, InstanceError, OpKey, PipesatError, Schedule, ScheduleError
+from models import InputError, Instance, InstanceError, OpKey, PipesatError, Schedule, ScheduleError
+from models.document import MAX_FILE_BYTES
 from models.instance import placement_devices
 from solver.evaluate.simulator import simulate
 from solver.evaluate.validator import ensure_valid
@@ -148,19 +149,24 @@ def _to_op_keys(action: TorchAction, split: bool) -> list[OpKey]:
 
 
 def read_torch_csv(path: str | Path) -> TorchOrders:
-    """Read a torch schedule CSV (compute_only, or compute_comms whose communication is dropped)."""
+    """Read a torch schedule CSV (compute_only, or compute_comms whose communication is dropped); a file
+    that cannot be read or holds malformed cells is bad input (`InputError`)."""
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB; this is not a torch schedule CSV")
         with path.open(newline="", encoding="utf-8") as file:
             rows = list(csv.reader(file))
     except FileNotFoundError:
-        raise ScheduleError(f"{path}: no such file") from None
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a torch schedule CSV") from None
     except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise ScheduleError(f"{path}: cannot read ({error})") from None
+        raise InputError(f"{path}: cannot read ({error})") from None
     try:
         return rows_to_orders(rows)
     except ScheduleError as error:
-        raise ScheduleError(f"{path}: {error}") from None
+        raise InputError(f"{path}: {error}") from None
 
 
 def placement_options(placement: Sequence[int], num_devices: int) -> tuple[int, str]:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import signal
 import time
 
+import pytest
 from ortools.sat.python import cp_model
 
 from models import Instance
+from solver.cpsat import child as child_module
+from solver.cpsat.child import STOP_GRACE, Finished, Solution, run_search
 from solver.cpsat.model import build_model
-from solver.cpsat.search import STOP_GRACE, SearchOptions, run_with_watchdog, search
+from solver.cpsat.search import SearchOptions, search
 from solver.cpsat.warm_start import warm_start
 from solver.evaluate.bounds import lower_bound
 from solver.evaluate.metrics import compute_metrics
@@ -42,32 +47,47 @@ def test_search_says_when_the_model_is_infeasible() -> None:
     assert outcome.infeasible and outcome.orders is None
 
 
-class _SlowToStop:
-    """A solver that ignores `stop_search` for a while, as CP-SAT can while loading a large model."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.stopped = False
-
-    def solve(self, model: object, callback: object) -> int:
-        time.sleep(self.seconds)
-        return 0
-
-    def stop_search(self) -> None:
-        self.stopped = True
+def _deaf_child(*_: object) -> None:
+    """A child that ignores the request to stop, as CP-SAT can while it loads a large model."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    time.sleep(60)
 
 
-def test_a_search_slow_to_stop_is_left_behind_at_the_deadline() -> None:
-    solver = _SlowToStop(seconds=STOP_GRACE + 10.0)
-    started = time.monotonic()
-    status, interrupted = run_with_watchdog(solver, None, None, seconds=0.2)  # type: ignore[arg-type]
-    assert solver.stopped and status is None and not interrupted
-    assert time.monotonic() - started < 0.2 + STOP_GRACE + 5.0  # generous: a busy machine
-
-
-def test_a_finished_search_reports_its_status() -> None:
+def test_a_child_deaf_to_the_stop_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(child_module, "_child", _deaf_child)
     model = build_model(INSTANCE, split_backward=True)
-    solver = cp_model.CpSolver()
-    solver.parameters.catch_sigint_signal = False  # CP-SAT's handler would replace Python's Ctrl-C
-    status, interrupted = run_with_watchdog(solver, model.cp_model, None, seconds=10)
-    assert status == cp_model.OPTIMAL and not interrupted
+    started = time.monotonic()
+    finished, interrupted = run_search(model.cp_model, "", [], 0.2, lambda message: None)
+    assert finished is None and not interrupted
+    assert time.monotonic() - started < 0.2 + STOP_GRACE + 5.0  # generous: a busy machine
+    assert multiprocessing.active_children() == []
+
+
+def test_a_finished_search_reports_its_status_and_leaves_no_process() -> None:
+    model = build_model(INSTANCE, split_backward=True)
+    messages: list[object] = []
+    watched = list(model.variables.starts.values())
+    finished, interrupted = run_search(model.cp_model, "num_workers: 1", watched, 10, messages.append)
+    assert finished is not None and finished.status == cp_model.OPTIMAL and not interrupted
+    assert isinstance(messages[-1], Finished) and any(isinstance(m, Solution) for m in messages)
+    assert all(len(m.values) == len(watched) for m in messages if isinstance(m, Solution))
+    assert multiprocessing.active_children() == []
+
+
+def test_ctrl_c_in_a_progress_report_stops_the_child_and_keeps_the_best(hard_instance: Instance) -> None:
+    model = build_model(hard_instance, split_backward=True)
+    warm_start(model, None)
+    reports: list[float | None] = []
+
+    def progress(elapsed: float, value: float | None, bound: float | None) -> None:
+        reports.append(value)
+        if value is not None:
+            raise KeyboardInterrupt
+
+    options = SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 30)
+    started = time.monotonic()
+    outcome = search(model, options, started, 0.0, None, progress)
+    assert outcome.interrupted and outcome.orders is not None
+    assert_valid(simulate(hard_instance, outcome.orders))
+    assert time.monotonic() - started < 10  # far from the 30 s limit: the stop was answered
+    assert multiprocessing.active_children() == []

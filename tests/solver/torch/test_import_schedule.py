@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from models import Instance, InstanceError, ScheduleError
+from models import InputError, Instance, InstanceError, ScheduleError
 from solver.heuristics import NotApplicable, UnknownSchedule, run_heuristic
 from solver.torch.export import export_torch_csv
 from solver.torch.import_schedule import (
@@ -113,7 +113,7 @@ def test_deadlocking_csv_is_refused(tmp_path: Path) -> None:
 
 
 def test_missing_csv_says_so(tmp_path: Path) -> None:
-    with pytest.raises(ScheduleError, match="no such file"):
+    with pytest.raises(InputError, match="no such file"):
         read_torch_csv(tmp_path / "absent.csv")
 
 

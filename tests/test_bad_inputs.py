@@ -1,0 +1,55 @@
+"""The catalogue of bad input (`tests/bad_inputs.py`) at the API and at the command line: one `error:`
+line with the expected message, the expected exit code, no traceback, and nothing done before it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models import InputError, PipesatError, load_instance
+from solver.io.schedule_file import load_schedule
+from solver.torch.import_schedule import read_torch_csv
+from tests.bad_inputs import BAD_COMMANDS, BAD_FILES, BadCommand, BadFile
+from tests.cli_helpers import cli_error, cli_ok, run_cli
+
+LOADERS = {"instance": load_instance, "schedule": load_schedule, "csv": read_torch_csv}
+
+
+def _write(folder: Path, bad: BadFile) -> Path:
+    path = folder / bad.name
+    if not bad.name.startswith("absent"):
+        path.write_text(bad.text)
+    return path
+
+
+@pytest.mark.parametrize("bad", BAD_FILES, ids=lambda bad: bad.name)
+def test_a_bad_file_is_one_line_at_the_command_line(tmp_path: Path, bad: BadFile) -> None:
+    line = cli_error(run_cli(*bad.command, _write(tmp_path, bad)), bad.exit_code)
+    assert bad.message in line
+
+
+@pytest.mark.parametrize("bad", [bad for bad in BAD_FILES if bad.exit_code == 2], ids=lambda bad: bad.name)
+def test_a_bad_file_is_bad_input_at_the_api(tmp_path: Path, bad: BadFile) -> None:
+    with pytest.raises(InputError) as raised:
+        LOADERS[bad.loader](_write(tmp_path, bad))
+    assert bad.message in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("bad", BAD_COMMANDS, ids=lambda bad: bad.case)
+def test_a_bad_command_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: BadCommand
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text("num_devices: 2\nnum_microbatches: 2\n")
+    cli_ok(run_cli("schedule", "1f1b", "-s", "2", "-b", "2", "--no-visualization", "--save", "s.json"))
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    result = run_cli(*bad.args)
+    assert bad.message in cli_error(result, bad.exit_code)
+    assert result.stdout == ""
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+
+
+def test_every_error_is_a_pipesat_error_with_one_line() -> None:
+    # The catalogue's API errors are PipesatErrors: the CLI turns exactly those into one line and an exit code.
+    assert issubclass(InputError, PipesatError)
