@@ -45,9 +45,9 @@ from cli_output import (
     save_schedules,
     saved_files,
 )
-from models import Instance, Objective
+from models import Instance, Objective, expected_op_keys
 from models.errors import InstanceError, ScheduleError
-from models.limits import DEFAULT_MAX_OPS, set_max_ops
+from models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS, check_model_size, set_max_ops
 from solver.evaluate.retime import retimed_for
 from solver.evaluate.validator import check_memory, ensure_valid, validate
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
@@ -78,10 +78,17 @@ from solver.torch.run import format_result, torch_run
     show_default=True,
     help="Refuse instances of more ops than this (a guard against sizes that would fill the memory).",
 )
+@click.option(
+    "--max-model-ops",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_MODEL_OPS,
+    show_default=True,
+    help="Refuse to build CP-SAT models of more ops than this (about 7.5 KB of memory an op).",
+)
 @click.version_option(package_name="pipesat")
-def cli(debug: bool, max_ops: int) -> None:
+def cli(debug: bool, max_ops: int, max_model_ops: int) -> None:
     """pipesat: optimal pipeline-parallel training schedules with CP-SAT."""
-    set_max_ops(max_ops)
+    set_max_ops(max_ops, max_model_ops)
 
 
 @cli.group(cls=PipesatGroup)
@@ -209,6 +216,7 @@ def solve(
 ) -> None:
     """Find the best schedule with CP-SAT, warm-started from every handwritten schedule that fits."""
     check_writes(force, {"--save": save, "-o": output})
+    check_model_size(len(expected_op_keys(instance, instance.split_backward)))  # before the header
     goal = goal_text(Objective(objective), minimize, makespan_cap)
     click.echo(f"CP-SAT ({goal}) on {describe(instance)}, {time_limit:g} s, {workers} worker(s)")
     with live_progress(progress) as line:

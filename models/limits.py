@@ -1,9 +1,12 @@
-"""How much work pipesat takes on: a cap on the ops of an instance, checked before anything is built.
+"""How much work pipesat takes on: caps on the ops of an instance and of a CP-SAT model, checked
+before anything is built.
 
 A few bytes of input can ask for billions of ops (`num_microbatches: 1e9`), which would fill the
 machine's memory long before any message. Every instance is measured when it is made: above
 `max_ops()` ops it is refused with one line that names the way to raise the cap
-(`pipesat --max-ops N ...`, or `allow_ops` in code).
+(`pipesat --max-ops N ...`, or `allow_ops` in code). A CP-SAT model takes far more memory per op
+(measured: about 7.5 KB an op with 2 workers, 740 MB for 98,304 ops), so a solve refuses a model of
+more than `max_model_ops()` ops before building it (`pipesat --max-model-ops N ...`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from contextvars import ContextVar
 from models.errors import InputError, InstanceError
 
 DEFAULT_MAX_OPS = 1_000_000
+DEFAULT_MAX_MODEL_OPS = 250_000
 _MAX_OPS: ContextVar[int] = ContextVar("max_ops", default=DEFAULT_MAX_OPS)
+_MAX_MODEL_OPS: ContextVar[int] = ContextVar("max_model_ops", default=DEFAULT_MAX_MODEL_OPS)
 
 
 def max_ops() -> int:
@@ -23,11 +28,17 @@ def max_ops() -> int:
     return _MAX_OPS.get()
 
 
-def set_max_ops(ops: int) -> None:
-    """Set the cap for the rest of this context (the command line's `--max-ops`)."""
-    if ops < 1:
-        raise InputError(f"--max-ops must be at least 1, got {ops}")
+def max_model_ops() -> int:
+    """The most ops a CP-SAT model may have here."""
+    return _MAX_MODEL_OPS.get()
+
+
+def set_max_ops(ops: int, model_ops: int = DEFAULT_MAX_MODEL_OPS) -> None:
+    """Set the caps for the rest of this context (the command line's `--max-ops`, `--max-model-ops`)."""
+    if ops < 1 or model_ops < 1:
+        raise InputError(f"--max-ops and --max-model-ops must be at least 1, got {ops} and {model_ops}")
     _MAX_OPS.set(ops)
+    _MAX_MODEL_OPS.set(model_ops)
 
 
 @contextlib.contextmanager
@@ -54,3 +65,13 @@ def check_work(num_devices: int, chunks: int, num_microbatches: int, kinds: int)
 def _count(number: int) -> str:
     """`1,234,567`, or `about 10^308` for a number too long to read."""
     return f"{number:,}" if number < 10**15 else f"about 10^{len(str(number)) - 1}"
+
+
+def check_model_size(ops: int) -> None:
+    """Refuse a CP-SAT model of more than `max_model_ops()` ops, before it is built."""
+    if ops > max_model_ops():
+        raise InstanceError(
+            f"the CP-SAT model would have {_count(ops)} ops, more than the limit of {max_model_ops():,} "
+            "(about 7.5 KB of memory an op); `pipesat schedule` and `compare --no-solve` need no model, "
+            "or raise the limit with `pipesat --max-model-ops N`"
+        )

@@ -23,7 +23,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models import TIME_OBJECTIVES, Instance, Objective, OptionError, Schedule, Status
+from models import TIME_OBJECTIVES, Instance, Objective, OptionError, Schedule, Status, expected_op_keys
+from models.limits import check_model_size
 from models.solve_result import Infeasibility, InfeasibleReason, SolveResult
 from models.tolerance import fits
 from solver.cpsat.model import build_model
@@ -80,6 +81,7 @@ def solve(
     clock = time.monotonic()
     _check_options(objective, minimize, time_limit, workers, seed, gap, makespan_cap)
     split = resolve_split(instance, split_backward)
+    check_model_size(len(expected_op_keys(instance, split)))
     if minimize == "memory":
         instance = dataclasses.replace(instance, memory_limit=None)
     problem = Problem(instance, Objective(objective), minimize == "memory", split, makespan_cap, symmetry_breaking)

@@ -241,6 +241,7 @@ BAD_COMMANDS = [
     BadCommand(
         "max-ops", ("--max-ops", "5", "solve", *SMALL), "8 ops (2 devices x 1 chunks x 2 microbatches x 2 kinds"
     ),
+    BadCommand("max-model-ops", ("--max-model-ops", "5", "solve", *SMALL), "the CP-SAT model would have 8 ops"),
     BadCommand(
         "save-is-input",
         ("solve", "cfg.yaml", "--save", "cfg.yaml"),
