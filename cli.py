@@ -15,6 +15,7 @@ from cli_options import (
     FILE,
     FORCE_OPTION,
     FORMAT_OPTION,
+    LIMIT_OPTIONS,
     MODEL_OPTIONS,
     NUMBER,
     OBJECTIVE_OPTION,
@@ -47,7 +48,7 @@ from cli_output import (
 )
 from models import Instance, Objective, expected_op_keys
 from models.errors import InstanceError, ScheduleError
-from models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS, check_model_size, set_max_ops
+from models.limits import check_model_size, set_max_ops
 from solver.evaluate.retime import retimed_for
 from solver.evaluate.validator import check_memory, ensure_valid, validate
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
@@ -71,20 +72,7 @@ from solver.torch.run import format_result, torch_run
 
 @click.group(cls=PipesatGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
-@click.option(
-    "--max-ops",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MAX_OPS,
-    show_default=True,
-    help="Refuse instances of more ops than this (a guard against sizes that would fill the memory).",
-)
-@click.option(
-    "--max-model-ops",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MAX_MODEL_OPS,
-    show_default=True,
-    help="Refuse to build CP-SAT models of more ops than this (about 7.5 KB of memory an op).",
-)
+@LIMIT_OPTIONS
 @click.version_option(package_name="pipesat")
 def cli(debug: bool, max_ops: int, max_model_ops: int) -> None:
     """pipesat: optimal pipeline-parallel training schedules with CP-SAT."""

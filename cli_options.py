@@ -19,6 +19,7 @@ import click
 
 from models import TIME_OBJECTIVES, Objective
 from models.errors import InputError, InstanceError, PipesatError
+from models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from solver.instances.from_options import build_instance
 from solver.io.output_file import check_outputs
 from solver.report.plots import PICTURE_SUFFIXES
@@ -327,3 +328,22 @@ def stop_on_sigterm() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+# The caps on work every command takes (`models.limits`).
+LIMIT_OPTIONS = options(
+    click.option(
+        "--max-ops",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_OPS,
+        show_default=True,
+        help="Refuse instances of more ops than this (a guard against sizes that would fill the memory).",
+    ),
+    click.option(
+        "--max-model-ops",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_MODEL_OPS,
+        show_default=True,
+        help="Refuse to build CP-SAT models of more ops than this (about 7.5 KB of memory an op).",
+    ),
+)
