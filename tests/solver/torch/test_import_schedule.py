@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from models import InputError, Instance, InstanceError, ScheduleError
+from solver.evaluate.metrics import compute_metrics
 from solver.heuristics import NotApplicable, UnknownSchedule, run_heuristic
+from solver.heuristics.zb_v import handwritten_orders
 from solver.torch.export import export_torch_csv
 from solver.torch.import_schedule import (
     INSTALL_HINT,
@@ -135,8 +137,6 @@ def test_builtin_schedule_validates_on_its_shape(name: str) -> None:
     [
         ("GPipe", "gpipe", LINEAR),
         ("Interleaved1F1B", "interleaved", {**LINEAR, "chunks": 2}),
-        ("ZBVZeroBubble", "zb-v", VSHAPE_SPLIT),
-        ("ZBVZeroBubble", "zb-v", {**VSHAPE_SPLIT, "num_devices": 3, "num_microbatches": 6}),
     ],
 )
 def test_torch_builtin_has_the_same_order_as_pipesats(torch_name: str, pipesat_name: str, shape: dict) -> None:
@@ -144,6 +144,16 @@ def test_torch_builtin_has_the_same_order_as_pipesats(torch_name: str, pipesat_n
     instance = Instance.from_dict(shape)
     imported = assert_valid(import_torch_schedule(torch_name, instance))
     assert imported.orders() == run_heuristic(pipesat_name, instance).orders()
+
+
+@pytest.mark.parametrize("shape", [VSHAPE_SPLIT, {**VSHAPE_SPLIT, "num_devices": 3, "num_microbatches": 6}])
+def test_torch_zbv_is_the_handwritten_zb_v_order_and_pipesats_zb_v_is_no_slower(shape: dict) -> None:
+    _needs_torch()
+    instance = Instance.from_dict(shape)
+    imported = assert_valid(import_torch_schedule("ZBVZeroBubble", instance))
+    assert imported.orders() == handwritten_orders(instance)
+    ours = compute_metrics(assert_valid(run_heuristic("zb-v", instance))).max_span
+    assert ours <= compute_metrics(imported).max_span
 
 
 def test_torch_1f1b_is_reported_wrong_on_the_last_rank() -> None:
