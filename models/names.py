@@ -13,6 +13,7 @@ SCHEDULE_TITLES: dict[str, str] = {
     "v-min": "V-Min",
     "v-half": "V-Half",
     "v-zb": "V-ZB",
+    "v-auto": "V-auto",
     "zb-auto": "ZB-auto",
     "zb-v": "ZB-V",
     "zb-h1": "ZB-H1",

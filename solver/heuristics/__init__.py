@@ -18,7 +18,8 @@ from solver.heuristics.heuristic import Heuristic, NotApplicable, StartingSchedu
 from solver.heuristics.interleaved import interleaved_orders, interleaved_requirement
 from solver.heuristics.one_f_one_b import one_f_one_b_orders
 from solver.heuristics.requirements import needs_linear, needs_nothing
-from solver.heuristics.v_schedules import slot_orders, v_half_offsets, v_min_offsets, v_requirement, v_zb_offsets
+from solver.heuristics.v_blocks import v_auto_orders, v_half_orders, v_min_orders
+from solver.heuristics.v_schedules import slot_orders, v_requirement, v_zb_offsets
 from solver.heuristics.zb_auto import zb_auto_orders, zb_auto_requirement
 from solver.heuristics.zb_v import zb_v_orders, zb_v_requirement
 from solver.heuristics.zero_bubble import zero_bubble_orders, zero_bubble_requirement
@@ -27,9 +28,10 @@ SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
     Heuristic("gpipe", needs_nothing, gpipe_orders),
     Heuristic("interleaved", interleaved_requirement, interleaved_orders),
     Heuristic("1f1b", needs_linear, one_f_one_b_orders),
-    Heuristic("v-min", v_requirement, partial(slot_orders, offsets=v_min_offsets)),
-    Heuristic("v-half", v_requirement, partial(slot_orders, offsets=v_half_offsets)),
+    Heuristic("v-min", v_requirement, v_min_orders),
+    Heuristic("v-half", v_requirement, v_half_orders),
     Heuristic("v-zb", v_requirement, partial(slot_orders, offsets=v_zb_offsets)),
+    Heuristic("v-auto", v_requirement, v_auto_orders),
     Heuristic("zb-auto", zb_auto_requirement, zb_auto_orders),
     Heuristic("zb-v", zb_v_requirement, zb_v_orders),
     Heuristic("zb-h1", zero_bubble_requirement, partial(zero_bubble_orders, factor=1)),

@@ -1,5 +1,6 @@
-"""V-Min, V-Half and V-ZB: V-shape schedules built from a repeating building block ("Pipeline
-Parallelism with Controllable Memory", Qi et al. 2024).
+"""The slot construction of V-shape schedules from a repeating building block ("Pipeline Parallelism
+with Controllable Memory", Qi et al. 2024): V-ZB's block, V-Min's and V-Half's fixed blocks, and the
+construction that `solver.heuristics.v_blocks` runs for every block it searches.
 
 Time runs in slots, six per cycle. On device i the building block puts microbatch 0's F (chunk 0,
 stage i), f (chunk 1, stage 2p-1-i), B (the backward of chunk 1, which runs first) and b (the backward
@@ -82,6 +83,11 @@ class _SlotLayout:
     def __init__(self, instance: Instance, offsets: Callable[[int, int], Offsets]) -> None:
         self.instance = instance
         p, m = instance.num_devices, instance.num_microbatches
+        self.changes = {
+            (kind, stage): memory_change(instance, kind, stage, split_backward=True)
+            for kind in "FBW"
+            for stage in range(instance.num_stages)
+        }
         self.slot: dict[OpKey, int] = {}
         self.occupant: list[list[OpKey | None]] = []
         for i in range(p):
@@ -95,8 +101,7 @@ class _SlotLayout:
 
     def delta(self, key: OpKey) -> float:
         """Memory an op adds (F) or frees (B, W: negative) on its device (the backward is split)."""
-        kind, stage, _ = key
-        return memory_change(self.instance, kind, stage, split_backward=True)
+        return self.changes[key[:2]]
 
     def fill_weights(self) -> None:
         """Put each missing W into a free slot after its backward, the oldest backward's W first; the rest at the end."""
