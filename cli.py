@@ -63,7 +63,7 @@ from solver.report.tables import format_rows, heuristic_title
 from solver.report.text import chrome_trace_line, describe, torch_csv_lines
 from solver.solve import solve as run_solver
 from solver.studies.compare import SOLVER_NAME, compare, with_torch_rows
-from solver.studies.pareto import pareto_sweep, parse_limits
+from solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
 from solver.torch import import_schedule as torch_import
 from solver.torch.export import export_torch_csv
 from solver.torch.profile import ProfileSpec, profile_instance, profile_lines
@@ -276,9 +276,8 @@ def compare_command(
 @OBJECTIVE_OPTION
 @click.option(
     "--limits",
-    default="0.33x:2x:0.1x",
-    show_default=True,
-    help="Memory limits: START:STOP:STEP or a comma-separated list; numbers, or relative like 0.5x.",
+    help="Memory limits: START:STOP:STEP or a comma-separated list; numbers, or relative like 0.5x. "
+    "Without it: every breakpoint of the trade-off, each proven (--time-limit per solve, two solves each).",
 )
 @SOLVER_OPTIONS
 @output_option("Plot file; default pareto.png.")
@@ -298,20 +297,24 @@ def pareto(
     **search: Any,
 ) -> None:
     """The fastest schedule at each memory limit: the frontier table and its plot."""
-    values, per_point = parse_limits(limits, instance), search.pop("time_limit")
+    values, per_point = None if limits is None else parse_limits(limits, instance), search.pop("time_limit")
     picture = None if no_visualization else output or Path("pareto.png")
-    outputs = {"the plot": picture, **saved_files(save_dir, [limit_name(limit) for limit in values])}
-    check_writes(force, outputs)
+    files = saved_files(save_dir, [limit_name(limit) for limit in values] if values else None)
+    check_writes(force, {"the plot": picture, **files})
     with live_progress(search.pop("progress")) as line:
-        sweep = pareto_sweep(instance, values, objective, time_limit_per_point=per_point, progress=line, **search)
+        if values is None:
+            sweep = pareto_frontier(instance, objective, time_limit_per_solve=per_point, progress=line, **search)
+        else:
+            sweep = pareto_sweep(instance, values, objective, time_limit_per_point=per_point, progress=line, **search)
     for _, result in sweep.points:
         if result.schedule is not None:
             ensure_valid(result.schedule)
-    click.echo(pareto_text(instance, sweep.points, sweep.heuristics, objective, fmt))
+    click.echo(pareto_text(instance, sweep.points, sweep.heuristics, objective, fmt, sweep.memory))
     if picture is not None:
         heuristics = [(heuristic_title(name), peak, value) for name, peak, value in sweep.heuristics]
         reference = instance.one_f_one_b_peak()
-        figure = pareto_figure(sweep.points, heuristics, objective, reference, pareto_title(instance, objective))
+        title = pareto_title(instance, objective)
+        figure = pareto_figure(sweep.points, heuristics, objective, reference, title, open_ended=values is None)
         echo_aside("picture", str(save_figure(figure, picture)), fmt)
     if save_dir is not None:
         solved = [(limit_name(limit), result.schedule) for limit, result in sweep.points if result.schedule]

@@ -20,6 +20,7 @@ import click
 from models import TIME_OBJECTIVES, Objective
 from models.errors import InputError, InstanceError, PipesatError
 from models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
+from solver.cpsat.search import available_cores
 from solver.instances.from_options import build_instance
 from solver.io.output_file import check_outputs
 from solver.report.plots import PICTURE_SUFFIXES
@@ -226,7 +227,11 @@ SOLVER_OPTIONS = options(
         help="Seconds CP-SAT may search (per memory limit in pareto).",
     ),
     click.option(
-        "--workers", type=click.IntRange(1, MAX_WORKERS), default=1, show_default=True, help="CP-SAT search workers."
+        "--workers",
+        type=click.IntRange(1, MAX_WORKERS),
+        default=available_cores,
+        show_default="the cores this process may use",
+        help="CP-SAT search workers.",
     ),
     click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="CP-SAT random seed."),
     click.option(

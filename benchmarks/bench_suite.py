@@ -4,12 +4,17 @@ Run: `python benchmarks/bench_suite.py [--quick] [--time-limit 60] [--workers 1]
 (the full suite is long: up to about 70 x the time limit; `--quick` runs a subset in under 2 minutes).
 
 The suite: the ZB paper's Table 5 (docs/reference.md, all 12 rows) at memory limits p·M_B, 1.5p·M_B
-and 2p·M_B (1x, 1.5x, 2x) with the max span, the paper's measure; small instances p = 4 and 8,
-m = 8 to 32 with F/B/W from Table 5 rounded, p2p 0 and 1, limits 1x and 2x, makespan; V placement
-p = 4 to 16 at 1x and 2x, max span; the seed examples (instances/sample_config.*).
+and 2p·M_B (1x, 1.5x, 2x) with the max span, the paper's measure, and the 1.5B rows also below 1x
+(0.5x, 0.75x); small instances p = 4 and 8, m = 8 to 32 with F/B/W from Table 5 rounded, p2p 0 and 1,
+limits 0.5x, 1x and 2x, makespan; V placement p = 4 to 16 at 0.5x, 1x and 2x and interleaved
+placement (2 chunks) p = 4 and 8 at 1x and 2x, max span; the modern 7B/70B instances, whose first and
+last stages differ from the rest (embedding, head), at 0.5x and 1x; the seed examples
+(instances/sample_config.*).
 
 Per instance: every applicable heuristic's value (re-timed for the least max span when that is the
-objective; "over" when it breaks the memory limit), the solver's value, proven bound, gap, status,
+objective; "over" when it breaks the memory limit; in the CSV), the best of each family in the table
+(GPipe and 1F1B with interleaved 1F1B; ZB-H1, ZB-H2 and ZB-auto; the V schedules and ZB-V), the
+solver's value, proven bound, gap, status,
 seconds to the first and the best schedule, wall seconds of the whole solve (heuristics, bounds,
 model building and search), and the model build seconds on their own (measured apart). For Table 5 rows
 also the bubble rate, (max span - busy time) / max span, next to the paper's ZB-1p / ZB-2p figure.
@@ -47,6 +52,12 @@ DEFAULT_CSV = ROOT / "benchmarks" / "results" / "suite.csv"
 PUBLISHED = {"1x": "zb-1p", "2x": "zb-2p"}
 # F/B/W (ms) of Table 5's 1.5B and 6.2B rows, rounded.
 ROUNDED_TIMES = ((19, 18, 9), (30, 29, 20))
+# The families the table shows the best of, by heuristic name.
+FAMILIES = {
+    "best 1F1B": ("gpipe", "1f1b", "interleaved"),
+    "best ZB": ("zb-h1", "zb-h2", "zb-auto"),
+    "best V": ("v-min", "v-half", "v-zb", "v-auto", "zb-v"),
+}
 
 
 @dataclass(frozen=True)
@@ -68,14 +79,15 @@ def suite() -> Iterator[Case]:
     """Every case of the suite, in order."""
     for path in sorted((ROOT / "instances" / "zb-paper").glob("*.yaml")):
         base = load_instance(path)
-        for limit in ("1x", "2x", "1.5x"):
-            quick = base.num_devices == 8 and base.num_microbatches == 24 and limit != "1.5x"
+        below = ("0.5x", "0.75x") if base.name.startswith("zb-1.5b") else ()
+        for limit in ("1x", "2x", "1.5x", *below):
+            quick = base.num_devices == 8 and base.num_microbatches == 24 and limit in ("1x", "2x", "0.5x")
             yield Case(f"{base.name}@{limit}", with_limit(base, limit), "span", limit, quick)
     for p in (4, 8):
         for index, m in enumerate((8, 16, 32)):
             forward, backward, weight = ROUNDED_TIMES[index % 2]
             for p2p in (0, 1):
-                for limit in ("1x", "2x"):
+                for limit in ("0.5x", "1x", "2x"):
                     data = {
                         "num_devices": p,
                         "num_microbatches": m,
@@ -98,9 +110,29 @@ def suite() -> Iterator[Case]:
             "weight_times": 4.5,
             "p2p_time": 0.5,
         }
+        for limit in ("0.5x", "1x", "2x"):
+            instance = with_limit(Instance.from_dict(data), limit)
+            yield Case(f"vshape-p{p}-m{2 * p}@{limit}", instance, "span", limit, p == 4 and limit != "2x")
+    for p in (4, 8):
+        data = {
+            "num_devices": p,
+            "num_microbatches": 2 * p,
+            "chunks": 2,
+            "placement": "interleaved",
+            "forward_times": 19,
+            "backward_times": 18,
+            "weight_times": 9,
+            "p2p_time": 0.5,
+        }
         for limit in ("1x", "2x"):
             instance = with_limit(Instance.from_dict(data), limit)
-            yield Case(f"vshape-p{p}-m{2 * p}@{limit}", instance, "span", limit, p == 4 and limit == "1x")
+            yield Case(f"interleaved-p{p}-m{2 * p}@{limit}", instance, "span", limit, p == 4 and limit == "1x")
+    for path in sorted((ROOT / "instances" / "modern").glob("*.yaml")):
+        base = load_instance(path)
+        if len(expected_op_keys(base, True)) > 6000:
+            continue  # the 70B p16 instance: 6,144 ops; its rows would only repeat p = 8's
+        for limit in ("0.5x", "1x"):
+            yield Case(f"{base.name}@{limit}", with_limit(base, limit), "span", limit, "7b-p4" in base.name)
     for path in sorted((ROOT / "instances").glob("sample_config.*")):
         instance = load_instance(path)
         yield Case(f"{path.name}", instance, "makespan", "none", path.suffix == ".yaml")
@@ -134,6 +166,10 @@ def run_case(case: Case, heuristics: list[str], time_limit: float, workers: int)
     }
     values = {name: heuristic_value(name, instance, case.objective) for name in heuristics}
     row |= {name: value if isinstance(value, str) else f"{value:.6g}" for name, value in values.items()}
+    for family, names in FAMILIES.items():
+        fitting_family = [values[name] for name in names if isinstance(values.get(name), float)]
+        tried = [values[name] for name in names if values.get(name) == "over"]
+        row[family] = f"{min(fitting_family):.6g}" if fitting_family else ("over" if tried else "")
     result = solve(instance, case.objective, time_limit=time_limit, workers=workers, seed=0)
     if result.schedule is None:
         raise SystemExit(f"{case.name}: no schedule: {outcome_text(result)}")
@@ -177,7 +213,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="A subset that runs in under 2 minutes.")
     parser.add_argument("--time-limit", type=float, default=60.0, help="Seconds per solve (quick: at most 10).")
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--filter", default="", help="Only cases whose name contains this text.")
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV, help=f"Where to write the rows ({DEFAULT_CSV}).")
     args = parser.parse_args()
@@ -185,10 +221,11 @@ def main() -> None:
     time_limit = min(args.time_limit, 10.0) if args.quick else args.time_limit
     cases = [case for case in suite() if args.filter in case.name and (case.quick or not args.quick)]
     heuristics = [heuristic.name for heuristic in all_heuristics()]
-    columns = ["instance", "objective", "limit", "ops", *heuristics]
-    columns += ["solver", "bound", "gap%", "status", "vs best heuristic", "bubble", "paper"]
-    columns += ["first s", "best s", "wall s", "build s"]
-    widths = {column: max(len(column), 7) for column in columns}
+    shown = ["instance", "objective", "limit", "ops", *FAMILIES]
+    shown += ["solver", "bound", "gap%", "status", "vs best heuristic", "bubble", "paper"]
+    shown += ["first s", "best s", "wall s", "build s"]
+    columns = [*shown[:4], *heuristics, *shown[4:]]
+    widths = {column: max(len(column), 7) for column in shown}
     widths["instance"] = max(len(case.name) for case in cases) if cases else 8
     widths["status"] = 11
     print(f"{len(cases)} cases, time limit {time_limit:g} s, {args.workers} worker(s)")

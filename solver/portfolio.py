@@ -23,6 +23,7 @@ from models import Instance, Objective, OpKey, PipesatError, Schedule
 from models.names import SCHEDULE_TITLES
 from models.solve_result import NamedValue
 from models.tolerance import fits
+from solver.evaluate.bounds import lower_bound
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.retime import timed_for
 from solver.evaluate.simulator import simulate
@@ -36,7 +37,8 @@ from solver.heuristics.periodic import periodic_schedule
 @dataclass(frozen=True)
 class Problem:
     """One solve's settings, resolved: the time `objective` (makespan or max span) is minimised, or
-    with `minimize_memory` the peak memory with the time objective at most `time_cap` when given."""
+    with `minimize_memory` the peak memory with the time objective at most `time_cap` when given.
+    `known_bound` is a lower bound on the result's objective proven elsewhere (a Pareto sweep's)."""
 
     instance: Instance
     objective: Objective
@@ -44,6 +46,12 @@ class Problem:
     split: bool
     time_cap: float | None
     symmetry_breaking: bool
+    known_bound: float | None = None
+
+    def lower_bound(self) -> float:
+        """The best lower bound on the result's objective: the analytic one, or the known one."""
+        analytic = lower_bound(self.instance, self.result_objective, self.split)
+        return analytic if self.known_bound is None else max(analytic, self.known_bound)
 
     @property
     def result_objective(self) -> Objective:

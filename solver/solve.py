@@ -28,7 +28,7 @@ from models.limits import check_model_size
 from models.solve_result import Infeasibility, InfeasibleReason, SolveResult
 from models.tolerance import fits
 from solver.cpsat.model import build_model
-from solver.cpsat.search import Progress, SearchOptions, search
+from solver.cpsat.search import Progress, SearchOptions, available_cores, search
 from solver.cpsat.warm_start import tick_value, warm_start
 from solver.evaluate.bounds import lower_bound, minimum_memory_limit, resolve_split
 from solver.evaluate.metrics import relative_gap
@@ -56,7 +56,7 @@ def solve(
     objective: str = "makespan",
     minimize: str = "time",
     time_limit: float = 10.0,
-    workers: int = 1,
+    workers: int | None = None,
     seed: int = 0,
     deterministic: bool = False,
     gap: float = 0.0,
@@ -65,26 +65,31 @@ def solve(
     makespan_cap: float | None = None,
     progress: Progress | None = None,
     starts: Sequence[Schedule] = (),
+    known_bound: float | None = None,
 ) -> SolveResult:
     """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
 
-    `objective` is "makespan" or "span" (max span). `minimize="memory"` minimises the peak memory
-    instead, ignoring the instance's memory limit, with the time objective capped at `makespan_cap`
-    when given. `split_backward` None schedules W apart exactly when the instance has weight times.
-    `deterministic` makes repeated runs give the same result: the time limit becomes CP-SAT's
-    deterministic time (wall clock stops it only at ten times the limit) and several workers
-    interleave. `gap` stops the search at that relative gap. `starts` are extra starting schedules
-    (for instance the previous point of a Pareto sweep). A max-span solve first spends a third of
-    the time limit on the makespan, whose model CP-SAT searches far better, and starts from that
-    order re-timed for the span when it is the best start.
+        `objective` is "makespan" or "span" (max span). `minimize="memory"` minimises the peak memory
+        instead, ignoring the instance's memory limit, with the time objective capped at `makespan_cap`
+        when given. `split_backward` None schedules W apart exactly when the instance has weight times.
+        `deterministic` makes repeated runs give the same result: the time limit becomes CP-SAT's
+        deterministic time (wall clock stops it only at ten times the limit) and several workers
+        interleave. `gap` stops the search at that relative gap. `starts` are extra starting schedules
+        (for instance the previous point of a Pareto sweep), and `known_bound` a lower bound on the result's
+    objective proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve first spends a third of
+        the time limit on the makespan, whose model CP-SAT searches far better, and starts from that
+        order re-timed for the span when it is the best start.
     """
     clock = time.monotonic()
+    workers = available_cores() if workers is None else workers
     _check_options(objective, minimize, time_limit, workers, seed, gap, makespan_cap)
     split = resolve_split(instance, split_backward)
     check_model_size(len(expected_op_keys(instance, split)))
     if minimize == "memory":
         instance = dataclasses.replace(instance, memory_limit=None)
-    problem = Problem(instance, Objective(objective), minimize == "memory", split, makespan_cap, symmetry_breaking)
+    problem = Problem(
+        instance, Objective(objective), minimize == "memory", split, makespan_cap, symmetry_breaking, known_bound
+    )
     why = _infeasibility(problem)
     if why is not None:
         smallest = why.least if why.reason == InfeasibleReason.MEMORY_LIMIT else None
@@ -151,7 +156,7 @@ class _Solve:
     def run(self, handwritten: Sequence[tuple[str, Schedule]]) -> SolveResult:
         """The result, naming the best handwritten schedule that fits."""
         problem = self.problem
-        bound = lower_bound(problem.instance, problem.result_objective, problem.split)
+        bound = problem.lower_bound()
         candidates = starting_candidates(problem, handwritten, self.others, self.clock)
         self.found.extend(candidates)
         best_handwritten = preferred([candidate for candidate in candidates if candidate.handwritten])
@@ -167,7 +172,7 @@ class _Solve:
         best = preferred(self.found) or one_at_a_time_candidate(problem, self.clock)
         if best is None:
             return self._empty(Status.INTERRUPTED)
-        bound = lower_bound(problem.instance, problem.result_objective, problem.split)
+        bound = problem.lower_bound()
         result = self._result(best, best, min(bound, best.value), interrupted=True, searched=False)
         best_handwritten = preferred([candidate for candidate in self.found if candidate.handwritten])
         if best_handwritten is None:

@@ -157,10 +157,16 @@ def _child(source: cp_model.CpModel | str, parameters: str, indices: list[int], 
     """The child process: search, sending every solution and bound, then CP-SAT's status and bound.
 
     SIGINT is CP-SAT's to catch while it searches; outside the search it is ignored, so a stop that
-    comes while the child starts or sends its last word cannot end it with a traceback.
+    comes while the child starts or sends its last word cannot end it with a traceback. The child's
+    standard error goes nowhere.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # What CP-SAT's C++ prints while it is stopped or killed (a `std::bad_function_call` from a callback
+    # torn down mid-stop was seen) is not the user's business: the parent keeps what was sent.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
     lock = threading.Lock()
 
     def send(message: Message) -> None:

@@ -10,6 +10,7 @@ ops). Ctrl-C and SIGTERM stop it the same way, and the best solution so far is k
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,14 @@ from solver.cpsat.model import PipelineModel, orders_from_starts
 FINISH_SECONDS_PER_OP = 3e-5
 RESERVE_SHARE = 0.1
 MIN_SEARCH_SECONDS = 0.05
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the platform says, else all of them)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
 
 Progress = Callable[[float, float | None, float | None], None]
 """`progress(elapsed seconds, best value, best bound)`, called as the search finds them."""

@@ -216,12 +216,14 @@ def pareto_figure(
     objective: Objective = "makespan",
     reference: float | None = None,
     title: str = "",
+    open_ended: bool = False,
 ) -> Figure:
     """Objective against memory limit: the solver's frontier and each heuristic as a labelled point.
 
     `points` are (limit, SolveResult); a proven optimum is a filled dot, a feasible value a hollow
     one with a bar down to its bound, an infeasible limit a cross on the axis. `reference` (the 1F1B
-    peak) adds a top axis in multiples of it.
+    peak) adds a top axis in multiples of it. `open_ended` (a frontier of breakpoints) carries the last
+    point's value on to the right edge: more memory than the last breakpoint buys no more speed.
     """
     figure = Figure(figsize=(9, 5.5), dpi=DPI)
     axes = figure.add_subplot()
@@ -229,6 +231,9 @@ def pareto_figure(
     if solved:
         limits = [limit for limit, _ in solved]
         values = [result.value for _, result in solved]
+        if open_ended:
+            right = max([limits[-1] * 1.1, *(peak for _, peak, _ in heuristics)])
+            limits, values = [*limits, right], [*values, values[-1]]
         axes.step(limits, values, where="post", color=KIND_COLOURS["F"], linewidth=1.2, alpha=0.6)
         for limit, result in solved:
             optimal = result.status == "optimal"

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from models import Instance, Objective
+from models import Instance, Objective, Status
 from models.solve_result import SolveResult
 from solver.evaluate.metrics import compute_metrics
 from solver.report.tables import Column, format_number, format_rows, heuristic_title, percent_or_dash
@@ -30,20 +30,34 @@ def pareto_text(
     heuristics: Sequence[tuple[str, float, float]],
     objective: Objective,
     fmt: str,
+    memory: Sequence[SolveResult] = (),
 ) -> str:
     """The frontier, one row per memory limit; a text table comes under the instance and over the
-    handwritten schedules' (name, peak memory, value) without a limit."""
+    handwritten schedules' (name, peak memory, value) without a limit.
+
+    With `memory` (a breakpoint frontier: each point's least-memory solve) the rows are breakpoints:
+    the memory column is the least memory that reaches the point's time, with its own proven bound
+    and gap, and the status is optimal only when both are proven."""
     reference = instance.one_f_one_b_peak()
+    breakpoints = bool(memory)
     columns = [
-        Column("limit", "memory limit"),
+        Column("limit", "memory" if breakpoints else "memory limit"),
         Column("relative_limit", "x 1F1B peak", lambda x: "-" if x is None else f"{x:.2f}x"),
         Column("status", "status", align_right=False),
         Column("value", objective.title),
         Column("bound", "lower bound"),
         Column("gap", "over bound", percent_or_dash),
-        Column("peak_memory", "peak memory"),
     ]
-    frontier = format_rows(columns, [_point_row(limit, result, reference) for limit, result in points], fmt)
+    if breakpoints:
+        columns += [Column("memory_bound", "memory bound"), Column("memory_gap", "memory over bound", percent_or_dash)]
+    else:
+        columns.append(Column("peak_memory", "peak memory"))
+    rows = [_point_row(limit, result, reference) for limit, result in points]
+    for row, leanest in zip(rows, memory, strict=False):
+        row.update(memory_bound=leanest.bound, memory_gap=leanest.gap)
+        if row["status"] == Status.OPTIMAL and leanest.status != Status.OPTIMAL:
+            row["status"] = leanest.status
+    frontier = format_rows(columns, rows, fmt)
     if fmt != "table":
         return frontier
     heuristic_columns = [

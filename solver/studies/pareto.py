@@ -1,8 +1,14 @@
-"""Pareto sweep: the best makespan (or max span) against the memory limit.
+"""Pareto: the best makespan (or max span) against the memory limit.
 
-Limits are solved from the smallest up, each solve starting from the previous point's schedule (it
-fits every larger limit), so the frontier never rises as the limit grows. A point whose solve was
-interrupted (Ctrl-C, SIGTERM) ends the sweep: the points so far are the result.
+Two ways. `pareto_sweep` solves a grid of limits from the smallest up, each solve starting from the
+previous point's schedule (it fits every larger limit), so the frontier never rises as the limit
+grows. `pareto_frontier` finds the trade-off's breakpoints themselves, from the most memory down:
+the least time T at the current limit, then the least memory M that reaches T (the breakpoint
+(M, T): at every limit from M up to the previous breakpoint's memory the best time is T), then the
+next limit just below M, until no schedule fits. Bounds go down: T is a lower bound on the time at
+every smaller limit. Solutions go along: the memory solve starts from the time solve's schedule.
+Each breakpoint carries the proof of both solves. A solve interrupted (Ctrl-C, SIGTERM) ends either
+way: the points so far are the result.
 """
 
 from __future__ import annotations
@@ -26,14 +32,22 @@ from solver.solve import solve
 MAX_POINTS = 200
 
 
+# The next limit of the frontier: this fraction below the last breakpoint's memory (far above float
+# noise, far below any difference of memory amounts).
+BELOW = 1e-6
+
+
 @dataclass(frozen=True)
 class ParetoResult:
     """`points`: (memory limit, solve result) by increasing limit. `heuristics`: (name, peak memory,
-    objective value) of every applicable heuristic without a limit, to show where each sits."""
+    objective value) of every applicable heuristic without a limit, to show where each sits.
+    `memory`: for a frontier, each point's least-memory solve (its value is the point's memory, its
+    bound that memory's proof), in the order of `points`; empty for a grid sweep."""
 
     objective: str
     points: list[tuple[float, SolveResult]]
     heuristics: list[tuple[str, float, float]]
+    memory: list[SolveResult] = dataclasses.field(default_factory=list)
 
 
 def parse_limits(spec: str, instance: Instance) -> list[float]:
@@ -92,6 +106,47 @@ def pareto_sweep(
         if result.schedule is not None:
             previous = [result.schedule.with_source(name=f"solution at limit {limit:g}")]
     return ParetoResult(objective, points, heuristic_positions(instance, objective))
+
+
+def pareto_frontier(
+    instance: Instance,
+    objective: str = "makespan",
+    time_limit_per_solve: float = 5.0,
+    **solve_kwargs: Any,
+) -> ParetoResult:
+    """Every breakpoint of the time/memory trade-off, from the most memory down (see the module notes)."""
+    breakpoints: list[tuple[SolveResult, SolveResult]] = []
+    limit: float | None = None
+    known: float | None = None
+    while len(breakpoints) < MAX_POINTS:
+        limited = dataclasses.replace(instance, memory_limit=limit)
+        fastest = solve(
+            limited, objective=objective, time_limit=time_limit_per_solve, known_bound=known, **solve_kwargs
+        )
+        if fastest.schedule is None or fastest.value is None:
+            break
+        leanest = solve(
+            limited,
+            objective=objective,
+            minimize="memory",
+            makespan_cap=fastest.value,
+            time_limit=time_limit_per_solve,
+            starts=[fastest.schedule],
+            **solve_kwargs,
+        )
+        if leanest.schedule is None or leanest.value is None:
+            break
+        breakpoints.append((fastest, leanest))
+        if Status.INTERRUPTED in (fastest.status, leanest.status):
+            break
+        known = fastest.bound
+        limit = leanest.value * (1 - BELOW)
+    points = [
+        (leanest.value, dataclasses.replace(fastest, schedule=leanest.schedule))
+        for fastest, leanest in reversed(breakpoints)
+    ]
+    memory = [leanest for _, leanest in reversed(breakpoints)]
+    return ParetoResult(objective, points, heuristic_positions(instance, objective), memory)
 
 
 def heuristic_positions(instance: Instance, objective: str) -> list[tuple[str, float, float]]:

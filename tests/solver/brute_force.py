@@ -65,3 +65,15 @@ def brute_force_optimum(instance: Instance, split: bool, objective: str = "makes
     if objective == "memory":
         return min(metrics.max_peak_memory for metrics in _all_metrics(instance, split, "makespan"))
     return min(metrics.objective(objective) for metrics in _all_metrics(instance, split, objective))
+
+
+def brute_force_frontier(instance: Instance, split: bool, objective: str = "makespan") -> list[tuple[float, float]]:
+    """Every breakpoint (least peak memory, least time at that memory) of the time/memory trade-off, by
+    increasing memory, over every valid schedule (the instance's memory limit dropped)."""
+    unlimited = instance.with_changes(memory_limit=None)
+    pairs = sorted({(m.max_peak_memory, m.objective(objective)) for m in _all_metrics(unlimited, split, objective)})
+    frontier: list[tuple[float, float]] = []
+    for peak, value in pairs:
+        if not frontier or value < frontier[-1][1]:
+            frontier.append((peak, value))
+    return frontier

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from models import Instance, InstanceError
-from solver.studies.pareto import pareto_sweep, parse_limits
+from solver.evaluate.metrics import compute_metrics
+from solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
+from tests.solver.brute_force import brute_force_frontier
 from tests.strategies import assert_valid
 
 # 1F1B peak: 3 microbatches of 2 units on device 0 = 6.
@@ -71,3 +73,29 @@ def test_sweep_frontier_never_rises_and_lists_heuristics() -> None:
     for name, peak, value in result.heuristics:
         fitting = [point.value for limit, point in result.points if point.value is not None and limit >= peak]
         assert all(v <= value for v in fitting), name
+
+
+@pytest.mark.parametrize("objective", ["makespan", "span"])
+def test_the_frontier_has_every_breakpoint_of_the_brute_force(objective: str) -> None:
+    instance = Instance.from_dict(
+        {"num_devices": 2, "num_microbatches": 2, "forward_times": [1, 1.5], "backward_times": [2, 1], "p2p_time": 0.5}
+    )
+    frontier = pareto_frontier(instance, objective, time_limit_per_solve=5, workers=1)
+    expected = brute_force_frontier(instance, split=False, objective=objective)
+    found = [(memory, result.value) for memory, result in frontier.points]
+    assert [pair for point in found for pair in point] == pytest.approx([pair for point in expected for pair in point])
+    for (_, result), leanest in zip(frontier.points, frontier.memory, strict=True):
+        assert result.status == "optimal" and leanest.status == "optimal"
+        schedule = assert_valid(result.schedule)
+        assert compute_metrics(schedule).max_peak_memory == pytest.approx(leanest.value)
+
+
+def test_a_frontier_point_is_the_fastest_at_its_memory_and_the_leanest_at_its_time() -> None:
+    frontier = pareto_frontier(INSTANCE, "makespan", time_limit_per_solve=5, workers=1)
+    memories = [memory for memory, _ in frontier.points]
+    values = [result.value for _, result in frontier.points]
+    assert memories == sorted(memories) and values == sorted(values, reverse=True)
+    assert len(set(values)) == len(values)  # each breakpoint is strictly faster than the one below
+    for memory, result in frontier.points:
+        at_limit = pareto_sweep(INSTANCE, [memory], "makespan", time_limit_per_point=5, workers=1).points[0][1]
+        assert at_limit.value == pytest.approx(result.value)
