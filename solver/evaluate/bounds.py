@@ -18,6 +18,10 @@ the memory limit respected (the validator's tolerance included). The arguments, 
   on d.
 - The two windows are disjoint when d has more forwards than fit in the limit together; their idle
   times then add up, otherwise the larger counts.
+- *memory energy*: every microbatch holds each of d's stages' activations from its forward's start
+  until its B (and, for M_W, its W) ends, at least the round trip of the chain in between; all of it
+  lies within d's span and at no moment passes the limit, so the span is at least the total of
+  amount x duration over the limit.
 - For the makespan, d's first op cannot start before its first stage's forward chain reaches it,
   and (with a fused backward) the backward chain still runs after d's last op.
 """
@@ -117,7 +121,29 @@ def device_span_bound(instance: Instance, split: bool, device: int, memory_limit
     head_idle, tail_idle = max(0.0, head_idle), max(0.0, tail_idle)
     disjoint = m * len(stages) > max_count(activation, m, capacity)
     idle = head_idle + tail_idle if disjoint else max(head_idle, tail_idle)
-    return _busy(instance, split, device) + idle
+    windows = _busy(instance, split, device) + idle
+    if capacity is None or capacity <= 0:
+        return windows
+    return max(windows, memory_energy(instance, split, device, offsets) / capacity)
+
+
+def memory_energy(
+    instance: Instance, split: bool, device: int, offsets: dict[tuple[str, int], float] | None = None
+) -> float:
+    """The least total of memory x time that `device` holds over all microbatches (docs/bounds.md).
+
+    Stage s's microbatch holds M_B - M_W from its forward's start to its B's end, at least the round
+    trip `o(B, s) + B_s - o(F, s)`, and M_W until its W ends, at least that plus W_s (fused: all of M_B
+    until the whole backward ends).
+    """
+    offsets = chain_offsets(instance, split) if offsets is None else offsets
+    total = 0.0
+    for s in instance.stages_of(device):
+        until_b = offsets[("B", s)] + op_duration(instance, "B", s, split) - offsets[("F", s)]
+        weight = instance.weight_memory[s] if split else 0.0
+        until_w = until_b + (op_duration(instance, "W", s, split) if split else 0.0)
+        total += (instance.activation_memory[s] - weight) * until_b + weight * until_w
+    return instance.num_microbatches * total
 
 
 def span_bound(instance: Instance, split: bool, memory_limit: float | None) -> float:
