@@ -23,7 +23,7 @@ from models import Instance, Objective, OpKey, PipesatError, Schedule
 from models.names import SCHEDULE_TITLES
 from models.solve_result import NamedValue
 from models.tolerance import fits
-from solver.evaluate.bounds import lower_bound
+from solver.evaluate.bounds import lower_bound, memory_bound_under_cap
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.retime import timed_for
 from solver.evaluate.simulator import simulate
@@ -50,7 +50,10 @@ class Problem:
 
     def lower_bound(self) -> float:
         """The best lower bound on the result's objective: the analytic one, or the known one."""
-        analytic = lower_bound(self.instance, self.result_objective, self.split)
+        if self.minimize_memory and self.time_cap is not None:
+            analytic = memory_bound_under_cap(self.instance, self.split, self.objective.value, self.time_cap)
+        else:
+            analytic = lower_bound(self.instance, self.result_objective, self.split)
         return analytic if self.known_bound is None else max(analytic, self.known_bound)
 
     @property

@@ -36,6 +36,8 @@ from models.tolerance import slack
 
 # Branch-and-bound nodes of one knapsack before falling back to its (still sound) fractional bound.
 KNAPSACK_NODES = 20_000
+# Halvings of the search for the least memory that a time cap allows (a relative precision of 2^-40).
+BISECTIONS = 40
 
 Item = tuple[float, float]
 """A kind of op in a knapsack: (its time, its memory weight)."""
@@ -171,6 +173,30 @@ def makespan_bound(instance: Instance, split: bool, memory_limit: float | None) 
             tail = min(end_of_chain - offsets[("B", s)] - op_duration(instance, "B", s, split) for s in last_candidates)
         best = max(best, head + device_span_bound(instance, split, d, memory_limit) + tail)
     return best
+
+
+def memory_bound_under_cap(instance: Instance, split: bool, objective: str, time_cap: float) -> float:
+    """A lower bound on the peak memory of any schedule whose makespan (or max span) is at most
+    `time_cap`: the smallest feasible limit, every device's memory energy over the cap (its span is
+    at most the cap), and the largest limit whose time bound already passes the cap (by bisection:
+    the time bound only falls as the limit grows)."""
+    least = minimum_memory_limit(instance)
+    energy = max(memory_energy(instance, split, d) for d in range(instance.num_devices)) / time_cap
+    low, high = max(least, energy), max(least, energy)
+    time_bound = makespan_bound if objective == "makespan" else span_bound
+    if time_bound(instance, split, high) <= time_cap:
+        return low
+    while time_bound(instance, split, high) > time_cap:
+        low, high = high, 2 * high
+    for _ in range(BISECTIONS):
+        middle = (low + high) / 2
+        if time_bound(instance, split, middle) > time_cap:
+            low = middle
+        else:
+            high = middle
+    # Every schedule whose peak the validator accepts under `low` (up to its float tolerance) is
+    # slower than the cap, so one within the cap holds more than that.
+    return low + slack(low)
 
 
 def lower_bound(instance: Instance, objective: str = "makespan", split_backward: bool | None = None) -> float:

@@ -77,3 +77,11 @@ def brute_force_frontier(instance: Instance, split: bool, objective: str = "make
         if not frontier or value < frontier[-1][1]:
             frontier.append((peak, value))
     return frontier
+
+
+def brute_force_least_memory(instance: Instance, split: bool, objective: str, cap: float) -> float | None:
+    """The least peak memory over every valid schedule whose time objective is at most `cap` (the
+    instance's memory limit dropped), or None when none is that fast."""
+    unlimited = instance.with_changes(memory_limit=None)
+    peaks = [m.max_peak_memory for m in _all_metrics(unlimited, split, objective) if m.objective(objective) <= cap]
+    return min(peaks, default=None)

@@ -16,10 +16,11 @@ from solver.evaluate.bounds import (
     lower_bound,
     max_count,
     max_total_time,
+    memory_bound_under_cap,
     zero_bubble_bound,
 )
 from tests.conftest import make_instance
-from tests.solver.brute_force import brute_force_optimum, device_orders
+from tests.solver.brute_force import brute_force_least_memory, brute_force_optimum, device_orders
 from tests.strategies import LAYOUTS, PROPERTY_SETTINGS, ZERO_OR_TIMES, instances, with_feasible_limit
 
 
@@ -46,6 +47,14 @@ def test_bounds_never_exceed_the_brute_force_optimum(instance: Instance) -> None
         assert lower_bound(instance, objective, split) <= optimum + 1e-9, objective
     assert zero_bubble_bound(instance, split) <= optimum + 1e-9
     assert lower_bound(instance, "memory", split) == brute_force_optimum(instance, split, "memory")
+    # The least memory under a cap on the time: never above what the fastest schedules within it hold.
+    unlimited = instance.with_changes(memory_limit=None)
+    for objective in ("makespan", "span"):
+        fastest = brute_force_optimum(unlimited, split, objective)
+        for cap in (fastest, fastest * 1.1, fastest * 1.5):
+            least = brute_force_least_memory(instance, split, objective, cap)
+            assert least is not None
+            assert memory_bound_under_cap(unlimited, split, objective, cap) <= least + 1e-9, (objective, cap)
 
 
 @pytest.mark.parametrize(("p", "m"), [(2, 2), (3, 5), (4, 8), (8, 4)])
