@@ -132,6 +132,10 @@ class FiniteFloat(click.FloatRange):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return super().convert(number, param, ctx)
 
+    def _describe_range(self) -> str:
+        # click describes an unbounded range as "x<=None"; say nothing instead.
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
 
 NUMBER = FiniteFloat()
 FILE = click.Path(dir_okay=False, path_type=Path)
@@ -157,7 +161,11 @@ INSTANCE_OPTIONS = options(
     click.option("--p2p-time", type=NUMBER, help="Point-to-point latency between devices."),
     click.option("--chunks", type=int, help="Stages (chunks) per device."),
     click.option("--placement", help="linear, interleaved, vshape, or a comma-separated stage-to-device list."),
-    click.option("--memory-limit", help="Per-device activation memory cap: a number or relative like 0.5x."),
+    click.option(
+        "--memory-limit",
+        help="Activation memory each device may hold: a number in the instance's memory unit, an amount like "
+        "20GiB, relative to the 1F1B peak like 0.5x, or one per device: 20GiB,20GiB,18GiB,18GiB.",
+    ),
 )
 
 
@@ -175,7 +183,8 @@ def check_writes(force: bool, outputs: dict[str, Path | None]) -> None:
     """Check the files this command will write (by option: `{"--save": path}`) against the one output
     policy (`solver.io.output_file`) before any work: never an input, never twice, never over an
     existing file without --force, only where it can be written."""
-    check_outputs(outputs, click.get_current_context().meta.get(INPUTS, {}), force)
+    files = {name: path for name, path in outputs.items() if path != Path("-")}  # `-`: standard output
+    check_outputs(files, click.get_current_context().meta.get(INPUTS, {}), force)
 
 
 def instance_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -203,7 +212,18 @@ ASCII_OPTION = click.option("--ascii", "show_ascii", is_flag=True, help="Print t
 FORMAT_OPTION = click.option(
     "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="How to print the rows."
 )
-PICTURE_OPTIONS = options(click.option("--save", type=FILE, help="Write the schedule file (JSON)."), ASCII_OPTION)
+PICTURE_OPTIONS = options(
+    click.option("--save", type=FILE, help="Write the schedule file (JSON); `-` writes it to standard output."),
+    ASCII_OPTION,
+)
+DOCUMENT_OPTION = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one document for programs on standard output (the rest goes to standard error).",
+)
 
 
 def picture_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:

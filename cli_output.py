@@ -7,42 +7,66 @@ from pathlib import Path
 
 import click
 
-from models import Instance, Objective, Schedule
+from models import InputError, Instance, Objective, Schedule
 from models.instance_file import format_instance, save_instance
 from solver.evaluate.validator import ensure_valid
-from solver.io.schedule_file import save_schedule
+from solver.io.schedule_file import save_schedule, schedule_text
 from solver.report.ascii_view import render_ascii
 from solver.report.plots import plot_schedule
 from solver.report.text import describe, field_line, metrics_lines, saved_files_text
 
+STDOUT = Path("-")
+STDOUT_TAKEN = "pipesat.stdout_taken"
+
+
+def give_stdout_to_data() -> None:
+    """Keep standard output for data (a JSON document, `--save -`): the words go to standard error."""
+    click.get_current_context().meta[STDOUT_TAKEN] = True
+
+
+def data_out(fmt: str, save: Path | None) -> None:
+    """Standard output holds data when the format is JSON or the schedule is saved to it (`--save -`)."""
+    if fmt == "json" or save == STDOUT:
+        give_stdout_to_data()
+    if fmt == "json" and save == STDOUT:
+        raise InputError("--format json and --save - both write to standard output; save the schedule to a file")
+
+
+def say(text: str = "") -> None:
+    """A line for people: on standard output, or on standard error when that holds data."""
+    click.echo(text, err=bool(click.get_current_context().meta.get(STDOUT_TAKEN)))
+
 
 def echo_field(label: str, value: str) -> None:
-    click.echo(field_line(label, value))
+    say(field_line(label, value))
 
 
 def emit_schedule(
     schedule: Schedule, objective: Objective, save: Path | None, picture: Path | None, show_ascii: bool
 ) -> None:
-    """Validate a schedule, then save, draw and print it as asked. Nothing invalid leaves here."""
+    """Validate a schedule, then save (`-`: to standard output), draw and print it as asked. Nothing
+    invalid leaves here."""
     ensure_valid(schedule)
-    if save is not None:
+    if save == STDOUT:
+        click.echo(schedule_text(schedule), nl=False)
+    elif save is not None:
         echo_field("schedule", str(save_schedule(schedule, save)))
     if picture is not None:
         echo_field("picture", str(plot_schedule(schedule, picture, objective)))
     if show_ascii:
-        click.echo()
-        click.echo(render_ascii(schedule))
+        say()
+        say(render_ascii(schedule))
 
 
 def echo_metrics(schedule: Schedule, objective: Objective, skip: str | None = None) -> None:
-    click.echo("\n".join(metrics_lines(schedule, objective, skip)))
+    say("\n".join(metrics_lines(schedule, objective, skip)))
 
 
 def echo_schedule(
     title: str, schedule: Schedule, objective: Objective, save: Path | None, picture: Path | None, show_ascii: bool
 ) -> None:
     """`TITLE on INSTANCE` and the schedule's metrics, then the schedule validated, saved, drawn and printed."""
-    click.echo(f"{title} on {describe(schedule.instance)}")
+    say(f"{title} on {describe(schedule.instance)}")
     echo_metrics(schedule, objective)
     emit_schedule(schedule, objective, save, picture, show_ascii)
 

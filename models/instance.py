@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from models.errors import InstanceError
 from models.limits import check_work
+from models.tolerance import fits
+from models.units import MEMORY_UNITS, TIME_UNITS, check_unit, memory_in
 
 PLACEMENTS = ("linear", "interleaved", "vshape")
 # The largest total of times (or of memory) an instance may add up to: far beyond any real pipeline,
@@ -36,6 +39,8 @@ KNOWN_KEYS = (
     "activation_memory",
     "weight_memory",
     "memory_limit",
+    "time_unit",
+    "memory_unit",
     "name",
     "description",
     "output_file",
@@ -84,7 +89,9 @@ class Instance:
     p2p_time: float
     activation_memory: tuple[float, ...]
     weight_memory: tuple[float, ...]
-    memory_limit: float | None = None
+    memory_limit: tuple[float, ...] | None = None
+    time_unit: str = ""
+    memory_unit: str = ""
     name: str = ""
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     # The earlier tool's picture name; kept for the CLI, not part of the normalised instance.
@@ -93,6 +100,28 @@ class Instance:
     @property
     def num_stages(self) -> int:
         return self.num_devices * self.chunks
+
+    def limit_of(self, device: int) -> float | None:
+        """The memory limit of `device`, or None without one."""
+        return None if self.memory_limit is None else self.memory_limit[device]
+
+    def with_limit(self, limit: float | Sequence[float] | None) -> Instance:
+        """A copy under `limit`: one number for every device, one per device, or None for none."""
+        if limit is None:
+            return dataclasses.replace(self, memory_limit=None)
+        if isinstance(limit, (int, float)):
+            return dataclasses.replace(self, memory_limit=(float(limit),) * self.num_devices)
+        if len(limit) != self.num_devices:
+            raise InstanceError(f"{len(limit)} memory limits for {self.num_devices} devices; give one per device")
+        return dataclasses.replace(self, memory_limit=tuple(float(value) for value in limit))
+
+    def over_limit(self, peaks: Sequence[float]) -> list[int]:
+        """The devices whose peak memory (one per device) does not fit their limit (`models.tolerance.fits`)."""
+        if self.memory_limit is None:
+            return []
+        return [
+            d for d, (peak, limit) in enumerate(zip(peaks, self.memory_limit, strict=True)) if not fits(peak, limit)
+        ]
 
     @property
     def split_backward(self) -> bool:
@@ -144,8 +173,12 @@ class Instance:
             "activation_memory": list(self.activation_memory),
             "weight_memory": list(self.weight_memory),
             "p2p_time": self.p2p_time,
-            "memory_limit": self.memory_limit,
+            "memory_limit": _limit_for_file(self.memory_limit),
         }
+        if self.time_unit:
+            data["time_unit"] = self.time_unit
+        if self.memory_unit:
+            data["memory_unit"] = self.memory_unit
         if self.metadata:
             data["metadata"] = self.metadata
         return data
@@ -172,8 +205,9 @@ class Instance:
         forward = _per_stage(data, "forward_times", num_stages, v, default=1.0, positive=True)
         if data.get("backward_times") is None:
             _check_total("the default backward_times (twice forward_times)", 2 * sum(forward))
-        backward = _per_stage(data, "backward_times", num_stages, v, default=[2 * f for f in forward], positive=True)
         weight = None if data.get("weight_times") is None else _per_stage(data, "weight_times", num_stages, v)
+        default_backward = None if data.get("backward_times") is not None else _default_backward(forward, weight)
+        backward = _per_stage(data, "backward_times", num_stages, v, default=default_backward, positive=True)
         p2p = _number(data, "p2p_time", default=0.0)
         # Default memory unit: one microbatch of a device's activations.
         activation = _per_stage(data, "activation_memory", num_stages, v, default=1.0)
@@ -197,6 +231,12 @@ class Instance:
         if not isinstance(metadata, dict):
             raise InstanceError("metadata must be a mapping")
 
+        time_unit = check_unit(
+            "time_unit", data.get("time_unit", _metadata_unit(metadata, "time_unit", TIME_UNITS)), TIME_UNITS
+        )
+        memory_unit = check_unit(
+            "memory_unit", data.get("memory_unit", _metadata_unit(metadata, "memory_unit", MEMORY_UNITS)), MEMORY_UNITS
+        )
         instance = cls(
             num_devices=p,
             num_microbatches=m,
@@ -208,6 +248,8 @@ class Instance:
             p2p_time=p2p,
             activation_memory=tuple(activation),
             weight_memory=tuple(weight_memory),
+            time_unit=time_unit,
+            memory_unit=memory_unit,
             name=name,
             metadata=metadata,
         )
@@ -218,17 +260,41 @@ class Instance:
         return dataclasses.replace(instance, memory_limit=limit, output_file=output_file)
 
 
-def parse_memory_limit(value: Any, instance: Instance) -> float | None:
-    """An absolute per-device limit from a number, a relative `"0.5x"` (of the 1F1B peak), or None."""
+def _metadata_unit(metadata: dict, key: str, known: dict[str, float]) -> str:
+    """A unit the earlier tool kept in metadata (free-form there): used when it names a known unit,
+    ignored when it is a description."""
+    unit = metadata.get(key)
+    return unit if isinstance(unit, str) and unit in known else ""
+
+
+def parse_memory_limit(value: Any, instance: Instance) -> tuple[float, ...] | None:
+    """Per-device absolute limits from one limit for every device or a list (or comma-separated text)
+    of one per device; each a number in the instance's memory unit, an amount with a unit (`"12GiB"`,
+    in the instance's `memory_unit`) or relative to the 1F1B peak (`"0.5x"`); None for none."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
         return None
+    if isinstance(value, str) and "," in value:
+        value = [part.strip() for part in value.split(",")]
+    if isinstance(value, (list, tuple)):
+        if len(value) != instance.num_devices:
+            raise InstanceError(
+                f"memory_limit lists {len(value)} limits but there are {instance.num_devices} devices; "
+                "give one per device, or one for all"
+            )
+        return tuple(parse_limit_value(item, instance) for item in value)
+    return (parse_limit_value(value, instance),) * instance.num_devices
+
+
+def parse_limit_value(value: Any, instance: Instance) -> float:
+    """One limit: a number, an amount with a unit or a factor of the 1F1B peak (see `parse_memory_limit`)."""
     if isinstance(value, str) and value.strip().lower().endswith("x"):
         text = value.strip()[:-1]
         try:
             factor = float(text)
         except ValueError:
             raise InstanceError(
-                f"memory_limit {value!r} is not a number or a relative limit like '0.5x' (of the 1F1B peak)"
+                f"memory_limit {value!r} is not a number, an amount like 12GiB or a relative limit like "
+                "'0.5x' (of the 1F1B peak)"
             ) from None
         if not math.isfinite(factor) or factor <= 0:
             raise InstanceError(f"memory_limit {value!r} must be a positive factor such as '0.5x'")
@@ -239,10 +305,18 @@ def parse_memory_limit(value: Any, instance: Instance) -> float | None:
                 "give an absolute limit"
             )
         return factor * reference
-    limit = _as_number("memory_limit", value)
+    converted = memory_in(value, instance.memory_unit, "memory_limit") if isinstance(value, str) else None
+    limit = converted if converted is not None else _as_number("memory_limit", value)
     if limit <= 0:
         raise InstanceError(f"memory_limit must be positive, got {limit:g}")
     return limit
+
+
+def _limit_for_file(limits: tuple[float, ...] | None) -> float | list[float] | None:
+    """A limit as instance files write it: one number when every device has the same."""
+    if limits is None:
+        return None
+    return limits[0] if len(set(limits)) == 1 else list(limits)
 
 
 def _canonical_keys(raw: dict[str, Any]) -> dict[str, Any]:
@@ -279,6 +353,20 @@ def _as_number(key: str, value: Any) -> float:
     if not math.isfinite(number):
         raise InstanceError(f"{key} must be a finite number, got {_short(value)}")
     return number
+
+
+def _default_backward(forward: list[float], weight: list[float] | None) -> list[float]:
+    """Without backward_times the whole backward takes twice the forward; with weight_times, B is what
+    the weight gradient leaves of it (B + W = 2F), so giving W alone splits the same backward."""
+    if weight is None:
+        return [2 * f for f in forward]
+    for s, (f, w) in enumerate(zip(forward, weight, strict=True)):
+        if w >= 2 * f:
+            raise InstanceError(
+                f"weight_times[{s}] = {w:g} leaves nothing of the whole backward (twice forward_times, {2 * f:g}) "
+                "for B; give backward_times too"
+            )
+    return [2 * f - w for f, w in zip(forward, weight, strict=True)]
 
 
 def _check_total(what: str, total: float) -> None:

@@ -15,6 +15,8 @@ SCHEDULE_TITLES: dict[str, str] = {
     "v-zb": "V-ZB",
     "v-auto": "V-auto",
     "zb-auto": "ZB-auto",
+    "zb-1p": "ZB-1p (ZB-auto at 1x)",
+    "zb-2p": "ZB-2p (ZB-auto at 2x)",
     "zb-v": "ZB-V",
     "zb-h1": "ZB-H1",
     "zb-h2": "ZB-H2",

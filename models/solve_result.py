@@ -35,15 +35,17 @@ class InfeasibleReason(str, Enum):
 class Infeasibility:
     """Why no schedule exists, with the numbers that show it.
 
-    MEMORY_LIMIT: `limit` is the memory limit and `least` the smallest feasible one. TIME_CAP: `limit`
-    is the cap on `time_objective` and `least` its lower bound. PROVEN: `limit` is the cap on
-    `time_objective` (None without a cap) and `least` is None.
+    MEMORY_LIMIT: `limit` is the memory limit and `least` the smallest feasible one; with limits that
+    differ between devices, `device` is the first device whose limit is too small and both numbers are
+    that device's. TIME_CAP: `limit` is the cap on `time_objective` and `least` its lower bound.
+    PROVEN: `limit` is the cap on `time_objective` (None without a cap) and `least` is None.
     """
 
     reason: InfeasibleReason
     time_objective: Objective
     limit: float | None = None
     least: float | None = None
+    device: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ simulator for the makespan, `retime` for the max span) and validated; the value 
 `solver.evaluate.metrics`. The result is never worse than the best starting schedule: when the
 search does not beat it, that schedule is returned with the search's bound. A max-span solve first
 runs a shorter makespan solve and starts from its order too. The smallest feasible memory limit is
-known exactly (`minimum_memory_limit`), so an impossible limit is reported without a search.
+known exactly (`minimum_memory_limits`), so an impossible limit is reported without a search.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from models.tolerance import fits
 from solver.cpsat.model import build_model
 from solver.cpsat.search import Progress, SearchOptions, available_cores, search
 from solver.cpsat.warm_start import tick_value, warm_start
-from solver.evaluate.bounds import lower_bound, minimum_memory_limit, resolve_split
+from solver.evaluate.bounds import lower_bound, minimum_memory_limits, resolve_split
 from solver.evaluate.metrics import relative_gap
 from solver.heuristics import handwritten_schedules
 from solver.portfolio import (
@@ -86,7 +86,7 @@ def solve(
     split = resolve_split(instance, split_backward)
     check_model_size(len(expected_op_keys(instance, split)))
     if minimize == "memory":
-        instance = dataclasses.replace(instance, memory_limit=None)
+        instance = instance.with_limit(None)
     problem = Problem(
         instance, Objective(objective), minimize == "memory", split, makespan_cap, symmetry_breaking, known_bound
     )
@@ -127,10 +127,15 @@ def _infeasibility(problem: Problem) -> Infeasibility | None:
     """Why no schedule exists, when the analytic bounds show it: the memory limit below the smallest
     feasible one, or the time cap below the time objective's lower bound."""
     instance = problem.instance
-    smallest = minimum_memory_limit(instance)
-    limit = instance.memory_limit
-    if limit is not None and not fits(smallest, limit):
-        return Infeasibility(InfeasibleReason.MEMORY_LIMIT, problem.objective, limit, smallest)
+    limits = instance.memory_limit
+    if limits is not None:
+        uniform = len(set(limits)) == 1
+        smallest = minimum_memory_limits(instance)
+        if uniform and not fits(max(smallest), limits[0]):
+            return Infeasibility(InfeasibleReason.MEMORY_LIMIT, problem.objective, limits[0], max(smallest))
+        for device, (least, limit) in enumerate(zip(smallest, limits, strict=True)):
+            if not fits(least, limit):
+                return Infeasibility(InfeasibleReason.MEMORY_LIMIT, problem.objective, limit, least, device)
     if problem.time_cap is not None:
         time_bound = lower_bound(instance, problem.objective, problem.split)
         if not fits(time_bound, problem.time_cap):

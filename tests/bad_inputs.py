@@ -60,7 +60,11 @@ BAD_INSTANCES = [
     _case("unknown-key", "unknown key 'forward_time'; did you mean 'forward_times'?", forward_time=[1, 1]),
     _case("unknown-alias-typo", "unknown key 'num_batchs'; did you mean 'num_batches'?", num_batchs=4),
     _case("alias-conflict", "'num_stages' and 'num_devices' disagree (3 vs 2); give one", num_stages=3),
-    _case("bad-relative-limit", "memory_limit 'halfx' is not a number or a relative limit", memory_limit="halfx"),
+    _case(
+        "bad-relative-limit",
+        "memory_limit 'halfx' is not a number, an amount like 12GiB or a relative limit",
+        memory_limit="halfx",
+    ),
     _case("zero-relative-limit", "memory_limit '0x' must be a positive factor", memory_limit="0x"),
     _case("weight-memory-fused", "weight_memory needs weight_times", weight_memory=0.5),
     _case(
@@ -82,6 +86,20 @@ BAD_INSTANCES = [
         activation_memory=0,
         memory_limit="1x",
     ),
+    _case(
+        "unknown-memory-unit", "memory_unit 'gigs' is not a unit pipesat knows; use one of B, KiB", memory_unit="gigs"
+    ),
+    _case("unknown-time-unit", "time_unit 'min' is not a unit pipesat knows; use one of s, ms, us", time_unit="min"),
+    _case(
+        "limit-unit-unknown",
+        "memory_limit '12 GBs': 'GBs' is not a memory unit",
+        memory_limit="12 GBs",
+        memory_unit="MiB",
+    ),
+    _case("limit-unit-without-instance-unit", "has a unit but the instance's memory has none", memory_limit="12GiB"),
+    _case("limit-list-length", "memory_limit lists 3 limits but there are 2 devices", memory_limit=[1, 2, 3]),
+    _case("limit-text-list-length", "memory_limit lists 3 limits but there are 2 devices", memory_limit="1,2,3"),
+    _case("weight-eats-backward", "weight_times[0] = 4 leaves nothing of the whole backward", weight_times=4),
     _case(
         "per-device-lists-on-chunks",
         "forward_times has 2 values but there are 4 stages; give one per stage; one number (a device's share",
@@ -237,6 +255,8 @@ BAD_COMMANDS = [
     BadCommand("timeout-nan", ("torch-run", "--timeout", "nan", "x.json"), "'nan' is not a finite number"),
     BadCommand("export-without-to", ("export", "x.json", "out.csv"), "Missing option '--to'"),
     BadCommand("memory-limit-word", ("solve", *SMALL, "--memory-limit", "lots"), "memory_limit must be a number"),
+    BadCommand("memory-limit-unit", ("solve", *SMALL, "--memory-limit", "12GiB"), "has a unit but the instance's"),
+    BadCommand("memory-limit-list", ("solve", *SMALL, "--memory-limit", "1,2,3"), "lists 3 limits but there are 2"),
     BadCommand("picture-suffix", ("solve", *SMALL, "-o", "x.jpg"), "name the picture .png, .svg or .pdf"),
     BadCommand(
         "max-ops", ("--max-ops", "5", "solve", *SMALL), "8 ops (2 devices x 1 chunks x 2 microbatches x 2 kinds"

@@ -232,7 +232,9 @@ def test_compare_table_has_every_heuristic_and_na_reasons() -> None:
 def test_compare_csv_and_json_agree_with_the_heuristics() -> None:
     args = ["compare", "-s", 3, "-b", 6, "-w", 1, "-bw", 1, "--memory-limit", "1x", "--no-solve"]
     rows = list(csv.DictReader(io.StringIO(cli_ok(run_cli(*args, "--format", "csv")))))
-    data = json.loads(cli_ok(run_cli(*args, "--format", "json")))
+    document = json.loads(cli_ok(run_cli(*args, "--format", "json")))
+    assert document["objective"] == "makespan" and document["instance"]["memory_limit"] == [3.0, 3.0, 3.0]
+    data = document["rows"]
     assert sorted(row["name"] for row in rows) == sorted(NAMES) == sorted(item["name"] for item in data)
     instance = Instance.from_dict(
         {"num_devices": 3, "num_microbatches": 6, "weight_times": 1, "backward_times": 1, "memory_limit": "1x"}
@@ -243,14 +245,14 @@ def test_compare_csv_and_json_agree_with_the_heuristics() -> None:
             continue
         metrics = compute_metrics(run_heuristic(item["name"], instance))
         assert item["value"] == metrics.makespan and item["peak_memory"] == metrics.max_peak_memory
-        assert item["fits"] == (metrics.max_peak_memory <= instance.memory_limit)
+        assert item["fits"] == (not instance.over_limit(metrics.peak_memory))
     by_name = {row["name"]: row for row in rows}
     assert by_name["gpipe"]["fits"] == "false" and by_name["1f1b"]["fits"] == "true"
 
 
 def test_compare_saves_every_schedule_that_fits(tmp_path: Path) -> None:
     args = ["compare", "-s", 3, "-b", 6, "-w", 1, "-bw", 1, "--memory-limit", "1x", "--no-solve"]
-    data = json.loads(cli_ok(run_cli(*args, "--format", "json", "--save", tmp_path)))
+    data = json.loads(cli_ok(run_cli(*args, "--format", "json", "--save", tmp_path)))["rows"]
     fitting = sorted(item["name"] for item in data if item["fits"])
     assert fitting and sorted(path.stem for path in tmp_path.iterdir()) == fitting
     for name in fitting:
@@ -332,7 +334,7 @@ def test_solve_bad_options(args: list, message: str) -> None:
 
 
 def test_compare_with_the_solver() -> None:
-    data = json.loads(cli_ok(run_cli("compare", *TINY, "-w", 0.5, "-bw", 1, "--format", "json")))
+    data = json.loads(cli_ok(run_cli("compare", *TINY, "-w", 0.5, "-bw", 1, "--format", "json")))["rows"]
     solver = data[0]
     assert solver["name"] == "cp-sat" and solver["value"] is not None
     for item in data[1:]:
@@ -360,19 +362,25 @@ def test_compare_under_an_impossible_limit_prints_the_table_then_fails() -> None
     assert "over the memory limit" in result.stdout and "infeasible" in result.stdout
 
 
+def test_a_device_under_its_smallest_limit_is_named() -> None:
+    line = cli_error(run_cli("solve", *TINY, "--memory-limit", "0.5,2", "--no-progress"), EXIT_INVALID)
+    assert line == "error: no schedule fits device 0's memory limit of 0.5; it needs at least 1"
+
+
 def test_pareto_table_and_plot(tmp_path: Path) -> None:
     picture = tmp_path / "front.png"
     output = cli_ok(run_cli("pareto", *TINY, "--limits", "0.5x,1x", "-o", picture))
     assert "memory limit" in output and "1.00x" in output
     assert_picture(picture)
     args = ["--limits", "0.5x,1x", "--format", "json", "--no-visualization", "--save", tmp_path / "front"]
-    rows = json.loads(cli_ok(run_cli("pareto", *TINY, *args)))
+    rows = json.loads(cli_ok(run_cli("pareto", *TINY, *args)))["points"]
     assert [row["relative_limit"] for row in rows] == pytest.approx([0.5, 1.0])
     saved = sorted((tmp_path / "front").iterdir())
-    assert [path.name for path in saved] == [f"limit-{row['limit']:g}.json" for row in rows if row["value"] is not None]
+    names = [f"limit-{row['memory_limit']:g}.json" for row in rows if row["value"] is not None]
+    assert [path.name for path in saved] == names
     for row in rows:
         if row["value"] is not None:
-            path = tmp_path / "front" / f"limit-{row['limit']:g}.json"
+            path = tmp_path / "front" / f"limit-{row['memory_limit']:g}.json"
             assert_saved_valid(path)
             assert compute_metrics(load_schedule(path)).makespan == row["value"]
 
@@ -388,3 +396,68 @@ def test_deterministic_runs_save_the_same_schedule_apart_from_timing(tmp_path: P
         assert set(data["source"].pop("timing")) == {"solve_time", "time_to_best"}
         saved.append(data)
     assert saved[0] == saved[1]
+
+
+# --- units, JSON documents and standard output ------------------------------------------------------
+
+
+UNITS_INSTANCE = {
+    "num_devices": 4,
+    "num_microbatches": 8,
+    "forward_times": 10,
+    "backward_times": 10,
+    "weight_times": 8,
+    "p2p_time": 0.1,
+    "activation_memory": 3072,
+    "weight_memory": 1024,
+    "time_unit": "ms",
+    "memory_unit": "MiB",
+}
+
+
+@pytest.fixture
+def units_file(tmp_path: Path) -> Path:
+    path = tmp_path / "units.json"
+    path.write_text(json.dumps(UNITS_INSTANCE))
+    return path
+
+
+def test_times_and_memory_are_printed_in_the_instances_units(units_file: Path) -> None:
+    output = cli_ok(run_cli("schedule", "zb-h1", units_file, "--memory-limit", "20GiB", "--no-visualization"))
+    assert "memory limit 20 GiB (1.67x)" in output.splitlines()[0]
+    assert _field(output, "makespan").endswith(" ms")
+    assert _field(output, "peak memory") == "12 GiB (per device: 12, 10, 8, 6 GiB; limit 20 GiB)"
+
+
+def test_compare_headers_name_the_units_and_each_device_keeps_its_limit(units_file: Path) -> None:
+    output = cli_ok(run_cli("compare", units_file, "--memory-limit", "10GiB,10GiB,12GiB,12GiB", "--no-solve"))
+    assert "memory limits 10, 10, 12, 12 GiB" in output.splitlines()[0]
+    header = next(line for line in output.splitlines() if line.startswith("schedule"))
+    assert "makespan (ms)" in header and "peak memory (GiB)" in header and "fits limits" in header
+    rows = {line.split("  ")[0]: line for line in output.splitlines()}
+    assert "over the memory limit" in rows["ZB-H1"] and "over the memory limit" not in rows["ZB-auto"]
+
+
+def test_schedule_and_solve_json_documents_keep_the_words_on_stderr(units_file: Path) -> None:
+    result = run_cli("schedule", "zb-h1", units_file, "--format", "json", "--no-visualization")
+    document = json.loads(cli_ok(result))
+    assert document["units"] == {"time": "ms", "memory": "MiB"} and document["schedule"] == "zb-h1"
+    assert "ZB-H1 on units" in result.stderr
+    solved = json.loads(cli_ok(run_cli("solve", *TINY, "-w", 0.5, "-bw", 1, "--format", "json", "--no-progress")))
+    assert solved["status"] == "optimal" and solved["value"] == solved["makespan"]
+
+
+def test_save_dash_writes_the_schedule_file_to_stdout(tmp_path: Path) -> None:
+    result = run_cli("schedule", "1f1b", "-s", 3, "-b", 4, "--save", "-", "--no-visualization")
+    path = tmp_path / "piped.json"
+    path.write_text(cli_ok(result))
+    assert_saved_valid(path)
+    assert "1F1B on" in result.stderr
+    both = run_cli("schedule", "1f1b", "-s", 3, "-b", 4, "--save", "-", "--format", "json")
+    assert "--format json and --save - both write to standard output" in cli_error(both)
+
+
+@pytest.mark.parametrize(("alias", "title"), [("ZB-1p", "ZB-1p (ZB-auto at 1x)"), ("Schedule1F1B", "1F1B")])
+def test_the_papers_and_torchs_names_run_their_schedules(alias: str, title: str) -> None:
+    output = cli_ok(run_cli("schedule", alias, "-s", 3, "-b", 6, "-w", 1, "-bw", 1, "--no-visualization"))
+    assert output.startswith(f"{title} on ")

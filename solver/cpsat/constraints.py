@@ -54,8 +54,8 @@ def add_no_overlaps(model: cp_model.CpModel, data: ModelData, variables: ModelVa
 
 def add_memory_limits(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
     """Each device's held memory within the limit, or within the capacity being minimised."""
-    capacity = variables.capacity if variables.capacity is not None else memory_limit_ticks(data)
-    for held in variables.held:
+    for device, held in enumerate(variables.held):
+        capacity = variables.capacity if variables.capacity is not None else memory_limit_ticks(data, device)
         if held:
             intervals = [
                 model.new_interval_var(
@@ -71,19 +71,18 @@ def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: 
 
     Valid only with first-in-first-out microbatches (symmetry breaking) and a fixed limit.
     """
-    capacity = memory_limit_ticks(data)
     m = data.instance.num_microbatches
     for s, activation in enumerate(data.tick_instance.activation_memory):
         if activation <= 0:
             continue
-        k = capacity // int(activation)
+        k = memory_limit_ticks(data, data.instance.placement[s]) // int(activation)
         for j in range(max(0, m - k)):
             model.add(variables.starts[("F", s, j + k)] >= variables.ends[("B", s, j)])
 
 
-def memory_limit_ticks(data: ModelData) -> int:
-    """The instance's memory limit in ticks; the model has one whenever this is asked."""
-    limit = data.tick_instance.memory_limit
+def memory_limit_ticks(data: ModelData, device: int) -> int:
+    """`device`'s memory limit in ticks; the model has limits whenever this is asked."""
+    limit = data.tick_instance.limit_of(device)
     if limit is None:
         raise ValueError("the model has no memory limit")
     return int(limit)

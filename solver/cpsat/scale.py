@@ -67,7 +67,7 @@ def choose_scale(instance: Instance, objective: Objective) -> TickScale:
 
     memories = [*instance.activation_memory, *instance.weight_memory]
     if instance.memory_limit is not None:
-        memories.append(instance.memory_limit)
+        memories.extend(instance.memory_limit)
     memory_multiplier = _exact_multiplier(memories, MAX_EXACT_MULTIPLIER)
     exact_memory = memory_multiplier is not None
     if memory_multiplier is None:
@@ -104,7 +104,7 @@ def scaled_instance(instance: Instance, scale: TickScale) -> Instance:
         p2p_time=float(to_ticks(instance.p2p_time, scale.time)),
         activation_memory=memory(instance.activation_memory),
         weight_memory=memory(instance.weight_memory),
-        memory_limit=None if instance.memory_limit is None else float(to_ticks(instance.memory_limit, scale.memory)),
+        memory_limit=None if instance.memory_limit is None else memory(instance.memory_limit),
     )
 
 

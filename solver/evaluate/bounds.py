@@ -53,13 +53,19 @@ def resolve_split(instance: Instance, split_backward: bool | None) -> bool:
 
 
 def minimum_memory_limit(instance: Instance) -> float:
-    """The smallest memory limit any schedule fits in, exactly.
+    """The smallest memory limit (the same on every device) any schedule fits in, exactly: the largest
+    of `minimum_memory_limits`."""
+    return max(minimum_memory_limits(instance))
+
+
+def minimum_memory_limits(instance: Instance) -> list[float]:
+    """Each device's smallest memory limit, exactly: what one microbatch of all its stages holds.
 
     Every forward of a microbatch comes before its first backward, so when device d starts the forward
     of its last stage for a microbatch it holds that microbatch's activations of all its stages. Running
-    one microbatch at a time holds no more, so the bound is met.
+    one microbatch at a time holds no more, so the bound is met on every device at once.
     """
-    return max(sum(instance.activation_memory[s] for s in instance.stages_of(d)) for d in range(instance.num_devices))
+    return [sum(instance.activation_memory[s] for s in instance.stages_of(d)) for d in range(instance.num_devices)]
 
 
 def chain_offsets(instance: Instance, split: bool) -> dict[tuple[str, int], float]:
@@ -95,8 +101,10 @@ def critical_path_bound(instance: Instance, split: bool) -> float:
     return max(offsets[key] + op_duration(instance, key[0], key[1], split) for key in offsets)
 
 
-def device_span_bound(instance: Instance, split: bool, device: int, memory_limit: float | None) -> float:
-    """A lower bound on the span of `device`: its busy time plus the idle of its head and tail windows."""
+def device_span_bound(instance: Instance, split: bool, device: int) -> float:
+    """A lower bound on the span of `device` under its memory limit: its busy time plus the idle of its
+    head and tail windows, or its memory energy over its limit, whichever is larger."""
+    memory_limit = instance.limit_of(device)
     m = instance.num_microbatches
     stages = instance.stages_of(device)
     offsets = chain_offsets(instance, split)
@@ -148,15 +156,15 @@ def memory_energy(
     return instance.num_microbatches * total
 
 
-def span_bound(instance: Instance, split: bool, memory_limit: float | None) -> float:
-    """A lower bound on the max span."""
+def span_bound(instance: Instance, split: bool) -> float:
+    """A lower bound on the max span under the instance's memory limits."""
     return max(
         zero_bubble_bound(instance, split),
-        max(device_span_bound(instance, split, d, memory_limit) for d in range(instance.num_devices)),
+        max(device_span_bound(instance, split, d) for d in range(instance.num_devices)),
     )
 
 
-def makespan_bound(instance: Instance, split: bool, memory_limit: float | None) -> float:
+def makespan_bound(instance: Instance, split: bool) -> float:
     """A lower bound on the makespan: per device, head + span bound + tail, and the critical path."""
     offsets = chain_offsets(instance, split)
     placement = instance.placement
@@ -171,7 +179,7 @@ def makespan_bound(instance: Instance, split: bool, memory_limit: float | None) 
             # The last op on d is a B whose successor (if any) runs elsewhere.
             last_candidates = [s for s in stages if s == 0 or placement[s - 1] != d]
             tail = min(end_of_chain - offsets[("B", s)] - op_duration(instance, "B", s, split) for s in last_candidates)
-        best = max(best, head + device_span_bound(instance, split, d, memory_limit) + tail)
+        best = max(best, head + device_span_bound(instance, split, d) + tail)
     return best
 
 
@@ -183,14 +191,18 @@ def memory_bound_under_cap(instance: Instance, split: bool, objective: str, time
     least = minimum_memory_limit(instance)
     energy = max(memory_energy(instance, split, d) for d in range(instance.num_devices)) / time_cap
     low, high = max(least, energy), max(least, energy)
-    time_bound = makespan_bound if objective == "makespan" else span_bound
-    if time_bound(instance, split, high) <= time_cap:
+
+    def time_bound(limit: float) -> float:
+        limited = instance.with_limit(limit)
+        return makespan_bound(limited, split) if objective == "makespan" else span_bound(limited, split)
+
+    if time_bound(high) <= time_cap:
         return low
-    while time_bound(instance, split, high) > time_cap:
+    while time_bound(high) > time_cap:
         low, high = high, 2 * high
     for _ in range(BISECTIONS):
         middle = (low + high) / 2
-        if time_bound(instance, split, middle) > time_cap:
+        if time_bound(middle) > time_cap:
             low = middle
         else:
             high = middle
@@ -202,13 +214,12 @@ def memory_bound_under_cap(instance: Instance, split: bool, objective: str, time
 def lower_bound(instance: Instance, objective: str = "makespan", split_backward: bool | None = None) -> float:
     """The best proven lower bound on `objective` ("makespan", "span" or "memory") under the instance's limit."""
     split = resolve_split(instance, split_backward)
-    limit = instance.memory_limit
     if objective == "memory":
         return minimum_memory_limit(instance)
     if objective == "span":
-        return span_bound(instance, split, limit)
+        return span_bound(instance, split)
     if objective == "makespan":
-        return makespan_bound(instance, split, limit)
+        return makespan_bound(instance, split)
     raise InstanceError(f"unknown objective {objective!r}; use makespan, span or memory")
 
 

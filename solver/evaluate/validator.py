@@ -158,12 +158,13 @@ def check_overlaps(ops: OpSet, origin: float) -> list[Violation]:
 
 
 def check_memory(schedule: Schedule) -> list[Violation]:
-    """Each device's held memory fits the instance's memory limit (`models.tolerance.fits`), if it has one."""
-    limit = schedule.instance.memory_limit
-    if limit is None:
+    """Each device's held memory fits its memory limit (`models.tolerance.fits`), if it has one."""
+    instance = schedule.instance
+    if instance.memory_limit is None:
         return []
     violations = []
     for device, profile in enumerate(memory_profiles(schedule)):
+        limit = instance.memory_limit[device]
         if not fits(profile.peak, limit):
             at = float(profile.times[profile.memory.argmax()])
             violations.append(

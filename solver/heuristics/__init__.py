@@ -7,6 +7,7 @@ reason, which `compare` shows as "n/a: needs ...". Titles come from `models.name
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -14,7 +15,7 @@ from models import Instance, PipesatError, Schedule
 from solver.evaluate.simulator import simulate
 from solver.heuristics import one_at_a_time, periodic
 from solver.heuristics.fill_drain import gpipe_orders
-from solver.heuristics.heuristic import Heuristic, NotApplicable, StartingSchedule, UnknownSchedule
+from solver.heuristics.heuristic import Heuristic, NotApplicable, Orders, StartingSchedule, UnknownSchedule
 from solver.heuristics.interleaved import interleaved_orders, interleaved_requirement
 from solver.heuristics.one_f_one_b import one_f_one_b_orders
 from solver.heuristics.requirements import needs_linear, needs_nothing
@@ -56,17 +57,41 @@ the handwritten ones, before the starting ones). ZB-auto and ZB-H1 tie on both o
 _BY_NAME = {entry.name: entry for entry in SCHEDULES if isinstance(entry, Heuristic)}
 
 
+def _zb_auto_at(factor: float) -> Callable[[Instance], Orders]:
+    """ZB-auto's orders under `factor` times the 1F1B peak, whatever the instance's own limit."""
+    return lambda instance: zb_auto_orders(instance.with_limit(factor * instance.one_f_one_b_peak()))
+
+
+ALIASES: dict[str, Heuristic] = {
+    # The ZB paper's names for ZB-auto under p and 2p microbatches of activations (1x and 2x).
+    "zb-1p": Heuristic("zb-1p", zb_auto_requirement, _zb_auto_at(1.0)),
+    "zb-2p": Heuristic("zb-2p", zb_auto_requirement, _zb_auto_at(2.0)),
+    # torch.distributed.pipelining's class names, for the schedules pipesat makes the same way.
+    "schedulegpipe": _BY_NAME["gpipe"],
+    "schedule1f1b": _BY_NAME["1f1b"],
+    "scheduleinterleaved1f1b": _BY_NAME["interleaved"],
+    "interleaved1f1b": _BY_NAME["interleaved"],
+    "schedulezbvzerobubble": _BY_NAME["zb-v"],
+    "zbvzerobubble": _BY_NAME["zb-v"],
+}
+"""Other names `pipesat schedule` takes; they are not listed or tried with the handwritten schedules."""
+
+
 def all_heuristics() -> list[Heuristic]:
     """The handwritten schedules, in table order."""
     return list(_BY_NAME.values())
 
 
 def get_heuristic(name: str) -> Heuristic:
-    """The handwritten schedule called `name` (any case); `UnknownSchedule` lists the names there are."""
+    """The handwritten schedule called `name` or one of its `ALIASES` (any case); `UnknownSchedule` lists
+    the names there are."""
     key = name.strip().lower()
-    if key not in _BY_NAME:
-        raise UnknownSchedule(f"unknown schedule {name!r}; choose one of {', '.join(_BY_NAME)}")
-    return _BY_NAME[key]
+    found = _BY_NAME.get(key) or ALIASES.get(key)
+    if found is None:
+        raise UnknownSchedule(
+            f"unknown schedule {name!r}; choose one of {', '.join(_BY_NAME)} (or zb-1p, zb-2p, torch's class names)"
+        )
+    return found
 
 
 def run_heuristic(name: str, instance: Instance) -> Schedule:

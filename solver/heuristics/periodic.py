@@ -17,7 +17,6 @@ import math
 import time
 
 from models import Instance, OpKey, Schedule, op_duration
-from models.tolerance import fits
 from solver.evaluate.bounds import chain_offsets, zero_bubble_bound
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.simulator import simulate
@@ -64,8 +63,7 @@ def periodic_schedule(instance: Instance, split: bool, deadline: float | None = 
         if longest is None:
             longest = schedule
         metrics = compute_metrics(schedule)
-        limit = instance.memory_limit
-        if (limit is None or fits(metrics.max_peak_memory, limit)) and metrics.makespan < best_makespan:
+        if not instance.over_limit(metrics.peak_memory) and metrics.makespan < best_makespan:
             best, best_makespan = schedule, metrics.makespan
         if deadline is not None and time.monotonic() >= deadline:
             break

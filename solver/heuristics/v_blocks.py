@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from models import Instance
 from models.tolerance import fits
@@ -44,33 +44,33 @@ Block = tuple[Offsets, ...]
 """Microbatch 0's absolute slots (F, f, B, b) on each device."""
 
 
-def v_min_budget(instance: Instance) -> float:
-    """⌊(p+4)/3⌋ microbatches of a device's activations (the heaviest device's)."""
-    return (instance.num_devices + 4) // 3 * minimum_memory_limit(instance)
+def v_min_budget(instance: Instance) -> tuple[float, ...]:
+    """⌊(p+4)/3⌋ microbatches of a device's activations (the heaviest device's), on every device."""
+    return ((instance.num_devices + 4) // 3 * minimum_memory_limit(instance),) * instance.num_devices
 
 
-def v_half_budget(instance: Instance) -> float:
-    """⌊(p+2)/2⌋ microbatches of a device's activations (the heaviest device's)."""
-    return (instance.num_devices + 2) // 2 * minimum_memory_limit(instance)
+def v_half_budget(instance: Instance) -> tuple[float, ...]:
+    """⌊(p+2)/2⌋ microbatches of a device's activations (the heaviest device's), on every device."""
+    return ((instance.num_devices + 2) // 2 * minimum_memory_limit(instance),) * instance.num_devices
 
 
-def limit_budget(instance: Instance) -> float:
-    """The instance's memory limit, or the 1F1B peak without one."""
-    return instance.one_f_one_b_peak() if instance.memory_limit is None else instance.memory_limit
+def limit_budget(instance: Instance) -> tuple[float, ...]:
+    """The instance's memory limits, or the 1F1B peak on every device without them."""
+    return instance.memory_limit or (instance.one_f_one_b_peak(),) * instance.num_devices
 
 
-def block_orders(instance: Instance, budget: float) -> Orders:
-    """The per-device orders of the fastest block whose peak memory fits `budget` (see the module notes);
-    when none does, of the block with the least peak."""
-    unlimited = instance.with_changes(memory_limit=None)
+def block_orders(instance: Instance, budget: Sequence[float]) -> Orders:
+    """The per-device orders of the fastest block whose peak memory fits `budget` (one per device; see the
+    module notes); when none does, of the block with the least peak."""
+    unlimited = instance.with_limit(None)
     best: tuple[float, Orders] | None = None
     finalists = 0
-    for _, peak, block in _ranked_blocks(unlimited):
-        if not fits(peak, budget):
+    for _, peaks, block in _ranked_blocks(unlimited):
+        if not _within(peaks, budget):
             continue
         orders = _orders(unlimited, block)
         metrics = compute_metrics(simulate(unlimited, orders))
-        if not fits(metrics.max_peak_memory, budget):
+        if not _within(metrics.peak_memory, budget):
             continue
         if best is None or metrics.max_span < best[0]:
             best = (metrics.max_span, orders)
@@ -78,9 +78,13 @@ def block_orders(instance: Instance, budget: float) -> Orders:
         if finalists == FINALISTS:
             break
     if best is None:  # no block fits: the one that holds the least (the caller judges it against its limit)
-        _, _, block = min(_ranked_blocks(unlimited), key=lambda row: (row[1], row[0]))
+        _, _, block = min(_ranked_blocks(unlimited), key=lambda row: (max(row[1]), row[0]))
         return _orders(unlimited, block)
     return best[1]
+
+
+def _within(peaks: Sequence[float], budget: Sequence[float]) -> bool:
+    return all(fits(peak, limit) for peak, limit in zip(peaks, budget, strict=True))
 
 
 def v_min_orders(instance: Instance) -> Orders:
@@ -96,15 +100,15 @@ def v_auto_orders(instance: Instance) -> Orders:
 
 
 @functools.lru_cache(maxsize=8)
-def _ranked_blocks(instance: Instance) -> tuple[tuple[float, float, Block], ...]:
-    """(max span, peak memory, block) of every candidate block on the instance cut to p microbatches,
+def _ranked_blocks(instance: Instance) -> tuple[tuple[float, tuple[float, ...], Block], ...]:
+    """(max span, per-device peak memory, block) of every candidate block on the instance cut to p microbatches,
     by span (then the order of `candidate_blocks`). Cached: V-Min, V-Half and v-auto share it."""
     p = instance.num_devices
     cut = instance.with_changes(num_microbatches=min(p, instance.num_microbatches))
     rows = []
     for index, block in enumerate(candidate_blocks(p)):
         metrics = compute_metrics(simulate(cut, _orders(cut, block)))
-        rows.append((metrics.max_span, index, metrics.max_peak_memory, block))
+        rows.append((metrics.max_span, index, metrics.peak_memory, block))
     rows.sort()
     return tuple((span, peak, block) for span, _, peak, block in rows)
 

@@ -24,19 +24,24 @@ import itertools
 from dataclasses import dataclass
 
 from models import KINDS, Instance, memory_change
+from models.units import memory_text
 from solver.heuristics.heuristic import Orders
 from solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
 
 
-def memory_limit(instance: Instance) -> float:
-    """The per-device limit ZB-auto keeps to: the instance's, else the 1F1B peak (ZB-1p)."""
-    return instance.memory_limit if instance.memory_limit is not None else instance.one_f_one_b_peak()
+def memory_limits(instance: Instance) -> tuple[float, ...]:
+    """The per-device limits ZB-auto keeps to: the instance's, else the 1F1B peak (ZB-1p) on every device."""
+    if instance.memory_limit is not None:
+        return instance.memory_limit
+    return (instance.one_f_one_b_peak(),) * instance.num_devices
 
 
 def needs_room_for_one_microbatch(instance: Instance) -> str | None:
-    largest = max(instance.activation_memory)
-    if memory_limit(instance) < largest:
-        return f"needs a memory limit of at least {largest:g} (one microbatch's activations on the largest stage)"
+    for device, limit in enumerate(memory_limits(instance)):
+        activation = instance.activation_memory[device]
+        if limit < activation:
+            least = memory_text(activation, instance.memory_unit)
+            return f"needs a memory limit of at least {least} on device {device} (one microbatch's activations)"
     return None
 
 
@@ -63,7 +68,7 @@ class ListScheduler:
         stages = instance.num_stages
         self.policy = policy
         self.m, self.stages, self.comm = instance.num_microbatches, stages, instance.p2p_time
-        self.limit = memory_limit(instance)
+        self.limit = memory_limits(instance)
         self.time = {"F": instance.forward_times, "B": instance.backward_times, "W": instance.weight_times}
         self.memory = {
             kind: [memory_change(instance, kind, s, split_backward=True) for s in range(stages)] for kind in KINDS
@@ -108,7 +113,7 @@ class ListScheduler:
 
     def make_room(self, stage: int) -> None:
         """Run pending Ws until a forward fits in memory (the requirement guarantees that it then does)."""
-        while self.held[stage] + self.memory["F"][stage] > self.limit and self.pending_w(stage):
+        while self.held[stage] + self.memory["F"][stage] > self.limit[stage] and self.pending_w(stage):
             self.put("W", stage)
 
     def fill_wait(self, kind: str, stage: int) -> None:
@@ -132,7 +137,7 @@ class ListScheduler:
         for stage in range(last - 1, -1, -1):
             held, busy_until, forward = self.held[stage], self.free_at[stage], self.time["F"][stage]
             arrives = back + self.comm
-            while 1 + extra[stage] < self.m and held + self.memory["F"][stage] <= self.limit:
+            while 1 + extra[stage] < self.m and held + self.memory["F"][stage] <= self.limit[stage]:
                 ends_late = (
                     busy_until + forward > arrives if self.policy.bubble_before_first_b else busy_until >= arrives
                 )
@@ -164,7 +169,7 @@ class ListScheduler:
         if self.free_at[stage] >= back:
             return False
         room_time, held, pending = 0.0, self.held[stage] + self.memory["F"][stage], self.pending_w(stage)
-        while held > self.limit and pending:
+        while held > self.limit[stage] and pending:
             room_time += self.time["W"][stage]
             held += self.memory["W"][stage]
             pending -= 1

@@ -103,9 +103,9 @@ class _Run:
         self.done: dict[tuple[int, str, int], int] = {}
         self.end: dict[OpKey, float] = {}
         self.pending_w: list[deque[int]] = [deque() for _ in range(p)]
-        limit = self.instance.memory_limit
         reference = self.instance.one_f_one_b_peak()
-        self.limit = reference if limit is None else max(limit, reference)
+        limits = self.instance.memory_limit or (reference,) * p
+        self.limit = [max(limit, reference) for limit in limits]
 
     # --- the pieces of a device ---
 
@@ -140,7 +140,7 @@ class _Run:
         if ready is None:
             raise NotApplicable(f"ZB-V: device {device} would wait for an op never placed; {self.limit_hint()}")
         change = memory_change(self.instance, kind, key[1], True)
-        if not fits(self.held[device] + change, self.limit):
+        if not fits(self.held[device] + change, self.limit[device]):
             raise NotApplicable(f"ZB-V: the warm-up does not fit the memory limit; {self.limit_hint()}")
         earliest = self.free_at[device]
         start = max(earliest, ready)
@@ -205,7 +205,7 @@ class _Run:
                 assert turn is not None  # device + 1's first chunk-1 forward is placed
                 room = (device + 1) * (activation[self.stage(device, 0)] + activation[self.stage(device, 1)])
                 while (
-                    fits(self.held[device] + room, self.limit)
+                    fits(self.held[device] + room, self.limit[device])
                     and self.free_at[device] + self.duration("F", device) <= turn
                     and self.count(device, "F", 0) < m
                 ):
@@ -231,7 +231,9 @@ class _Run:
     def backward_round(self) -> None:
         p, m = self.instance.num_devices, self.instance.num_microbatches
         for device in range(p):
-            while self.pending_w[device] and not fits(self.held[device] + self.largest_b_change(device), self.limit):
+            while self.pending_w[device] and not fits(
+                self.held[device] + self.largest_b_change(device), self.limit[device]
+            ):
                 self.put_w(device)
         chunk0, chunk1 = [], []
         for device in range(p):
@@ -262,7 +264,7 @@ class _Run:
             else:
                 continue
             allocation = memory_change(self.instance, "F", self.stage(device, chunk), True)
-            while self.pending_w[device] and not fits(self.held[device] + allocation, self.limit):
+            while self.pending_w[device] and not fits(self.held[device] + allocation, self.limit[device]):
                 self.put_w(device)
             self.fill_wait(device, self.arrived_across(device, "F", chunk), extra=self.fill_forward)
             self.put(device, "F", chunk)

@@ -242,10 +242,10 @@ def model_instance(model: Transformer, hardware: Hardware, pipeline: Pipeline, n
         "activation_memory": [c.cost.activation_bytes / MIB for c in costs],
         "weight_memory": [c.cost.weight_bytes / MIB for c in costs],
         "p2p_time": _significant(p2p_time(model, hardware)),
+        "time_unit": TIME_UNIT,
+        "memory_unit": MEMORY_UNIT,
         "metadata": {
             "source": "pipesat instance from-model (ZB paper cost model, docs/cost-model.md)",
-            "time_unit": TIME_UNIT,
-            "memory_unit": MEMORY_UNIT,
             "model": vars(model) | {"layers_per_stage": [c.layers for c in costs]},
             "hardware": vars(hardware),
         },

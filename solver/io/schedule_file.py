@@ -12,11 +12,16 @@ from solver.evaluate.validator import ensure_valid
 from solver.io.output_file import write_output
 
 
-def save_schedule(schedule: Schedule, path: str | Path) -> Path:
-    """Validate the schedule, then write it with its metrics. Refuses an invalid schedule."""
+def schedule_text(schedule: Schedule) -> str:
+    """The schedule file's text: the schedule, validated, with its metrics. Refuses an invalid schedule."""
     ensure_valid(schedule)
     data = schedule.to_dict(compute_metrics(schedule).to_dict())
-    return write_output(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
+    return json.dumps(data, indent=1, allow_nan=False) + "\n"
+
+
+def save_schedule(schedule: Schedule, path: str | Path) -> Path:
+    """Validate the schedule, then write it with its metrics. Refuses an invalid schedule."""
+    return write_output(path, schedule_text(schedule))
 
 
 def load_schedule(path: str | Path) -> Schedule:

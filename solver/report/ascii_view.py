@@ -18,6 +18,7 @@ import shutil
 from models import Op, Schedule
 from solver.evaluate.metrics import compute_metrics
 from solver.report.tables import display_name, format_number, format_percent
+from solver.report.units import units_of
 
 IDLE = "."
 DEFAULT_WIDTH = 100
@@ -135,9 +136,10 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
             "a picture (-o FILE.png) draws every op"
         )
     peak_device = max(range(p), key=lambda d: metrics.peak_memory[d])
+    units = units_of(instance)
+    peak = units.with_memory(format_number(units.memory_value(metrics.max_peak_memory)))
     lines.append(
-        f"makespan {format_number(makespan)}, max span {format_number(metrics.max_span)}, "
-        f"bubble rate {format_percent(metrics.bubble_rate)}, "
-        f"peak memory {format_number(metrics.max_peak_memory)} (GPU {peak_device})"
+        f"makespan {units.with_time(format_number(makespan))}, max span {units.with_time(format_number(metrics.max_span))}, "
+        f"bubble rate {format_percent(metrics.bubble_rate)}, peak memory {peak} (GPU {peak_device})"
     )
     return "\n".join(lines)

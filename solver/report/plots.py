@@ -22,6 +22,8 @@ from models import InputError, Objective, Schedule
 from models.document import write_atomically
 from solver.evaluate.metrics import compute_metrics, memory_profiles
 from solver.report.tables import display_name, format_number, format_percent
+from solver.report.text import limit_text
+from solver.report.units import Units, units_of
 
 # Okabe-Ito: blue, orange, reddish purple (their light shades stay apart too); vermillion for limits.
 KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#CC79A7"}
@@ -63,14 +65,14 @@ def schedule_title(schedule: Schedule, objective: Objective = "makespan") -> str
     shape = f"p={instance.num_devices}, m={instance.num_microbatches}"
     if instance.chunks > 1:
         shape += f", v={instance.chunks} ({instance.placement_name()})"
-    limit = instance.memory_limit
-    memory = f"peak memory {format_number(metrics.max_peak_memory)}"
-    if limit is not None:
-        memory += f" (limit {format_number(limit)})"
+    units = units_of(instance)
+    memory = f"peak memory {units.with_memory(format_number(units.memory_value(metrics.max_peak_memory)))}"
+    if instance.memory_limit is not None:
+        memory += f"  ·  {limit_text(instance).removeprefix('memory ')}"
     objective_name = "makespan" if objective == "makespan" else "max span"
     return (
         f"{name}  ·  {shape}\n"
-        f"{objective_name} {format_number(metrics.objective(objective))}  ·  "
+        f"{objective_name} {units.with_time(format_number(metrics.objective(objective)))}  ·  "
         f"bubble rate {format_percent(metrics.bubble_rate_for(objective))}  ·  {memory}"
     )
 
@@ -170,32 +172,34 @@ def _draw_gantt(axes: Any, schedule: Schedule, origin: float, end: float, axes_p
 
 def _draw_memory(axes_list: list[Any], schedule: Schedule, origin: float, end: float) -> None:
     instance = schedule.instance
+    units = units_of(instance)
     profiles = memory_profiles(schedule)
-    limit = instance.memory_limit
-    top = max([profile.peak for profile in profiles] + [limit or 0.0]) * 1.15 or 1.0
+    limits = [units.memory_value(limit) for limit in instance.memory_limit or ()]
+    top = max([units.memory_value(profile.peak) for profile in profiles] + limits + [0.0]) * 1.15 or 1.0
     for device, (axes, profile) in enumerate(zip(axes_list, profiles, strict=True)):
         # Several events at one time: draw only the level after the last of them (no zero-width spikes).
         last_at_time = np.append(np.diff(profile.times) > 0, True)
         times = np.concatenate([[0.0], profile.times[last_at_time] - origin, [end - origin]])
-        levels = profile.memory[last_at_time]
+        levels = units.memory_value(profile.memory[last_at_time])
         memory = np.concatenate([[0.0], levels, [levels[-1]]])
         axes.fill_between(times, memory, step="post", color=MEMORY_COLOUR, alpha=0.25, linewidth=0)
         axes.step(times, memory, where="post", color=MEMORY_COLOUR, linewidth=1.0)
-        if limit is not None:
-            axes.axhline(limit, color=LIMIT_COLOUR, linestyle="--", linewidth=1.0)
+        if limits:
+            axes.axhline(limits[device], color=LIMIT_COLOUR, linestyle="--", linewidth=1.0)
+        peak = units.memory_value(profile.peak)
         axes.set_ylim(0, top)
-        axes.set_yticks([0, profile.peak] if profile.peak > 0 else [0])
-        axes.set_yticklabels(["0", format_number(profile.peak)], fontsize=7)
+        axes.set_yticks([0, peak] if peak > 0 else [0])
+        axes.set_yticklabels(["0", format_number(peak)][: 2 if peak > 0 else 1], fontsize=7)
         axes.set_ylabel(f"GPU {device}", rotation=0, ha="right", va="center", fontsize=8)
         for side in ("top", "right"):
             axes.spines[side].set_visible(False)
         if device < len(axes_list) - 1:
             axes.tick_params(axis="x", labelbottom=False)
-    title = "activation memory held per device"
-    if limit is not None:
-        title += f" (dashed: limit {format_number(limit)})"
+    title = units.memory_header("activation memory held per device")
+    if instance.memory_limit is not None:
+        title += f"; dashed: {limit_text(instance).removeprefix('memory ')}"
     axes_list[0].set_title(title, fontsize=9, loc="left")
-    axes_list[-1].set_xlabel("time")
+    axes_list[-1].set_xlabel(units.time_header("time"))
 
 
 def save_figure(figure: Figure, path: str | Path) -> Path:
@@ -217,16 +221,23 @@ def pareto_figure(
     reference: float | None = None,
     title: str = "",
     open_ended: bool = False,
+    units: Units = Units(),  # noqa: B008 (a frozen dataclass: the default is never changed)
 ) -> Figure:
     """Objective against memory limit: the solver's frontier and each heuristic as a labelled point.
 
     `points` are (limit, SolveResult); a proven optimum is a filled dot, a feasible value a hollow
     one with a bar down to its bound, an infeasible limit a cross on the axis. `reference` (the 1F1B
     peak) adds a top axis in multiples of it. `open_ended` (a frontier of breakpoints) carries the last
-    point's value on to the right edge: more memory than the last breakpoint buys no more speed.
+    point's value on to the right edge: more memory than the last breakpoint buys no more speed. Memory
+    amounts (the limits, the heuristics' peaks, `reference`) are in the instance's unit and drawn in
+    `units`' shown one.
     """
     figure = Figure(figsize=(9, 5.5), dpi=DPI)
     axes = figure.add_subplot()
+    shown = units.memory_factor
+    points = [(limit * shown, result) for limit, result in points]
+    heuristics = [(name, peak * shown, value) for name, peak, value in heuristics]
+    reference = None if reference is None else reference * shown
     solved = [(limit, result) for limit, result in points if result.value is not None]
     if solved:
         limits = [limit for limit, _ in solved]
@@ -261,8 +272,12 @@ def pareto_figure(
     if all_values:
         axes.set_ylim(0, max(all_values) * 1.1)
     objective_name = "makespan" if objective == "makespan" else "max span"
-    axes.set_xlabel("memory limit per device (activation memory units)")
-    axes.set_ylabel(objective_name)
+    axes.set_xlabel(
+        units.memory_header("memory limit per device")
+        if units.memory
+        else "memory limit per device (activation memory units)"
+    )
+    axes.set_ylabel(units.time_header(objective_name))
     # A legend entry for each kind of mark the plot holds.
     statuses = {result.status for _, result in solved}
     entries = [

@@ -6,13 +6,15 @@ from models import Objective, Status
 from models.solve_result import Infeasibility, InfeasibleReason, SolveResult
 from solver.evaluate.metrics import relative_gap
 from solver.report.tables import format_number, format_percent, heuristic_title
+from solver.report.units import Units
 
 
-def outcome_text(result: SolveResult) -> str:
+def outcome_text(result: SolveResult, units: Units = Units()) -> str:  # noqa: B008 (frozen)
     """How the solve ended, in one line: `optimal`, `feasible, gap 2.1%`, `optimal (1f1b meets the
-    lower bound)`, `infeasible: memory limit 0.9 is too small; ...`, `unknown: no schedule found in 3 s`."""
+    lower bound)`, `infeasible: memory limit 0.9 is too small; ...`, `unknown: no schedule found in 3 s`;
+    amounts in `units`."""
     if result.schedule is None:
-        return _no_schedule_outcome(result)
+        return _no_schedule_outcome(result, units)
     text = str(result.status)
     if result.status != Status.OPTIMAL:
         text += f", gap {_percent(result.gap or 0.0)}"
@@ -22,39 +24,55 @@ def outcome_text(result: SolveResult) -> str:
     return text
 
 
-def no_schedule_text(result: SolveResult) -> str:
+def no_schedule_text(result: SolveResult, units: Units = Units()) -> str:  # noqa: B008 (frozen)
     """Why the solve returned no schedule, as an error line: the smallest feasible memory limit when
-    the limit is too small, else the reason, or a hint to search longer."""
+    the limit is too small (in `units`), else the reason, or a hint to search longer."""
     why = result.infeasibility
     if result.status == Status.INFEASIBLE and why is not None:
         if why.reason == InfeasibleReason.MEMORY_LIMIT and why.limit is not None and why.least is not None:
-            return (
-                f"no schedule fits the memory limit {format_number(why.limit)}; "
-                f"the smallest feasible limit is {format_number(why.least)}"
-            )
-        return f"no schedule fits: {infeasibility_text(why)}"
-    return f"the solver found no schedule ({result.status}) ({outcome_text(result)}); raise --time-limit"
+            limit, least = _memory(why.limit, units), _memory(why.least, units)
+            if why.device is None:
+                return f"no schedule fits the memory limit {limit}; the smallest feasible limit is {least}"
+            return f"no schedule fits device {why.device}'s memory limit of {limit}; it needs at least {least}"
+        return f"no schedule fits: {infeasibility_text(why, units)}"
+    return f"the solver found no schedule ({result.status}) ({outcome_text(result, units)}); raise --time-limit"
 
 
-def infeasibility_text(why: Infeasibility) -> str:
-    """Why no schedule exists, with the numbers."""
+def infeasibility_text(why: Infeasibility, units: Units = Units()) -> str:  # noqa: B008 (frozen)
+    """Why no schedule exists, with the numbers in `units`."""
     objective = why.time_objective.value
-    if why.reason == InfeasibleReason.MEMORY_LIMIT:
-        return f"memory limit {why.limit:g} is too small; the smallest feasible limit is {why.least:g}"
-    if why.reason == InfeasibleReason.TIME_CAP:
-        return f"no schedule has a {objective} within {why.limit:g}; the lower bound is {why.least:g}"
-    searched_for = "one" if why.limit is None else f"a {objective} within {why.limit:g}"
+    if why.reason == InfeasibleReason.MEMORY_LIMIT and why.limit is not None and why.least is not None:
+        limit, least = _memory(why.limit, units), _memory(why.least, units)
+        if why.device is None:
+            return f"memory limit {limit} is too small; the smallest feasible limit is {least}"
+        return f"device {why.device}'s memory limit {limit} is too small; it needs at least {least}"
+    if why.reason == InfeasibleReason.TIME_CAP and why.limit is not None and why.least is not None:
+        cap, bound = (units.with_time(format_number(x)) for x in (why.limit, why.least))
+        return f"no schedule has a {objective} within {cap}; the lower bound is {bound}"
+    searched_for = "one" if why.limit is None else f"a {objective} within {units.with_time(format_number(why.limit))}"
     return f"no schedule fits; searched for {searched_for}"
 
 
-def summary_fields(result: SolveResult) -> list[tuple[str, str]]:
+def _memory(amount: float, units: Units) -> str:
+    return units.with_memory(format_number(units.memory_value(amount)))
+
+
+def summary_fields(result: SolveResult, units: Units = Units()) -> list[tuple[str, str]]:  # noqa: B008 (frozen)
     """(label, value) lines of a solve with a schedule: status, value, bound, gap, the best
     handwritten schedule and how much slower it is, the starting point when the search started
-    elsewhere (the periodic start), and the times."""
+    elsewhere (the periodic start), and the times; amounts in `units`."""
+
+    def amount(value: float | None) -> str:
+        if value is None:
+            return "-"
+        if result.objective == Objective.MEMORY:
+            return units.with_memory(format_number(units.memory_value(value)))
+        return units.with_time(format_number(value))
+
     fields = [
         ("status", _status_text(result)),
-        (result.objective.title, number_or_dash(result.value)),
-        ("lower bound", number_or_dash(result.bound)),
+        (result.objective.title, amount(result.value)),
+        ("lower bound", amount(result.bound)),
         ("gap", "-" if result.gap is None else f"{format_percent(result.gap)} over the lower bound"),
     ]
     best = result.best_heuristic
@@ -64,10 +82,10 @@ def summary_fields(result: SolveResult) -> list[tuple[str, str]]:
         slower = ""
         if result.value is not None:
             slower = f", {format_percent(relative_gap(best.value, result.value))} {_more(result.objective)}"
-        fields.append(("best heuristic", f"{heuristic_title(best.name)} = {number_or_dash(best.value)}{slower}"))
+        fields.append(("best heuristic", f"{heuristic_title(best.name)} = {amount(best.value)}{slower}"))
     start = result.starting_point
     if start is not None and (best is None or start.name != best.name):
-        fields.append(("started from", f"{heuristic_title(start.name)} = {number_or_dash(start.value)}"))
+        fields.append(("started from", f"{heuristic_title(start.name)} = {amount(start.value)}"))
     first = "" if result.time_to_first is None else f", first schedule at {result.time_to_first:.2f} s"
     best_at = "" if result.time_to_best is None else f", best at {result.time_to_best:.2f} s"
     fields.append(("solve time", f"{result.solve_time:.2f} s{first}{best_at}"))
@@ -108,9 +126,9 @@ def number_or_dash(value: float | None) -> str:
     return "-" if value is None else format_number(value)
 
 
-def _no_schedule_outcome(result: SolveResult) -> str:
+def _no_schedule_outcome(result: SolveResult, units: Units) -> str:
     if result.status == Status.INFEASIBLE and result.infeasibility is not None:
-        return f"infeasible: {infeasibility_text(result.infeasibility)}"
+        return f"infeasible: {infeasibility_text(result.infeasibility, units)}"
     if result.status == Status.INTERRUPTED:
         return "interrupted before any schedule was found"
     return f"unknown: no schedule found in {result.solve_time:.3g} s"

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from models import Instance, Objective, Status
 from models.solve_result import SolveResult
 from solver.evaluate.metrics import compute_metrics
-from solver.report.tables import Column, format_number, format_rows, heuristic_title, percent_or_dash
+from solver.report.tables import Column, format_number, format_rows, heuristic_title, percent_or_dash, scaled
 from solver.report.text import describe
+from solver.report.units import units_of
 
 
 def comparison_text(instance: Instance, table: str, fmt: str, lower_bound: float | None) -> str:
@@ -39,19 +39,24 @@ def pareto_text(
     the memory column is the least memory that reaches the point's time, with its own proven bound
     and gap, and the status is optimal only when both are proven."""
     reference = instance.one_f_one_b_peak()
+    units = units_of(instance)
     breakpoints = bool(memory)
+    in_memory = {"text": scaled(units.memory_factor), "unit": instance.memory_unit}
     columns = [
-        Column("limit", "memory" if breakpoints else "memory limit"),
+        Column("limit", units.memory_header("memory" if breakpoints else "memory limit"), **in_memory),
         Column("relative_limit", "x 1F1B peak", lambda x: "-" if x is None else f"{x:.2f}x"),
         Column("status", "status", align_right=False),
-        Column("value", objective.title),
-        Column("bound", "lower bound"),
+        Column("value", units.time_header(objective.title), unit=instance.time_unit),
+        Column("bound", units.time_header("lower bound"), unit=instance.time_unit),
         Column("gap", "over bound", percent_or_dash),
     ]
     if breakpoints:
-        columns += [Column("memory_bound", "memory bound"), Column("memory_gap", "memory over bound", percent_or_dash)]
+        columns += [
+            Column("memory_bound", units.memory_header("memory bound"), **in_memory),
+            Column("memory_gap", "memory over bound", percent_or_dash),
+        ]
     else:
-        columns.append(Column("peak_memory", "peak memory"))
+        columns.append(Column("peak_memory", units.memory_header("peak memory"), **in_memory))
     rows = [_point_row(limit, result, reference) for limit, result in points]
     for row, leanest in zip(rows, memory, strict=False):
         row.update(memory_bound=leanest.bound, memory_gap=leanest.gap)
@@ -62,17 +67,18 @@ def pareto_text(
         return frontier
     heuristic_columns = [
         Column("name", "handwritten", align_right=False),
-        Column("peak", "peak memory"),
-        Column("value", objective.title),
+        Column("peak", units.memory_header("peak memory"), **in_memory),
+        Column("value", units.time_header(objective.title)),
     ]
     heuristic_rows = [{"name": heuristic_title(name), "peak": peak, "value": value} for name, peak, value in heuristics]
-    header = f"{describe(instance)}; 1x = the 1F1B peak {format_number(reference)}"
+    shown_reference = units.with_memory(format_number(units.memory_value(reference)))
+    header = f"{describe(instance)}; 1x = the 1F1B peak {shown_reference}"
     return "\n".join([header, "", frontier, "", format_rows(heuristic_columns, heuristic_rows, fmt)])
 
 
 def pareto_title(instance: Instance, objective: Objective) -> str:
     """The Pareto plot's title: the objective and the instance without its limit."""
-    return f"{objective.title} against memory limit: {describe(dataclasses.replace(instance, memory_limit=None))}"
+    return f"{objective.title} against memory limit: {describe(instance.with_limit(None))}"
 
 
 def _point_row(limit: float, result: SolveResult, reference: float) -> dict[str, Any]:
@@ -88,24 +94,33 @@ def _point_row(limit: float, result: SolveResult, reference: float) -> dict[str,
 
 
 def comparison_columns(
-    objective: Objective, memory_limit: float | None, reference_kind: str | None, machine: bool = False
+    instance: Instance, objective: Objective, reference_kind: str | None, machine: bool = False
 ) -> list[Column]:
-    """The compare table's columns; headers name the objective, the limit and what the gap refers to
-    (`reference_kind`: "optimum", "bound" or None).
+    """The compare table's columns; headers name the objective, the limit, the units and what the gap
+    refers to (`reference_kind`: "optimum", "bound" or None).
 
     `machine` (CSV, JSON) adds the schedule's name, which scripts pass back to pipesat, and
     keeps the "fits" column even without a limit, so the columns do not depend on the instance.
     """
-    limit = memory_limit
+    units = units_of(instance)
     gap_header = f"slower than {reference_kind}" if reference_kind else "slower than optimum"
     name = [Column("name", "name", align_right=False)] if machine else []
-    fits = [Column("fits", f"fits {format_number(limit)}" if limit else "fits")] if machine or limit else []
+    limits = instance.memory_limit
+    fits_header = "fits"
+    if limits is not None:
+        uniform = len(set(limits)) == 1
+        fits_header = (
+            f"fits {units.with_memory(format_number(units.memory_value(limits[0])))}" if uniform else "fits limits"
+        )
+    fits = [Column("fits", fits_header)] if machine or limits is not None else []
     return [
         *name,
         Column("title", "schedule", align_right=False),
-        Column("value", objective.title),
+        Column("value", units.time_header(objective.title), unit=instance.time_unit),
         Column("bubble_rate", "bubble rate", percent_or_dash),
-        Column("peak_memory", "peak memory"),
+        Column(
+            "peak_memory", units.memory_header("peak memory"), scaled(units.memory_factor), unit=instance.memory_unit
+        ),
         *fits,
         Column("gap", gap_header, percent_or_dash),
         Column("note", "note", align_right=False),

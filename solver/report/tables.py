@@ -72,16 +72,29 @@ def format_value(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """A column: the row key it shows, its header, and how its cells read in a table."""
+    """A column: the row key it shows, its header, and how its cells read in a table. `unit` is the
+    unit of the raw values that CSV and JSON carry (the header of a text table names the unit its
+    cells are shown in)."""
 
     key: str
     header: str
     text: Callable[[Any], str] = format_value
     align_right: bool = True
+    unit: str = ""
+
+    @property
+    def machine_header(self) -> str:
+        """`peak_memory (MiB)`: the key, with the unit of its raw values."""
+        return f"{self.key} ({self.unit})" if self.unit else self.key
 
 
 def percent_or_dash(value: float | None) -> str:
     return "-" if value is None else format_percent(value)
+
+
+def scaled(factor: float) -> Callable[[Any], str]:
+    """The cell text of a raw amount multiplied by `factor` (memory in its shown unit)."""
+    return lambda value: format_value(None if value is None else value * factor)
 
 
 def format_rows(columns: Sequence[Column], rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
@@ -91,7 +104,7 @@ def format_rows(columns: Sequence[Column], rows: Sequence[dict[str, Any]], fmt: 
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow([c.key for c in columns])
+        writer.writerow([c.machine_header for c in columns])
         for row in rows:
             writer.writerow([_csv_value(row.get(c.key)) for c in columns])
         return buffer.getvalue().rstrip("\n")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from models import Instance, Objective, Schedule
 from solver.evaluate.metrics import compute_metrics
 from solver.report.tables import format_number, format_percent
+from solver.report.units import Units, units_of
 
 LABEL_WIDTH = 16
 
@@ -17,31 +19,54 @@ def field_line(label: str, value: str) -> str:
 
 
 def describe(instance: Instance) -> str:
-    """`name: 4 devices, 8 microbatches, ...`: the instance in one line."""
+    """`name: 4 devices, 8 microbatches, ...`: the instance in one line, amounts with their units."""
+    units = units_of(instance)
     parts = [f"{instance.num_devices} devices", f"{instance.num_microbatches} microbatches"]
     if instance.chunks > 1:
         parts.append(f"{instance.chunks} chunks ({instance.placement_name()})")
     parts.append("split backward" if instance.split_backward else "fused backward")
     if instance.p2p_time:
-        parts.append(f"p2p {format_number(instance.p2p_time)}")
+        parts.append(f"p2p {units.with_time(format_number(instance.p2p_time))}")
     if instance.memory_limit is not None:
-        reference = instance.one_f_one_b_peak()
-        relative = f" ({format_number(instance.memory_limit / reference)}x)" if reference > 0 else ""
-        parts.append(f"memory limit {format_number(instance.memory_limit)}{relative}")
+        parts.append(limit_text(instance))
     return (f"{instance.name}: " if instance.name else "") + ", ".join(parts)
+
+
+def limit_text(instance: Instance) -> str:
+    """`memory limit 20 GiB (0.53x)`, or `memory limits 12, 13, 13, 14 GiB` when devices differ."""
+    units, limits = units_of(instance), instance.memory_limit or ()
+    if len(set(limits)) > 1:
+        return f"memory limits {units.with_memory(memory_list(limits, units))}"
+    limit = limits[0]
+    reference = instance.one_f_one_b_peak()
+    relative = f" ({limit / reference:.3g}x)" if reference > 0 else ""
+    return f"memory limit {units.with_memory(format_number(units.memory_value(limit)))}{relative}"
+
+
+def memory_list(amounts: Sequence[float], units: Units) -> str:
+    """`12, 13.5, 14`: amounts in the shown memory unit."""
+    return ", ".join(format_number(units.memory_value(amount)) for amount in amounts)
 
 
 def metrics_lines(schedule: Schedule, objective: Objective, skip: str | None = None) -> list[str]:
     """The schedule's makespan, max span, bubble rate and peak memory, less the field labelled `skip`."""
     metrics = compute_metrics(schedule)
-    per_device = ", ".join(format_number(peak) for peak in metrics.peak_memory)
-    limit = schedule.instance.memory_limit
-    of_limit = "" if limit is None else f"; limit {format_number(limit)}"
+    units = units_of(schedule.instance)
+    per_device = memory_list(metrics.peak_memory, units)
+    limits = schedule.instance.memory_limit
+    of_limit = ""
+    if limits is not None:
+        of_limit = (
+            f"; limit {units.with_memory(memory_list(limits[:1], units))}"
+            if len(set(limits)) == 1
+            else f"; limits {units.with_memory(memory_list(limits, units))}"
+        )
+    peak = units.with_memory(format_number(units.memory_value(metrics.max_peak_memory)))
     fields = {
-        "makespan": format_number(metrics.makespan),
-        "max span": format_number(metrics.max_span),
+        "makespan": units.with_time(format_number(metrics.makespan)),
+        "max span": units.with_time(format_number(metrics.max_span)),
         "bubble rate": f"{format_percent(metrics.bubble_rate_for(objective))} (of the {objective.title})",
-        "peak memory": f"{format_number(metrics.max_peak_memory)} (per device: {per_device}{of_limit})",
+        "peak memory": f"{peak} (per device: {units.with_memory(per_device)}{of_limit})",
     }
     return [field_line(label, value) for label, value in fields.items() if label != skip]
 

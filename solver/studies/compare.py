@@ -13,12 +13,12 @@ from typing import Any
 
 from models import Instance, Objective, Schedule, Status
 from models.solve_result import SolveResult
-from models.tolerance import fits
 from solver.evaluate.metrics import compute_metrics, relative_gap
 from solver.evaluate.retime import retimed_for
 from solver.evaluate.validator import ensure_valid
 from solver.heuristics import Attempt, NotApplicable, try_every_heuristic
 from solver.report.solve_text import outcome_text
+from solver.report.units import Units, units_of
 from solver.solve import solve as run_solver
 from solver.torch.import_schedule import torch_rows
 
@@ -57,8 +57,9 @@ class Comparison:
     reference_kind: str | None = None  # "optimum" | "bound" | None
 
 
-def _fits(peak: float, limit: float | None) -> bool | None:
-    return None if limit is None else fits(peak, limit)
+def _fits(peaks: tuple[float, ...], instance: Instance) -> bool | None:
+    """Whether every device's peak fits its limit; None without limits."""
+    return None if instance.memory_limit is None else not instance.over_limit(peaks)
 
 
 def _gap(value: float, reference: float | None) -> float | None:
@@ -92,7 +93,7 @@ def measured_row(
     ensure_valid(Schedule(unlimited, schedule.ops, schedule.name, schedule.source))
     metrics = compute_metrics(schedule)
     value = metrics.objective(objective)
-    fits = _fits(metrics.max_peak_memory, instance.memory_limit)
+    fits = _fits(metrics.peak_memory, instance)
     return ComparisonRow(
         name,
         title,
@@ -106,11 +107,12 @@ def measured_row(
     )
 
 
-def solver_row(result: SolveResult, objective: Objective) -> ComparisonRow:
-    """The solver's row from a `SolveResult`; its schedule has passed the validator."""
+def solver_row(result: SolveResult, objective: Objective, units: Units = Units()) -> ComparisonRow:  # noqa: B008
+    """The solver's row from a `SolveResult` (a note without a schedule says why, amounts in `units`);
+    its schedule has passed the validator."""
     title = "CP-SAT"
     if result.schedule is None:
-        return ComparisonRow(SOLVER_NAME, title, note=outcome_text(result))
+        return ComparisonRow(SOLVER_NAME, title, note=outcome_text(result, units))
     schedule = ensure_valid(result.schedule)
     metrics = compute_metrics(schedule)
     note = str(result.status)
@@ -123,7 +125,7 @@ def solver_row(result: SolveResult, objective: Objective) -> ComparisonRow:
         metrics.objective(objective),
         metrics.bubble_rate_for(objective),
         metrics.max_peak_memory,
-        _fits(metrics.max_peak_memory, schedule.instance.memory_limit),
+        _fits(metrics.peak_memory, schedule.instance),
         result.gap,
         note,
     )
@@ -159,7 +161,7 @@ def compare(
         else row
         for row in rows
     ]
-    rows.insert(0, solver_row(result, objective))
+    rows.insert(0, solver_row(result, objective, units_of(instance)))
     return Comparison(instance, objective, rows, result, reference, kind)
 
 

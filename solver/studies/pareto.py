@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models import Instance, InstanceError, Schedule, Status
-from models.instance import parse_memory_limit
+from models.instance import parse_limit_value
 from models.solve_result import SolveResult
 from models.tolerance import slack
 from solver.evaluate.metrics import compute_metrics
@@ -81,10 +81,11 @@ def _range(text: str, instance: Instance) -> list[float]:
 
 
 def _limit(text: str, instance: Instance) -> float:
-    value = parse_memory_limit(text.strip(), instance)
-    if value is None:
-        raise InstanceError(f"{text!r} is not a memory limit; write a number or a factor of the 1F1B peak like 0.5x")
-    return value
+    if text.strip().lower() in ("", "none", "null"):
+        raise InstanceError(
+            f"{text!r} is not a memory limit; write a number, an amount like 12GiB or a factor like 0.5x"
+        )
+    return parse_limit_value(text.strip(), instance)
 
 
 def pareto_sweep(
@@ -98,7 +99,7 @@ def pareto_sweep(
     previous: list[Schedule] = []
     points: list[tuple[float, SolveResult]] = []
     for limit in sorted(set(limits)):
-        limited = dataclasses.replace(instance, memory_limit=limit)
+        limited = instance.with_limit(limit)
         result = solve(limited, objective=objective, time_limit=time_limit_per_point, starts=previous, **solve_kwargs)
         points.append((limit, result))
         if result.status == Status.INTERRUPTED:
@@ -119,7 +120,7 @@ def pareto_frontier(
     limit: float | None = None
     known: float | None = None
     while len(breakpoints) < MAX_POINTS:
-        limited = dataclasses.replace(instance, memory_limit=limit)
+        limited = instance.with_limit(limit)
         fastest = solve(
             limited, objective=objective, time_limit=time_limit_per_solve, known_bound=known, **solve_kwargs
         )
@@ -152,7 +153,7 @@ def pareto_frontier(
 def heuristic_positions(instance: Instance, objective: str) -> list[tuple[str, float, float]]:
     """(name, peak memory, objective value) of each applicable heuristic, without a memory limit
     (the max span after re-timing for it, as the solver measures)."""
-    unlimited = dataclasses.replace(instance, memory_limit=None)
+    unlimited = instance.with_limit(None)
     positions = []
     for name, schedule in handwritten_schedules(unlimited):
         timed = retimed_for(objective, schedule)

@@ -58,6 +58,13 @@ def test_defaults() -> None:
     assert instance.memory_limit is None
 
 
+def test_weight_times_alone_split_the_same_whole_backward() -> None:
+    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "forward_times": [1, 3], "weight_times": 1})
+    assert instance.backward_times == (1.0, 5.0)  # B + W = 2F
+    with pytest.raises(InstanceError, match=r"weight_times\[0\] = 2 leaves nothing of the whole backward"):
+        Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "weight_times": 2})
+
+
 def test_split_defaults_weight_memory_to_half_the_activation() -> None:
     instance = Instance.from_dict(
         {"num_devices": 2, "num_microbatches": 2, "chunks": 2, "weight_times": 1, "activation_memory": [2, 4, 6, 8]}
@@ -142,12 +149,67 @@ def test_relative_memory_limit_resolves_against_one_f_one_b_peak(text: str, fact
     data = {"num_devices": 3, "num_microbatches": 8, "activation_memory": [1, 5, 10], "memory_limit": text}
     instance = Instance.from_dict(data)
     assert instance.one_f_one_b_peak() == 10.0
-    assert instance.memory_limit == pytest.approx(factor * 10.0)
+    assert instance.memory_limit == pytest.approx((factor * 10.0,) * 3)
 
 
 @pytest.mark.parametrize(("value", "expected"), [(7, 7.0), (2.5, 2.5), ("3", 3.0), (None, None), ("none", None)])
 def test_absolute_memory_limit(value: object, expected: float | None) -> None:
-    assert Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "memory_limit": value}).memory_limit == expected
+    limits = Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "memory_limit": value}).memory_limit
+    assert limits == (None if expected is None else (expected, expected))
+
+
+@pytest.mark.parametrize("value", [[4, "6", "0.5x"], "4, 6, 0.5x"])
+def test_a_limit_per_device_from_a_list_or_comma_separated_text(value: object) -> None:
+    data = {"num_devices": 3, "num_microbatches": 8, "activation_memory": [1, 5, 10], "memory_limit": value}
+    instance = Instance.from_dict(data)
+    assert instance.memory_limit == (4.0, 6.0, 5.0)
+    assert [instance.limit_of(d) for d in range(3)] == [4.0, 6.0, 5.0]
+    assert instance.over_limit([4.0, 6.5, 5.0]) == [1]
+    assert instance.to_dict()["memory_limit"] == [4.0, 6.0, 5.0]
+    assert Instance.from_dict(instance.to_dict()) == instance
+
+
+def test_a_uniform_limit_is_written_as_one_number() -> None:
+    instance = Instance.from_dict({"num_devices": 3, "num_microbatches": 8, "memory_limit": [2, 2, 2]})
+    assert instance.to_dict()["memory_limit"] == 2.0
+
+
+def test_a_list_of_limits_must_have_one_per_device() -> None:
+    with pytest.raises(InstanceError, match="memory_limit lists 2 limits but there are 3 devices"):
+        Instance.from_dict({"num_devices": 3, "num_microbatches": 8, "memory_limit": [1, 2]})
+
+
+@pytest.mark.parametrize(
+    ("unit", "limit", "expected"),
+    [("MiB", "12GiB", 12 * 1024.0), ("GiB", "512 MiB", 0.5), ("MB", "1GB", 1000.0), ("GiB", "3", 3.0)],
+)
+def test_a_limit_with_a_unit_is_converted_to_the_instance_memory_unit(unit: str, limit: str, expected: float) -> None:
+    data = {"num_devices": 2, "num_microbatches": 2, "memory_unit": unit, "memory_limit": limit}
+    assert Instance.from_dict(data).memory_limit == pytest.approx((expected, expected))
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"memory_unit": "gigs"}, "memory_unit 'gigs' is not a unit pipesat knows; use one of B, KiB"),
+        ({"time_unit": "minutes"}, "time_unit 'minutes' is not a unit pipesat knows; use one of s, ms"),
+        ({"memory_unit": "MiB", "memory_limit": "12 parsecs"}, "'parsecs' is not a memory unit"),
+        ({"memory_limit": "12GiB"}, "has a unit but the instance's memory has none"),
+    ],
+)
+def test_bad_units_say_what_is_known(data: dict, message: str) -> None:
+    with pytest.raises(InstanceError, match=message):
+        Instance.from_dict({"num_devices": 2, "num_microbatches": 2, **data})
+
+
+def test_units_round_trip_at_the_top_level_and_metadata_descriptions_are_not_units() -> None:
+    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "time_unit": "ms", "memory_unit": "GiB"})
+    assert (instance.time_unit, instance.memory_unit) == ("ms", "GiB")
+    assert Instance.from_dict(instance.to_dict()) == instance
+    described = {"num_devices": 2, "num_microbatches": 2, "metadata": {"memory_unit": "ZB code units"}}
+    assert Instance.from_dict(described).memory_unit == ""
+    earlier = {"num_devices": 2, "num_microbatches": 2, "metadata": {"time_unit": "ms"}}
+    assert Instance.from_dict(earlier).time_unit == "ms"
 
 
 def test_with_changes_validates_again() -> None:

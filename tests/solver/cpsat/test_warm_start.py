@@ -32,7 +32,7 @@ def _hint_instances() -> list[Instance]:
 def test_every_heuristic_gives_a_complete_feasible_hint(instance: Instance, objective: Objective) -> None:
     hinted = 0
     for name, schedule in handwritten_schedules(instance):
-        if compute_metrics(schedule).max_peak_memory > (instance.memory_limit or math.inf):
+        if instance.over_limit(compute_metrics(schedule).peak_memory):
             continue
         model = build_model(instance, objective, split_backward=schedule.split_backward)
         ticks = timed_for(objective, model.data.tick_instance, schedule.orders())

@@ -13,6 +13,7 @@ from models.tolerance import same
 from solver.evaluate.metrics import compute_metrics
 from solver.evaluate.retime import retimed_for
 from solver.heuristics import (
+    ALIASES,
     SCHEDULES,
     NotApplicable,
     UnknownSchedule,
@@ -46,7 +47,9 @@ def test_the_order_does_not_depend_on_which_module_is_imported_first() -> None:
 
 
 def test_every_schedule_has_a_title_and_every_title_a_schedule() -> None:
-    assert {entry.name for entry in SCHEDULES} == set(SCHEDULE_TITLES)
+    own_names = {alias.name for alias in ALIASES.values()} - {entry.name for entry in SCHEDULES}
+    assert own_names == {"zb-1p", "zb-2p"}
+    assert {entry.name for entry in SCHEDULES} | own_names == set(SCHEDULE_TITLES)
     assert [heuristic.title for heuristic in all_heuristics()][:3] == ["GPipe", "Interleaved 1F1B", "1F1B"]
     assert get_heuristic(" ZB-H1 ").title == "ZB-H1"
 
@@ -56,7 +59,21 @@ def test_an_unknown_name_is_an_input_error_that_lists_the_handwritten_names(name
     with pytest.raises(UnknownSchedule) as raised:
         run_heuristic(name, uniform(2, 2))
     assert isinstance(raised.value, InputError) and not isinstance(raised.value, NotApplicable)
-    assert str(raised.value) == f"unknown schedule {name!r}; choose one of {', '.join(HANDWRITTEN)}"
+    listed = f"unknown schedule {name!r}; choose one of {', '.join(HANDWRITTEN)} (or zb-1p, zb-2p, torch's class names)"
+    assert str(raised.value) == listed
+
+
+@pytest.mark.parametrize(
+    ("alias", "name"),
+    [
+        ("ZB-1p", "zb-1p"),
+        ("Schedule1F1B", "1f1b"),
+        ("ScheduleInterleaved1F1B", "interleaved"),
+        ("ZBVZeroBubble", "zb-v"),
+    ],
+)
+def test_the_papers_and_torchs_names_are_taken_too(alias: str, name: str) -> None:
+    assert get_heuristic(alias).name == name
 
 
 def test_every_heuristic_is_tried_in_order_and_the_refusals_are_kept_or_skipped() -> None:

@@ -21,7 +21,8 @@ def test_v_half_reproduces_the_published_building_block_search() -> None:
     instance = vshape(4, 16, **PUBLISHED, p2p_time=0.1)
     _, metrics = run_valid("v-half", instance)
     assert metrics.max_span == pytest.approx(220.2)  # the fixed V-Half block: 233.2
-    assert metrics.max_peak_memory <= v_half_budget(instance) == 6
+    assert v_half_budget(instance) == (6.0,) * 4
+    assert instance.with_limit(v_half_budget(instance)).over_limit(metrics.peak_memory) == []
 
 
 @pytest.mark.parametrize(("p", "m"), [(4, 16), (8, 32)])
@@ -32,7 +33,7 @@ def test_the_search_is_never_worse_than_the_fixed_block(p: int, m: int, name: st
     instance = vshape(p, m, **PUBLISHED, p2p_time=0.1)
     _, searched = run_valid(name, instance)
     fixed_metrics = compute_metrics(simulate(instance, slot_orders(instance, fixed)))
-    assert searched.max_peak_memory <= budget(instance)
+    assert instance.with_limit(budget(instance)).over_limit(searched.peak_memory) == []
     assert searched.max_span <= fixed_metrics.max_span
 
 
@@ -40,9 +41,19 @@ def test_the_search_is_never_worse_than_the_fixed_block(p: int, m: int, name: st
 def test_v_auto_keeps_within_the_instance_limit_and_gets_faster_with_more_memory(limit: str) -> None:
     tight = vshape(4, 16, **PUBLISHED, p2p_time=0.1, memory_limit=limit)
     _, metrics = run_valid("v-auto", tight)
-    assert metrics.max_peak_memory <= tight.memory_limit
-    _, roomier = run_valid("v-auto", tight.with_changes(memory_limit=tight.memory_limit * 1.5))
+    assert tight.over_limit(metrics.peak_memory) == []
+    _, roomier = run_valid("v-auto", tight.with_limit([1.5 * limit for limit in tight.memory_limit]))
     assert roomier.max_span <= metrics.max_span
+
+
+def test_v_auto_uses_each_devices_own_limit() -> None:
+    base = vshape(4, 16, **PUBLISHED, p2p_time=0.1)
+    roomy = (base.one_f_one_b_peak(),) * 4
+    uneven = base.with_limit((roomy[0] * 0.5, *roomy[1:]))
+    _, metrics = run_valid("v-auto", uneven)
+    assert uneven.over_limit(metrics.peak_memory) == []
+    _, everywhere = run_valid("v-auto", base.with_limit(roomy))
+    assert everywhere.max_span <= metrics.max_span
 
 
 def test_every_candidate_block_waits_for_its_inputs() -> None:

@@ -80,8 +80,11 @@ def test_title_names_schedule_objective_bubble_and_peak(one_f_one_b_instance: In
     title = schedule_title(schedule)
     assert title.startswith("1F1B")
     assert "makespan 33" in title and f"bubble rate {format_percent(metrics.bubble_rate)}" in title
-    assert "peak memory 4 (limit 4)" in title
+    assert title.endswith("peak memory 4  ·  limit 4 (1x)")
     assert schedule_title(schedule, "span").splitlines()[1].startswith("max span 33")
+    in_units = schedule.instance.with_changes(time_unit="ms", memory_unit="GiB")
+    titled = schedule_title(Schedule(in_units, schedule.ops, schedule.name))
+    assert "makespan 33 ms" in titled and titled.endswith("peak memory 4 GiB  ·  limit 4 GiB (1x)")
 
 
 def test_formats_by_extension(tmp_path: Path) -> None:

@@ -89,11 +89,16 @@ def test_pareto_title_leaves_out_the_limit() -> None:
     )
 
 
-def test_compare_columns_follow_the_limit_and_format() -> None:
+def test_compare_columns_follow_the_limit_the_units_and_format() -> None:
     makespan = Objective.MAKESPAN
+    plain = make_instance(4, 8)
     keys = ["title", "value", "bubble_rate", "peak_memory", "gap", "note"]
-    assert [c.key for c in comparison_columns(makespan, None, None)] == keys
-    assert [c.key for c in comparison_columns(makespan, None, None, machine=True)][:2] == ["name", "title"]
-    assert "fits 2" in [c.header for c in comparison_columns(makespan, 2, "optimum")]
-    headers = [c.header for c in comparison_columns(Objective.SPAN, None, "bound")]
+    assert [c.key for c in comparison_columns(plain, makespan, None)] == keys
+    assert [c.key for c in comparison_columns(plain, makespan, None, machine=True)][:2] == ["name", "title"]
+    assert "fits 2" in [c.header for c in comparison_columns(plain.with_limit(2), makespan, "optimum")]
+    assert "fits limits" in [c.header for c in comparison_columns(plain.with_limit([2, 2, 3, 3]), makespan, None)]
+    headers = [c.header for c in comparison_columns(plain, Objective.SPAN, "bound")]
     assert "max span" in headers and "slower than bound" in headers
+    in_units = plain.with_changes(time_unit="ms", memory_unit="MiB").with_limit(20 * 1024)
+    headers = [c.header for c in comparison_columns(in_units, makespan, None)]
+    assert "makespan (ms)" in headers and "peak memory (GiB)" in headers and "fits 20 GiB" in headers

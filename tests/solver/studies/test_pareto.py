@@ -64,7 +64,7 @@ def test_sweep_frontier_never_rises_and_lists_heuristics() -> None:
     for limit, point in result.points[1:]:
         assert point.status in ("optimal", "feasible")
         schedule = assert_valid(point.schedule)
-        assert schedule.instance.memory_limit == limit
+        assert schedule.instance.memory_limit == (limit,) * INSTANCE.num_devices
         values.append(point.value)
     assert values == sorted(values, reverse=True)
     assert values[0] > values[-1]

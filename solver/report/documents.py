@@ -1,0 +1,119 @@
+"""JSON documents for programs: one document per command (`--format json`), every amount in the
+instance's own units, which the document names under `units`.
+
+`schedule` and `solve` give one schedule's numbers (and the solve's proof); `compare` one row per
+schedule; `pareto` one point per memory limit or breakpoint. Each starts with the same summary of
+the instance, so a document says what it was measured on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from models import Instance, Objective, Schedule
+from models.solve_result import SolveResult
+from solver.evaluate.metrics import compute_metrics
+
+
+def instance_summary(instance: Instance) -> dict[str, Any]:
+    """The instance in a few fields: its shape, backward, p2p, limits and units."""
+    return {
+        "name": instance.name,
+        "num_devices": instance.num_devices,
+        "num_microbatches": instance.num_microbatches,
+        "chunks": instance.chunks,
+        "placement": instance.placement_name(),
+        "split_backward": instance.split_backward,
+        "p2p_time": instance.p2p_time,
+        "memory_limit": None if instance.memory_limit is None else list(instance.memory_limit),
+        "one_f_one_b_peak": instance.one_f_one_b_peak(),
+    }
+
+
+def _frame(instance: Instance, objective: Objective) -> dict[str, Any]:
+    units = {"time": instance.time_unit or None, "memory": instance.memory_unit or None}
+    return {"instance": instance_summary(instance), "objective": objective.value, "units": units}
+
+
+def schedule_numbers(schedule: Schedule) -> dict[str, Any]:
+    """A schedule's name and measures: makespan, max span, bubble rates, peak memory (and per device)."""
+    metrics = compute_metrics(schedule)
+    instance = schedule.instance
+    return {
+        "schedule": schedule.name,
+        "makespan": metrics.makespan,
+        "max_span": metrics.max_span,
+        "bubble_rate": metrics.bubble_rate,
+        "span_bubble_rate": metrics.span_bubble_rate,
+        "peak_memory": metrics.max_peak_memory,
+        "peak_memory_per_device": list(metrics.peak_memory),
+        "fits": None if instance.memory_limit is None else not instance.over_limit(metrics.peak_memory),
+    }
+
+
+def schedule_document(schedule: Schedule, objective: Objective) -> dict[str, Any]:
+    """`pipesat schedule --format json`."""
+    return _frame(schedule.instance, objective) | schedule_numbers(schedule)
+
+
+def solve_document(result: SolveResult, instance: Instance, objective: Objective) -> dict[str, Any]:
+    """`pipesat solve --format json`: the proof (status, value, bound, gap) and the schedule's numbers."""
+    document = _frame(instance, objective) | _proof(result)
+    best, start = result.best_heuristic, result.starting_point
+    document |= {
+        "best_heuristic": None if best is None else {"name": best.name, "value": best.value},
+        "starting_point": None if start is None else {"name": start.name, "value": start.value},
+        "solve_time": result.solve_time,
+    }
+    if result.schedule is not None:
+        document |= schedule_numbers(result.schedule)
+    return document
+
+
+def _proof(result: SolveResult) -> dict[str, Any]:
+    return {
+        "status": result.status.value,
+        "minimized": result.objective.value,
+        "value": result.value,
+        "bound": result.bound,
+        "gap": result.gap,
+        "resolution": result.resolution,
+    }
+
+
+def comparison_document(
+    instance: Instance,
+    objective: Objective,
+    rows: Sequence[dict[str, Any]],
+    reference_kind: str | None,
+    reference: float | None,
+) -> dict[str, Any]:
+    """`pipesat compare --format json`: one row per schedule, and what its gap is measured against."""
+    return _frame(instance, objective) | {
+        "gap_to": None if reference_kind is None else {"kind": reference_kind, "value": reference},
+        "rows": list(rows),
+    }
+
+
+def pareto_document(
+    instance: Instance,
+    objective: Objective,
+    points: Sequence[tuple[float, SolveResult]],
+    memory: Sequence[SolveResult],
+    heuristics: Sequence[tuple[str, float, float]],
+) -> dict[str, Any]:
+    """`pipesat pareto --format json`: each point's limit (or breakpoint memory) with its proof, and
+    the handwritten schedules at their own peak memory."""
+    rows = []
+    reference = instance.one_f_one_b_peak()
+    for index, (limit, result) in enumerate(points):
+        relative = limit / reference if reference > 0 else None
+        row = {"memory_limit": limit, "relative_limit": relative} | _proof(result)
+        if result.schedule is not None:
+            row["peak_memory"] = compute_metrics(result.schedule).max_peak_memory
+        if index < len(memory):
+            row |= {"memory_bound": memory[index].bound, "memory_gap": memory[index].gap}
+        rows.append(row)
+    handwritten = [{"name": name, "peak_memory": peak, "value": value} for name, peak, value in heuristics]
+    return _frame(instance, objective) | {"breakpoints": bool(memory), "points": rows, "handwritten": handwritten}
