@@ -310,6 +310,12 @@ MODEL_OPTIONS = options(
     click.option("--layers", type=int, required=True, help="Transformer layers."),
     click.option("--hidden", type=int, required=True, help="Hidden size h."),
     click.option("--heads", type=int, required=True, help="Attention heads a (must divide --hidden)."),
+    click.option(
+        "--kv-heads", type=int, default=0, help="Key/value heads g for grouped-query attention (default: --heads)."
+    ),
+    click.option(
+        "--ffn-hidden", type=int, default=0, help="MLP width f; given, the MLP is SwiGLU (default: a 4h GELU MLP)."
+    ),
     click.option("--seq-len", type=int, required=True, help="Sequence length s."),
     click.option("--microbatch-size", type=int, default=1, show_default=True, help="Sequences per microbatch b."),
     click.option("-p", "--devices", type=int, required=True, help="Pipeline devices p."),

@@ -62,10 +62,10 @@ def memory_in(text: str, unit: str, what: str) -> float | None:
 
 def display_memory_unit(unit: str, largest: float) -> tuple[str, float]:
     """The unit to show memory amounts in, and the factor from `unit` to it: GiB rather than MiB once
-    amounts reach 1 GiB (binary units step by 1024), else `unit` itself."""
-    if unit not in MEMORY_UNITS or unit == "B" or not unit.endswith("iB"):
+    amounts reach 1 GiB (bytes and binary units step by 1024; decimal units stay as given)."""
+    binary = ["B", "KiB", "MiB", "GiB", "TiB"]
+    if unit not in binary:
         return unit, 1.0
-    binary = ["KiB", "MiB", "GiB", "TiB"]
     index = binary.index(unit)
     while index + 1 < len(binary) and largest * MEMORY_UNITS[unit] >= MEMORY_UNITS[binary[index + 1]]:
         index += 1

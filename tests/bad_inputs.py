@@ -244,6 +244,8 @@ class BadCommand:
 
 
 SMALL = ("-s", "2", "-b", "2")
+SMALL_MODEL = ("instance", "from-model", "--layers", "4", "--hidden", "1024", "--heads", "8", "--seq-len", "1024")
+SMALL_MODEL += ("-p", "2", "-m", "4", "--tflops", "100")
 BAD_COMMANDS = [
     BadCommand("time-limit-nan", ("solve", *SMALL, "--time-limit", "nan"), "'nan' is not a finite number"),
     BadCommand("time-limit-inf", ("solve", *SMALL, "--time-limit", "inf"), "'inf' is not a finite number"),
@@ -257,6 +259,14 @@ BAD_COMMANDS = [
     BadCommand("memory-limit-word", ("solve", *SMALL, "--memory-limit", "lots"), "memory_limit must be a number"),
     BadCommand("memory-limit-unit", ("solve", *SMALL, "--memory-limit", "12GiB"), "has a unit but the instance's"),
     BadCommand("memory-limit-list", ("solve", *SMALL, "--memory-limit", "1,2,3"), "lists 3 limits but there are 2"),
+    BadCommand(
+        "model-state-over-the-gpu",
+        (*SMALL_MODEL, "--gpu-memory", "100MiB"),
+        "device 0 holds 432.07 MiB of weights, gradients and optimizer state plus a 10 MiB reserve, more than",
+    ),
+    BadCommand(
+        "gpu-memory-without-unit", (*SMALL_MODEL, "--gpu-memory", "80"), "must be a positive amount with a unit"
+    ),
     BadCommand("picture-suffix", ("solve", *SMALL, "-o", "x.jpg"), "name the picture .png, .svg or .pdf"),
     BadCommand(
         "max-ops", ("--max-ops", "5", "solve", *SMALL), "8 ops (2 devices x 1 chunks x 2 microbatches x 2 kinds"

@@ -1,24 +1,28 @@
-"""An analytic cost model: a transformer description and its hardware -> an `Instance`.
+"""An analytic cost model: a transformer, how it is trained and its hardware -> an `Instance`.
 
-Per transformer layer the ZB paper gives (docs/cost-model.md derives each term and names its source),
-with s = sequence length, b = microbatch size, h = hidden size and a = heads:
+Per transformer layer (docs/cost-model.md derives every term and names its source), with n = s·b
+tokens, h hidden, a heads, g key/value heads of size d = h/a, f the MLP width and t the tensor-parallel
+degree, each GPU of a pipeline device does
 
-    F FLOPs  s·b·h·(24h + 4s)        M_B = s·b·(34h + 5a·s)  bytes at 2 bytes a value
-    B FLOPs  s·b·h·(24h + 8s)        M_W = 32·s·b·h          bytes at 2 bytes a value
-    W FLOPs  s·b·h·24h
+    linear FLOPs  L = 2n·h·(h + 2g·d) + 2n·h² + (4 GELU | 6 SwiGLU)·n·h·f
+    scores FLOPs  S = 4n·s·h·c            (c = 1/2 for causal flash attention, else 1)
+    F = (L + S) / t      B = (L + 2S + S/2 with flash + recomputed) / t      W = L / t
 
-The layers are split over the p·v stages (evenly, or by an explicit per-stage count). The embedding
-sits on the first stage and is a lookup: no FLOPs and no activation memory are counted for it. The
-output head and the loss sit on the last stage: the head is one h x V matmul, so F, B and W each cost
-2·s·b·h·V FLOPs, and it keeps its input and the s·b·V logits (then their gradient) for the backward;
-the loss's elementwise work (a few FLOPs per logit, under 1/h of the head) is left out.
+and keeps, from F to its B, the activations `layer_activations` lists tensor by tensor (M_B), and
+from B to its W what the weight gradients need (M_W: each weight matmul's input and output gradient).
+Tensors inside the attention and the MLP are split over the t GPUs; the layer's inputs, the norms'
+outputs and the dropout masks are split only with sequence parallelism (Megatron's layout).
 
-With flash attention (`Transformer.flash_attention`) the attention scores are not stored (M_B loses
-its 5a·s term) and B recomputes them (2·s·b·h·s more FLOPs).
+The layers are split over the p·v stages (evenly, by an explicit per-stage count, or balanced by
+`solver.instances.layer_balance`). The embedding sits on the first stage and is a lookup: no FLOPs and
+no activation memory. The output head sits on the last stage: one h x V matmul (split over t), so F,
+B and W each cost 2n·h·V / t FLOPs, and it keeps its input and the logits (then their gradient).
 
-Times are FLOPs over the effective throughput (TFLOP/s x efficiency), in milliseconds rounded to 6
-significant digits; memory is in MiB (bytes over 2^20, no rounding); the p2p time is the link latency
-plus one microbatch's activation (s·b·h values) over the link.
+Times are FLOPs over the effective throughput (TFLOP/s x efficiency), plus the tensor-parallel
+all-reduces when their bandwidth is given, in milliseconds rounded to 6 significant digits; memory is
+in MiB (bytes over 2^20, no rounding); the p2p time is the link latency plus one microbatch's
+activation (its 1/t shard with sequence parallelism) over the link. Weights, gradients and optimizer
+state are in `solver.instances.model_state`.
 """
 
 from __future__ import annotations
@@ -26,20 +30,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from models import Instance, InstanceError
+from models import InstanceError
 
 TIME_UNIT = "ms"
 MEMORY_UNIT = "MiB"
 MIB = 2**20
+RECOMPUTE = ("none", "selective", "full")
+MASK_BYTES = 1  # a dropout mask keeps one byte a value
 
 
 @dataclass(frozen=True)
 class Transformer:
-    """A dense GPT-style transformer: `layers` blocks of MHA + a 4h MLP, and an output head over `vocab`.
-
-    With `flash_attention` the a·s x s attention scores are not kept for the backward (M_B loses its
-    5a·s term) and the backward recomputes them (2·s·b·h·s more B FLOPs).
-    """
+    """A dense decoder: `layers` blocks of attention (grouped-query with `kv_heads` < `heads`) and an
+    MLP (a 4h GELU MLP, or SwiGLU of width `ffn_hidden` when given), and an output head over `vocab`."""
 
     layers: int
     hidden: int
@@ -47,40 +50,91 @@ class Transformer:
     seq_len: int
     microbatch_size: int = 1
     vocab: int = 0
-    flash_attention: bool = False
+    kv_heads: int = 0  # 0: as many as `heads` (multi-head attention)
+    ffn_hidden: int = 0  # 0: a GELU MLP of width 4h; else SwiGLU of this width
+
+    @property
+    def swiglu(self) -> bool:
+        return self.ffn_hidden > 0
+
+    @property
+    def mlp_width(self) -> int:
+        """f: the MLP's inner width."""
+        return self.ffn_hidden or 4 * self.hidden
+
+    @property
+    def kv_width(self) -> int:
+        """g·d: the width of the keys (and of the values)."""
+        return (self.kv_heads or self.heads) * (self.hidden // self.heads)
+
+    @property
+    def tokens(self) -> int:
+        """n = s·b: the tokens of one microbatch."""
+        return self.seq_len * self.microbatch_size
+
+
+@dataclass(frozen=True)
+class Training:
+    """How the model is trained: precision, attention kernel, recomputation, parallelism and the
+    optimizer state a parameter costs (`solver.instances.model_state`)."""
+
+    bytes_per_value: float = 2.0
+    flash_attention: bool = True
+    causal: bool = True
+    dropout: bool = False
+    recompute: str = "none"
+    tensor_parallel: int = 1
+    sequence_parallel: bool = False
+    data_parallel: int = 1
+    zero1: bool = False
+    weight_bytes: float = 2.0
+    grad_bytes: float = 4.0
+    optimizer_bytes: float = 12.0
+
+
+ZB_PAPER_TRAINING = Training(flash_attention=False, causal=False, dropout=True)
+"""The layer of the ZB paper's formulas: attention scores kept, no causal saving, dropout masks."""
 
 
 @dataclass(frozen=True)
 class Hardware:
-    """Device throughput (peak TFLOP/s and the fraction reached) and the link between devices."""
+    """Device throughput (peak TFLOP/s and the fraction reached), the pipeline link, the tensor-parallel
+    link (0: its all-reduces are not timed) and the GPU's memory (0: no budgets)."""
 
     tflops: float
     efficiency: float = 0.5
     bandwidth: float = 50.0  # GB/s (1e9 bytes per second)
     latency: float = 10.0  # microseconds
-    bytes_per_value: float = 2.0
+    tp_bandwidth: float = 0.0  # GB/s per GPU for the tensor-parallel all-reduces; 0: not timed
+    gpu_memory: float = 0.0  # bytes; 0: no activation budgets
+    reserve: float = 0.1  # of gpu_memory: a fraction below 1, else bytes
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    """How the model is cut: p devices, v chunks each, m microbatches, and optionally the layers per stage."""
+    """How the model is cut: p devices, v chunks each, m microbatches, and optionally the layers per
+    stage (or `balance` to choose them)."""
 
     devices: int
     microbatches: int
     chunks: int = 1
     placement: str | None = None
     layers_per_stage: tuple[int, ...] | None = None
+    balance: bool = False
 
 
 @dataclass(frozen=True)
 class Cost:
-    """FLOPs of the three passes and the memory (bytes) held from F to B (M_B) and from B to W (M_W)."""
+    """FLOPs of the three passes per GPU, the memory (bytes) held from F to B (M_B) and from B to W
+    (M_W), and the tensor-parallel communication time (ms) in F and in B."""
 
     forward_flops: float
     backward_flops: float
     weight_flops: float
     activation_bytes: float
     weight_bytes: float
+    forward_comm_ms: float = 0.0
+    backward_comm_ms: float = 0.0
 
     def plus(self, other: Cost, times: int = 1) -> Cost:
         """This cost plus `times` copies of `other`."""
@@ -88,6 +142,21 @@ class Cost:
 
 
 NO_COST = Cost(0, 0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor a layer keeps: its values, bytes a value, and whether tensor parallelism splits it
+    (`sharded`) or only sequence parallelism does."""
+
+    name: str
+    values: float
+    bytes_per_value: float
+    sharded: bool
+
+    def bytes_per_gpu(self, training: Training) -> float:
+        split = self.sharded or training.sequence_parallel
+        return self.values * self.bytes_per_value / (training.tensor_parallel if split else 1)
 
 
 @dataclass(frozen=True)
@@ -100,45 +169,180 @@ class StageCost:
     cost: Cost
 
 
-def layer_cost(model: Transformer, hardware: Hardware) -> Cost:
-    """One transformer layer, by the ZB paper's formulas; memory scaled from 2 to `bytes_per_value` bytes."""
-    s, b, h, a = model.seq_len, model.microbatch_size, model.hidden, model.heads
-    scale = hardware.bytes_per_value / 2
-    flash = model.flash_attention
+def linear_flops(model: Transformer) -> float:
+    """L: the matmul FLOPs of one layer's forward (QKV, attention output, MLP), on one GPU without TP."""
+    n, h, f = model.tokens, model.hidden, model.mlp_width
+    mlp = (6 if model.swiglu else 4) * n * h * f
+    return 2 * n * h * (h + 2 * model.kv_width) + 2 * n * h * h + mlp
+
+
+def score_flops(model: Transformer, training: Training) -> float:
+    """S: QKᵀ and the weighted sum of the values, 2n·s·h each; causal flash attention skips half."""
+    causal_saving = 0.5 if training.causal and training.flash_attention else 1.0
+    return 4 * model.tokens * model.seq_len * model.hidden * causal_saving
+
+
+def keeps_scores(training: Training) -> bool:
+    """Whether F keeps the a·s x s attention scores for B (not with flash attention or recomputation)."""
+    return not training.flash_attention and training.recompute == "none"
+
+
+def layer_activations(model: Transformer, training: Training) -> list[Tensor]:
+    """What one layer keeps from F for B, tensor by tensor (Korthikanti et al.'s accounting); with
+    full recomputation only the layer's input."""
+    n, h, f, bpv = model.tokens, model.hidden, model.mlp_width, training.bytes_per_value
+    if training.recompute == "full":
+        return [Tensor("layer input (all else recomputed in B)", n * h, bpv, sharded=False)]
+    scores = model.heads * model.seq_len * n
+    tensors = [
+        Tensor("attention norm input", n * h, bpv, sharded=False),
+        Tensor("QKV input", n * h, bpv, sharded=False),
+        Tensor("queries", n * h, bpv, sharded=True),
+        Tensor("keys and values", 2 * n * model.kv_width, bpv, sharded=True),
+    ]
+    if keeps_scores(training):
+        tensors.append(Tensor("attention scores (softmax output)", scores, bpv, sharded=True))
+        if training.dropout:
+            tensors.append(Tensor("score dropout mask", scores, MASK_BYTES, sharded=True))
+            tensors.append(Tensor("dropped-out scores", scores, bpv, sharded=True))
+    if training.flash_attention:
+        tensors.append(Tensor("softmax statistics (flash, fp32)", model.heads * n, 4, sharded=True))
+    tensors.append(Tensor("attention output (output projection input)", n * h, bpv, sharded=True))
+    if training.dropout:
+        tensors.append(Tensor("attention dropout mask", n * h, MASK_BYTES, sharded=False))
+    tensors += [Tensor("MLP norm input", n * h, bpv, sharded=False), Tensor("MLP input", n * h, bpv, sharded=False)]
+    if model.swiglu:
+        tensors += [
+            Tensor("gate and up outputs", 2 * n * f, bpv, sharded=True),
+            Tensor("down projection input", n * f, bpv, sharded=True),
+        ]
+    else:
+        tensors += [
+            Tensor("GELU input", n * f, bpv, sharded=True),
+            Tensor("GELU output (down projection input)", n * f, bpv, sharded=True),
+        ]
+    if training.dropout:
+        tensors.append(Tensor("MLP dropout mask", n * h, MASK_BYTES, sharded=False))
+    return tensors
+
+
+def weight_gradient_inputs(model: Transformer, training: Training) -> list[Tensor]:
+    """What one layer's W needs after its B: each weight matmul's input and its output's gradient."""
+    n, h, f, bpv = model.tokens, model.hidden, model.mlp_width, training.bytes_per_value
+    return [
+        Tensor("QKV input", n * h, bpv, sharded=False),
+        Tensor("QKV output gradient", n * (h + 2 * model.kv_width), bpv, sharded=True),
+        Tensor("output projection input", n * h, bpv, sharded=True),
+        Tensor("output projection output gradient", n * h, bpv, sharded=False),
+        Tensor("MLP input", n * h, bpv, sharded=False),
+        Tensor("up projection output gradient", (2 if model.swiglu else 1) * n * f, bpv, sharded=True),
+        Tensor("down projection input", n * f, bpv, sharded=True),
+        Tensor("down projection output gradient", n * h, bpv, sharded=False),
+    ]
+
+
+def held_bytes(tensors: list[Tensor], training: Training) -> float:
+    return sum(tensor.bytes_per_gpu(training) for tensor in tensors)
+
+
+def all_reduce_ms(model: Transformer, training: Training, hardware: Hardware) -> float:
+    """One tensor-parallel all-reduce of a layer's s·b·h output (ring: 2(t-1)/t of it per GPU), in
+    ms; 0 without tensor parallelism or without a tensor-parallel bandwidth."""
+    t = training.tensor_parallel
+    if t == 1 or hardware.tp_bandwidth <= 0:
+        return 0.0
+    moved = 2 * (t - 1) / t * model.tokens * model.hidden * training.bytes_per_value
+    return moved / (hardware.tp_bandwidth * 1e9) * 1e3
+
+
+def layer_cost(model: Transformer, training: Training, hardware: Hardware) -> Cost:
+    """One transformer layer on one GPU (see the module notes)."""
+    t = training.tensor_parallel
+    linear, scores = linear_flops(model), score_flops(model, training)
+    forward = linear + scores
+    backward = linear + 2 * scores
+    if training.flash_attention:
+        backward += scores / 2  # flash attention recomputes QKᵀ in its backward
+    if training.recompute == "selective" and not training.flash_attention:
+        backward += scores  # the attention core's forward, run again
+    full = training.recompute == "full"
+    if full:
+        backward += forward
+    activation = held_bytes(layer_activations(model, training), training)
+    # W frees at most what F allocated (the memory model's rule); with full recomputation B makes
+    # more than F kept, which this caps (docs/cost-model.md says so).
+    weight = min(held_bytes(weight_gradient_inputs(model, training), training), activation)
+    reduce = all_reduce_ms(model, training, hardware)
     return Cost(
-        forward_flops=s * b * h * (24 * h + 4 * s),
-        backward_flops=s * b * h * (24 * h + (10 if flash else 8) * s),
-        weight_flops=s * b * h * 24 * h,
-        activation_bytes=s * b * (34 * h + (0 if flash else 5 * a * s)) * scale,
-        weight_bytes=32 * s * b * h * scale,
+        forward_flops=forward / t,
+        backward_flops=backward / t,
+        weight_flops=linear / t,
+        activation_bytes=activation,
+        weight_bytes=weight,
+        forward_comm_ms=2 * reduce,
+        backward_comm_ms=(4 if full else 2) * reduce,
     )
 
 
-def head_cost(model: Transformer, hardware: Hardware) -> Cost:
-    """The output head (h x V matmul) and the loss: input and logits held until B, input and their gradient until W."""
-    s, b, h, vocab = model.seq_len, model.microbatch_size, model.hidden, model.vocab
-    flops = 2 * s * b * h * vocab
-    held = s * b * (h + vocab) * hardware.bytes_per_value
+def head_cost(model: Transformer, training: Training) -> Cost:
+    """The output head (h x V matmul, vocabulary split over t) and the loss: its input and the logits
+    held until B, its input and their gradient until W."""
+    n, h, vocab, bpv = model.tokens, model.hidden, model.vocab, training.bytes_per_value
+    flops = 2 * n * h * vocab / training.tensor_parallel
+    held = held_bytes(
+        [Tensor("head input", n * h, bpv, sharded=False), Tensor("logits", n * vocab, bpv, sharded=True)], training
+    )
     return Cost(flops, flops, flops, held, held)
 
 
-def check_description(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> None:
+def check_description(model: Transformer, training: Training, hardware: Hardware, pipeline: Pipeline) -> None:
     """Raise `InstanceError` with one line for the first thing wrong in the description."""
     check_model(model)
+    check_training(model, training)
     check_pipeline(pipeline)
-    for name, value in (
-        ("tflops", hardware.tflops),
-        ("bandwidth", hardware.bandwidth),
-        ("bytes_per_value", hardware.bytes_per_value),
-    ):
-        if not math.isfinite(value) or value <= 0:
-            raise InstanceError(f"{name} must be a positive number, got {value:g}")
+    for name, value in (("tflops", hardware.tflops), ("bandwidth", hardware.bandwidth)):
+        _positive(name, value)
     if not math.isfinite(hardware.efficiency) or not 0 < hardware.efficiency <= 1:
         raise InstanceError(
             f"efficiency must be in (0, 1] (the fraction of peak throughput reached), got {hardware.efficiency:g}"
         )
-    if not math.isfinite(hardware.latency) or hardware.latency < 0:
-        raise InstanceError(f"latency must be a non-negative number of microseconds, got {hardware.latency:g}")
+    for name, value in (
+        ("latency", hardware.latency),
+        ("tp_bandwidth", hardware.tp_bandwidth),
+        ("gpu_memory", hardware.gpu_memory),
+        ("reserve", hardware.reserve),
+    ):
+        if not math.isfinite(value) or value < 0:
+            raise InstanceError(f"{name} must be a non-negative number, got {value:g}")
+
+
+def check_training(model: Transformer, training: Training) -> None:
+    """Raise `InstanceError` when precision, recomputation or parallelism do not make sense for the model."""
+    for name in ("bytes_per_value", "weight_bytes"):
+        _positive(name, getattr(training, name))
+    for name in ("grad_bytes", "optimizer_bytes"):
+        value = getattr(training, name)
+        if not math.isfinite(value) or value < 0:
+            raise InstanceError(f"{name} must be a non-negative number, got {value:g}")
+    if training.recompute not in RECOMPUTE:
+        raise InstanceError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {training.recompute!r}")
+    _whole("tensor_parallel", training.tensor_parallel, minimum=1)
+    _whole("data_parallel", training.data_parallel, minimum=1)
+    t = training.tensor_parallel
+    kv_heads = model.kv_heads or model.heads
+    for what, count in (("heads", model.heads), ("kv_heads", kv_heads), ("ffn_hidden", model.mlp_width)):
+        if count % t:
+            raise InstanceError(
+                f"tensor parallelism {t} does not divide {what} {count}; choose a tensor-parallel degree that does"
+            )
+    if training.sequence_parallel and t == 1:
+        raise InstanceError(
+            "sequence parallelism splits over the tensor-parallel GPUs; give --tensor-parallel 2 or more"
+        )
+    if training.sequence_parallel and model.seq_len % t:
+        raise InstanceError(f"sequence parallelism needs seq_len {model.seq_len} divisible by tensor parallelism {t}")
+    if training.zero1 and training.data_parallel == 1:
+        raise InstanceError("ZeRO-1 shards the optimizer over data parallelism; give --data-parallel 2 or more")
 
 
 def check_pipeline(pipeline: Pipeline) -> None:
@@ -149,10 +353,13 @@ def check_pipeline(pipeline: Pipeline) -> None:
         ("chunks", pipeline.chunks),
     ):
         _whole(name, value, minimum=1)
+    if pipeline.balance and pipeline.layers_per_stage is not None:
+        raise InstanceError("give --balance or --layers-per-stage, not both")
 
 
 def check_model(model: Transformer) -> None:
-    """Raise `InstanceError` when the transformer's sizes are not positive whole numbers or heads do not divide hidden."""
+    """Raise `InstanceError` when the transformer's sizes are not positive whole numbers or do not fit
+    together (heads dividing hidden, key/value heads dividing heads)."""
     for name, value in (
         ("layers", model.layers),
         ("hidden", model.hidden),
@@ -161,24 +368,41 @@ def check_model(model: Transformer) -> None:
         ("microbatch_size", model.microbatch_size),
     ):
         _whole(name, value, minimum=1)
-    _whole("vocab", model.vocab, minimum=0)
+    for name, value in (("vocab", model.vocab), ("kv_heads", model.kv_heads), ("ffn_hidden", model.ffn_hidden)):
+        _whole(name, value, minimum=0)
     if model.hidden % model.heads:
         raise InstanceError(
             f"hidden {model.hidden} is not divisible by heads {model.heads}; the head size hidden/heads must be whole"
         )
+    if model.kv_heads and model.heads % model.kv_heads:
+        raise InstanceError(
+            f"heads {model.heads} is not divisible by kv_heads {model.kv_heads}; each key/value head serves a "
+            "whole group of query heads"
+        )
+
+
+def even_split(model: Transformer, pipeline: Pipeline) -> tuple[int, ...]:
+    """The layers split evenly over the stages; an error naming `--balance` when they do not divide."""
+    num_stages = pipeline.devices * pipeline.chunks
+    if model.layers % num_stages:
+        raise InstanceError(
+            f"{model.layers} layers do not split evenly over {pipeline.devices} x {pipeline.chunks} = "
+            f"{num_stages} stages; add --balance, or give --layers-per-stage with {num_stages} counts summing to "
+            f"{model.layers}"
+        )
+    return (model.layers // num_stages,) * num_stages
 
 
 def layer_split(model: Transformer, pipeline: Pipeline) -> tuple[int, ...]:
     """Layers per stage: the explicit split when given (checked), else an even split."""
+    if pipeline.layers_per_stage is None:
+        return even_split(model, pipeline)
+    return check_split(model, pipeline, pipeline.layers_per_stage)
+
+
+def check_split(model: Transformer, pipeline: Pipeline, split: tuple[int, ...]) -> tuple[int, ...]:
+    """An explicit split, checked: one count per stage, none negative, summing to the layers."""
     num_stages = pipeline.devices * pipeline.chunks
-    split = pipeline.layers_per_stage
-    if split is None:
-        if model.layers % num_stages:
-            raise InstanceError(
-                f"{model.layers} layers do not split evenly over {pipeline.devices} x {pipeline.chunks} = "
-                f"{num_stages} stages; give --layers-per-stage with {num_stages} counts summing to {model.layers}"
-            )
-        return (model.layers // num_stages,) * num_stages
     if len(split) != num_stages:
         raise InstanceError(
             f"layers per stage lists {len(split)} counts but there are {pipeline.devices} x {pipeline.chunks} = "
@@ -193,11 +417,10 @@ def layer_split(model: Transformer, pipeline: Pipeline) -> tuple[int, ...]:
     return tuple(split)
 
 
-def stage_costs(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> list[StageCost]:
-    """Per-stage FLOPs and memory; the embedding on stage 0, the head and loss on the last stage."""
-    check_description(model, hardware, pipeline)
-    split = layer_split(model, pipeline)
-    layer, head = layer_cost(model, hardware), head_cost(model, hardware)
+def stage_costs(model: Transformer, training: Training, hardware: Hardware, split: tuple[int, ...]) -> list[StageCost]:
+    """Per-stage FLOPs and memory for `split` (layers per stage); the embedding on stage 0, the head
+    and loss on the last stage."""
+    layer, head = layer_cost(model, training, hardware), head_cost(model, training)
     last = len(split) - 1
     costs = []
     for s, count in enumerate(split):
@@ -212,117 +435,41 @@ def stage_costs(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> l
     return costs
 
 
+def stage_times(cost: Cost, hardware: Hardware) -> tuple[float, float, float]:
+    """F, B and W of a stage in ms: its FLOPs at the effective rate, plus its communication."""
+    rate = effective_flops_per_ms(hardware)
+    return (
+        cost.forward_flops / rate + cost.forward_comm_ms,
+        cost.backward_flops / rate + cost.backward_comm_ms,
+        cost.weight_flops / rate,
+    )
+
+
 def effective_flops_per_ms(hardware: Hardware) -> float:
     return hardware.tflops * 1e12 * hardware.efficiency / 1e3
 
 
-def activation_message_bytes(model: Transformer, hardware: Hardware) -> float:
-    """What one microbatch sends between stages: its s·b·h activation (or the gradient of it)."""
-    return model.seq_len * model.microbatch_size * model.hidden * hardware.bytes_per_value
+def activation_message_bytes(model: Transformer, training: Training) -> float:
+    """What one microbatch sends between stages on each GPU: its s·b·h activation (or its gradient),
+    a 1/t shard of it with sequence parallelism."""
+    shard = training.tensor_parallel if training.sequence_parallel else 1
+    return model.tokens * model.hidden * training.bytes_per_value / shard
 
 
-def p2p_time(model: Transformer, hardware: Hardware) -> float:
+def p2p_time(model: Transformer, training: Training, hardware: Hardware) -> float:
     """Latency plus one microbatch's activation over the link, in ms."""
-    transfer_ms = activation_message_bytes(model, hardware) / (hardware.bandwidth * 1e9) * 1e3
+    transfer_ms = activation_message_bytes(model, training) / (hardware.bandwidth * 1e9) * 1e3
     return hardware.latency / 1e3 + transfer_ms
 
 
-def model_instance(model: Transformer, hardware: Hardware, pipeline: Pipeline, name: str = "") -> Instance:
-    """The instance of this model on this hardware: times in ms, memory in MiB, the description in metadata."""
-    costs = stage_costs(model, hardware, pipeline)
-    rate = effective_flops_per_ms(hardware)
-    data = {
-        "name": name,
-        "num_devices": pipeline.devices,
-        "num_microbatches": pipeline.microbatches,
-        "chunks": pipeline.chunks,
-        "forward_times": [_significant(c.cost.forward_flops / rate) for c in costs],
-        "backward_times": [_significant(c.cost.backward_flops / rate) for c in costs],
-        "weight_times": [_significant(c.cost.weight_flops / rate) for c in costs],
-        "activation_memory": [c.cost.activation_bytes / MIB for c in costs],
-        "weight_memory": [c.cost.weight_bytes / MIB for c in costs],
-        "p2p_time": _significant(p2p_time(model, hardware)),
-        "time_unit": TIME_UNIT,
-        "memory_unit": MEMORY_UNIT,
-        "metadata": {
-            "source": "pipesat instance from-model (ZB paper cost model, docs/cost-model.md)",
-            "model": vars(model) | {"layers_per_stage": [c.layers for c in costs]},
-            "hardware": vars(hardware),
-        },
-    }
-    if pipeline.placement is not None:
-        data["placement"] = pipeline.placement
-    return Instance.from_dict(data)
+def significant(value: float) -> float:
+    """Times keep 6 significant digits: the model is far less precise, and the files stay readable."""
+    return float(f"{value:.6g}")
 
 
-def command_line(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> str:
-    """The `pipesat instance from-model` command that makes this instance."""
-    words = [
-        "pipesat instance from-model",
-        f"--layers {model.layers} --hidden {model.hidden} --heads {model.heads} --seq-len {model.seq_len}",
-        f"--microbatch-size {model.microbatch_size} --vocab {model.vocab}"
-        + (" --flash-attention" if model.flash_attention else ""),
-        f"-p {pipeline.devices} --chunks {pipeline.chunks} -m {pipeline.microbatches}",
-    ]
-    if pipeline.placement is not None:
-        words.append(f"--placement {pipeline.placement}")
-    if pipeline.layers_per_stage is not None:
-        words.append("--layers-per-stage " + ",".join(str(count) for count in pipeline.layers_per_stage))
-    words.append(
-        f"--tflops {hardware.tflops:g} --efficiency {hardware.efficiency:g} --bandwidth {hardware.bandwidth:g} "
-        f"--latency {hardware.latency:g} --bytes-per-value {hardware.bytes_per_value:g}"
-    )
-    return " ".join(words)
-
-
-def explain(model: Transformer, hardware: Hardware, pipeline: Pipeline) -> list[str]:
-    """The derivation of `model_instance`, as readable lines."""
-    costs = stage_costs(model, hardware, pipeline)
-    instance = model_instance(model, hardware, pipeline)
-    s, b, h, a, vocab = model.seq_len, model.microbatch_size, model.hidden, model.heads, model.vocab
-    layer, head = layer_cost(model, hardware), head_cost(model, hardware)
-    rate = effective_flops_per_ms(hardware)
-    bpv, flash = hardware.bytes_per_value, model.flash_attention
-    p, v = pipeline.devices, pipeline.chunks
-    lines = [
-        f"model: {model.layers} layers, hidden h={h}, heads a={a}, sequence s={s}, microbatch b={b}, vocabulary V={vocab}",
-        f"pipeline: p={p} devices x v={v} chunks = {p * v} stages ({instance.placement_name()} placement), "
-        f"m={pipeline.microbatches} microbatches; layers per stage: {' '.join(str(c.layers) for c in costs)}",
-        "per transformer layer (ZB paper, docs/cost-model.md):",
-        f"  F = s·b·h·(24h+4s) = {_flops(layer.forward_flops)}",
-        f"  B = s·b·h·(24h+{10 if flash else 8}s) = {_flops(layer.backward_flops)}"
-        + (" (flash attention: +2s·b·h·s to recompute the scores)" if flash else ""),
-        f"  W = s·b·h·24h = {_flops(layer.weight_flops)}",
-        f"  M_B = s·b·({'34h' if flash else '34h+5a·s'}) bytes at 2 bytes a value, x {bpv:g}/2 = "
-        f"{_mib(layer.activation_bytes)}" + (" (flash attention: no a·s x s scores kept)" if flash else ""),
-        f"  M_W = 32·s·b·h bytes at 2 bytes a value, x {bpv:g}/2 = {_mib(layer.weight_bytes)}",
-        "stage 0 also holds the embedding: a lookup, counted as no FLOPs and no activation memory",
-    ]
-    if vocab > 0:
-        lines += [
-            f"stage {p * v - 1} also holds the output head and the loss: F = B = W = 2·s·b·h·V = {_flops(head.forward_flops)};",
-            f"  M_B = M_W = s·b·(h+V)·{bpv:g} bytes (input and logits, then their gradient) = {_mib(head.activation_bytes)};",
-            "  the loss's elementwise work (a few FLOPs per logit) is left out",
-        ]
-    else:
-        lines.append("vocabulary 0: no output head or loss counted")
-    message = activation_message_bytes(model, hardware)
-    lines += [
-        f"device: {hardware.tflops:g} TFLOP/s x efficiency {hardware.efficiency:g} = {hardware.tflops * hardware.efficiency:g} "
-        f"TFLOP/s effective; time = FLOPs / {rate:.4g} FLOP per ms",
-        f"p2p: latency {hardware.latency:g} us + s·b·h·{bpv:g} = {message:.0f} bytes / {hardware.bandwidth:g} GB/s "
-        f"= {instance.p2p_time:.4g} ms",
-        f"{'stage':>5} {'device':>6} {'layers':>6} {'F ms':>9} {'B ms':>9} {'W ms':>9} {'M_B MiB':>9} {'M_W MiB':>9}",
-    ]
-    for stage, cost in enumerate(costs):
-        extra = " + embedding" if cost.has_embedding else ""
-        extra += " + head" if cost.has_head else ""
-        lines.append(
-            f"{stage:>5} {instance.placement[stage]:>6} {cost.layers:>6} {instance.forward_times[stage]:>9.4g} "
-            f"{instance.backward_times[stage]:>9.4g} {instance.weight_times[stage]:>9.4g} "
-            f"{instance.activation_memory[stage]:>9.6g} {instance.weight_memory[stage]:>9.6g}{extra}"
-        )
-    return lines
+def _positive(name: str, value: float) -> None:
+    if not math.isfinite(value) or value <= 0:
+        raise InstanceError(f"{name} must be a positive number, got {value:g}")
 
 
 def _whole(name: str, value: object, minimum: int) -> None:
@@ -330,16 +477,3 @@ def _whole(name: str, value: object, minimum: int) -> None:
         raise InstanceError(f"{name} must be a whole number, got {value!r}")
     if value < minimum:
         raise InstanceError(f"{name} must be at least {minimum}, got {value}")
-
-
-def _significant(value: float) -> float:
-    """Times keep 6 significant digits: the model is far less precise, and the files stay readable."""
-    return float(f"{value:.6g}")
-
-
-def _flops(value: float) -> str:
-    return f"{value:.4g} FLOPs"
-
-
-def _mib(value: float) -> str:
-    return f"{value:.0f} bytes = {value / MIB:.4g} MiB"

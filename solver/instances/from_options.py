@@ -6,9 +6,11 @@ values `Instance.from_dict` takes and names the option when one cannot be read.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from models import Instance, InstanceError, load_instance
+from models.units import memory_in
 
 
 def parse_numbers(option: str, text: str | None) -> list[float] | float | None:
@@ -80,3 +82,30 @@ def _placement(text: str | None) -> str | list[int] | None:
         return [int(device) for device in text.split(",")]
     except ValueError:
         raise InstanceError(f"--placement list must be device numbers, got {text!r}") from None
+
+
+def parse_gpu_memory(text: str | None) -> float:
+    """`--gpu-memory 80GiB` in bytes; 0 when not given."""
+    if text is None:
+        return 0.0
+    amount = memory_in(text, "B", "--gpu-memory")
+    if amount is None or amount <= 0:
+        raise InstanceError(f"--gpu-memory {text!r} must be a positive amount with a unit, such as 80GiB")
+    return amount
+
+
+def parse_reserve(text: str) -> float:
+    """`--reserve 10%` as the fraction 0.1, or `--reserve 6GiB` in bytes (see `Hardware.reserve`)."""
+    stripped = text.strip()
+    if stripped.endswith("%"):
+        try:
+            percent = float(stripped[:-1])
+        except ValueError:
+            percent = math.nan
+        if not 0 <= percent < 100:
+            raise InstanceError(f"--reserve {text!r} must be a percentage from 0 to below 100, such as 10%")
+        return percent / 100
+    amount = memory_in(stripped, "B", "--reserve")
+    if amount is None or amount < 1:
+        raise InstanceError(f"--reserve {text!r} must be a percentage of the GPU (10%) or an amount (6GiB)")
+    return amount

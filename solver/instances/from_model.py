@@ -1,0 +1,107 @@
+"""`pipesat instance from-model`: a model description -> the instance it makes, with what it derived.
+
+The cost model (`cost_model`) gives each stage's FLOPs and activations, the layer split is even,
+explicit or balanced (`layer_balance`), and with a GPU memory the model state (`model_state`) turns
+it into each device's activation budget, written as the instance's per-device memory limits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from models import Instance
+from solver.instances.cost_model import (
+    MEMORY_UNIT,
+    MIB,
+    TIME_UNIT,
+    Hardware,
+    Pipeline,
+    StageCost,
+    Training,
+    Transformer,
+    check_description,
+    layer_split,
+    p2p_time,
+    significant,
+    stage_costs,
+    stage_times,
+)
+from solver.instances.layer_balance import balanced_split
+from solver.instances.model_state import DeviceState, activation_budgets, device_states
+
+SOURCE = "pipesat instance from-model (docs/cost-model.md)"
+
+
+@dataclass(frozen=True)
+class Description:
+    """Everything `from-model` is told: the model, how it is trained, the hardware and the pipeline."""
+
+    model: Transformer
+    training: Training
+    hardware: Hardware
+    pipeline: Pipeline
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """What the description gives: the layer split, each stage's cost and its F, B, W in ms, each
+    device's model state, and each device's activation budget in bytes (None without a GPU memory)."""
+
+    split: tuple[int, ...]
+    stages: list[StageCost]
+    times: list[tuple[float, float, float]]
+    states: list[DeviceState]
+    budgets: list[float] | None
+    instance: Instance
+
+
+def derive(description: Description, name: str = "") -> Derivation:
+    """Check the description and derive the instance and everything it was made from."""
+    model, training, hardware, pipeline = (
+        description.model,
+        description.training,
+        description.hardware,
+        description.pipeline,
+    )
+    check_description(model, training, hardware, pipeline)
+    split = balanced_split(model, training, hardware, pipeline) if pipeline.balance else layer_split(model, pipeline)
+    stages = stage_costs(model, training, hardware, split)
+    times = [tuple(significant(x) for x in stage_times(stage.cost, hardware)) for stage in stages]
+    data: dict[str, Any] = {
+        "name": name,
+        "num_devices": pipeline.devices,
+        "num_microbatches": pipeline.microbatches,
+        "chunks": pipeline.chunks,
+        "forward_times": [t[0] for t in times],
+        "backward_times": [t[1] for t in times],
+        "weight_times": [t[2] for t in times],
+        "activation_memory": [stage.cost.activation_bytes / MIB for stage in stages],
+        "weight_memory": [stage.cost.weight_bytes / MIB for stage in stages],
+        "p2p_time": significant(p2p_time(model, training, hardware)),
+        "time_unit": TIME_UNIT,
+        "memory_unit": MEMORY_UNIT,
+    }
+    if pipeline.placement is not None:
+        data["placement"] = pipeline.placement
+    instance = Instance.from_dict(data)
+    states = device_states(model, training, stages, instance.placement)
+    budgets = activation_budgets(hardware, states) if hardware.gpu_memory > 0 else None
+    metadata = {
+        "source": SOURCE,
+        "model": vars(model) | {"layers_per_stage": list(split)},
+        "training": vars(training),
+        "hardware": vars(hardware),
+        "model_state_mib": [state.bytes / MIB for state in states],
+    }
+    instance = dataclasses.replace(instance, metadata=metadata)
+    if budgets is not None:
+        instance = instance.with_limit([budget / MIB for budget in budgets])
+    return Derivation(split, stages, times, states, budgets, instance)
+
+
+def model_instance(description: Description, name: str = "") -> Instance:
+    """The instance of this model on this hardware: times in ms, memory in MiB, the description in
+    metadata, and per-device activation budgets as its memory limits when the GPU memory is given."""
+    return derive(description, name).instance

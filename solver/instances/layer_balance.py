@@ -1,0 +1,78 @@
+"""Layers per stage chosen so that the slowest stage is as fast as it can be (`from-model --balance`).
+
+A stage's time is its F + B + W for one microbatch: its layers' times plus the head's on the last
+stage (the embedding is a lookup and costs nothing). The smallest achievable slowest-stage time T is
+one of the values k·layer + head_s; for each, in increasing order, a stage can take at most
+⌊(T - head_s) / layer⌋ layers, and T is reachable once those capacities add up to the model's
+layers. Every stage keeps at least one layer (the last may keep none when it has the head). The
+layers left over at the smallest T are taken back one at a time from the first stages onward: under
+1F1B-like schedules the first stages hold the most microbatches in flight, so they are where fewer
+layers save the most memory.
+"""
+
+from __future__ import annotations
+
+import math
+
+from models import InstanceError
+from solver.instances.cost_model import (
+    Cost,
+    Hardware,
+    Pipeline,
+    Training,
+    Transformer,
+    head_cost,
+    layer_cost,
+    stage_times,
+)
+
+# Stage times are sums of floats: a capacity within this fraction of a whole layer counts as that layer.
+ROUNDING = 1e-9
+
+
+def balanced_split(model: Transformer, training: Training, hardware: Hardware, pipeline: Pipeline) -> tuple[int, ...]:
+    """The layers per stage that make the slowest stage's F + B + W smallest (see the module notes)."""
+    num_stages = pipeline.devices * pipeline.chunks
+    layer = _total(layer_cost(model, training, hardware), hardware)
+    head = _total(head_cost(model, training), hardware) if model.vocab > 0 else 0.0
+    extras = [0.0] * (num_stages - 1) + [head]
+    least = [1] * (num_stages - 1) + [0 if head > 0 else 1]
+    if sum(least) > model.layers:
+        raise InstanceError(
+            f"{model.layers} layers cannot give each of the {num_stages} stages one; use fewer devices or chunks"
+        )
+    targets = sorted({k * layer + extra for extra in extras for k in range(model.layers + 1)})
+    for target in targets:
+        capacity = [_layers_within(target, extra, layer, model.layers) for extra in extras]
+        if all(c >= m for c, m in zip(capacity, least, strict=True)) and sum(capacity) >= model.layers:
+            return _give_back(capacity, least, sum(capacity) - model.layers)
+    raise AssertionError("the largest target fits every layer on every stage")  # pragma: no cover
+
+
+def slowest_stage_ms(split: tuple[int, ...], model: Transformer, training: Training, hardware: Hardware) -> float:
+    """The slowest stage's F + B + W under `split`, in ms."""
+    layer = _total(layer_cost(model, training, hardware), hardware)
+    head = _total(head_cost(model, training), hardware) if model.vocab > 0 else 0.0
+    last = len(split) - 1
+    return max(count * layer + (head if s == last else 0.0) for s, count in enumerate(split))
+
+
+def _total(cost: Cost, hardware: Hardware) -> float:
+    return sum(stage_times(cost, hardware))
+
+
+def _layers_within(target: float, extra: float, layer: float, most: int) -> int:
+    if target < extra:
+        return -1
+    return min(most, math.floor((target - extra) / layer + ROUNDING))
+
+
+def _give_back(capacity: list[int], least: list[int], surplus: int) -> tuple[int, ...]:
+    """Take `surplus` layers back one at a time, round after round from the first stage on."""
+    counts = list(capacity)
+    while surplus > 0:
+        for s in range(len(counts)):
+            if surplus > 0 and counts[s] > least[s]:
+                counts[s] -= 1
+                surplus -= 1
+    return tuple(counts)

@@ -1,0 +1,93 @@
+"""From a model description to an instance: times and memory from the cost model, budgets from the
+model state, and the arithmetic explained."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from solver.evaluate.metrics import compute_metrics
+from solver.heuristics import run_heuristic
+from solver.instances.cost_model import MIB, ZB_PAPER_TRAINING, Hardware, Pipeline, Training, Transformer
+from solver.instances.explain import command_line, explain
+from solver.instances.from_model import Description, derive, model_instance
+from tests.strategies import assert_valid
+
+GPT_1_5B = Transformer(layers=24, hidden=2304, heads=24, seq_len=1024, microbatch_size=1, vocab=50257)
+A100 = Hardware(tflops=312, efficiency=0.5, bandwidth=50, latency=10)
+ZB_1_5B = Description(GPT_1_5B, ZB_PAPER_TRAINING, A100, Pipeline(devices=8, microbatches=24))
+LLAMA_8B = Transformer(32, 4096, 32, 4096, vocab=128256, kv_heads=8, ffn_hidden=14336)
+LLAMA_TP2 = Description(
+    LLAMA_8B,
+    Training(tensor_parallel=2),
+    Hardware(tflops=989, efficiency=0.45, gpu_memory=80 * 2**30),
+    Pipeline(devices=4, microbatches=16),
+)
+# Times keep 6 significant digits, so each is within 5e-6 relative of the exact FLOP ratio.
+ROUNDING = 2e-5
+
+
+def test_times_are_flops_at_the_effective_rate_and_memory_is_in_mib() -> None:
+    instance = model_instance(ZB_1_5B)
+    s, h = 1024, 2304
+    assert instance.forward_times[1] == pytest.approx(3 * s * h * (24 * h + 4 * s) / 156e12 * 1e3, rel=ROUNDING)
+    assert instance.activation_memory[1] * MIB == 3 * s * (34 * h + 5 * 24 * s)
+    assert (instance.time_unit, instance.memory_unit) == ("ms", "MiB")
+    for f, b, w in zip(instance.forward_times, instance.backward_times, instance.weight_times, strict=True):
+        assert b + w == pytest.approx(2 * f, rel=ROUNDING) and w < f < b
+
+
+def test_the_head_makes_the_last_stage_heavier() -> None:
+    instance = model_instance(ZB_1_5B)
+    head_ms = 2 * 1024 * 2304 * 50257 / 156e12 * 1e3
+    assert instance.forward_times[-1] == pytest.approx(instance.forward_times[0] + head_ms, rel=ROUNDING)
+    no_head = model_instance(dataclasses.replace(ZB_1_5B, model=dataclasses.replace(GPT_1_5B, vocab=0)))
+    assert no_head.forward_times[-1] == no_head.forward_times[0]
+
+
+def test_p2p_is_latency_plus_one_activation_over_the_link() -> None:
+    message = 1024 * 2304 * 2
+    assert model_instance(ZB_1_5B).p2p_time == pytest.approx(10e-3 + message / 50e9 * 1e3, rel=ROUNDING)
+    sharded = dataclasses.replace(LLAMA_TP2, training=Training(tensor_parallel=2, sequence_parallel=True))
+    assert model_instance(sharded).p2p_time == pytest.approx(10e-3 + 4096 * 4096 * 2 / 2 / 50e9 * 1e3, rel=ROUNDING)
+
+
+def test_a_gpu_memory_writes_each_devices_budget_as_its_limit() -> None:
+    derivation = derive(LLAMA_TP2)
+    instance = derivation.instance
+    assert instance.memory_limit == tuple(budget / MIB for budget in derivation.budgets)
+    # The embedding and the head weigh on the first and the last device.
+    first, middle, _, last = instance.memory_limit
+    assert first < middle and last < middle
+    assert instance.metadata["model_state_mib"][0] == derivation.states[0].bytes / MIB
+    assert_valid(run_heuristic("1f1b", instance))
+    without = model_instance(dataclasses.replace(LLAMA_TP2, hardware=Hardware(tflops=989, efficiency=0.45)))
+    assert without.memory_limit is None
+
+
+def test_balance_beats_the_even_split_under_1f1b() -> None:
+    pipeline = Pipeline(devices=8, microbatches=32)
+    even = dataclasses.replace(LLAMA_TP2, training=Training(), pipeline=pipeline)
+    balanced = dataclasses.replace(even, pipeline=dataclasses.replace(pipeline, balance=True))
+    spans = [compute_metrics(assert_valid(run_heuristic("1f1b", model_instance(d)))).makespan for d in (even, balanced)]
+    assert spans[1] < spans[0]
+    assert model_instance(balanced).metadata["model"]["layers_per_stage"] == [4, 4, 4, 4, 4, 5, 5, 2]
+
+
+def test_the_command_line_names_every_option_that_is_not_a_default() -> None:
+    line = command_line(LLAMA_TP2)
+    assert line.startswith("pipesat instance from-model --layers 32 --hidden 4096 --heads 32 --seq-len 4096")
+    assert "--kv-heads 8 --ffn-hidden 14336" in line and "--tensor-parallel 2" in line
+    assert line.endswith("--gpu-memory 80GiB --reserve 10%")
+    zb = command_line(ZB_1_5B)
+    assert "--no-flash-attention --no-causal --dropout" in zb and "--gpu-memory" not in zb
+
+
+def test_explain_shows_the_formulas_every_stage_and_every_device() -> None:
+    derivation = derive(LLAMA_TP2)
+    text = "\n".join(explain(LLAMA_TP2, derivation))
+    assert "L = 2n·h·(h+2g·d) + 2n·h² + 6n·h·f" in text and "c = 1/2, causal flash attention" in text
+    assert "gate and up outputs" in text and "x 18 bytes (2 weight + 4 gradient + 12 optimizer)" in text
+    assert "activation budget = GPU memory 80 GiB - reserve 8 GiB - model state" in text
+    assert text.count("+ embedding") == 1 and text.count("+ head") == 1
