@@ -64,14 +64,15 @@ def run_search(
     watched: Sequence[cp_model.IntVar],
     seconds: float,
     on_message: Callable[[Message], None],
+    on_poll: Callable[[], None] | None = None,
 ) -> tuple[Finished | None, bool]:
     """Search `model` with `parameters` (SatParameters in text form) in a child process for at most
     `seconds` of wall time, calling `on_message` with each solution (the values of `watched`) and bound
-    as it comes.
+    as it comes, and `on_poll` after every wait for one (at least every POLL_SECONDS), news or not.
 
     Returns CP-SAT's `Finished` (None when the child had to be killed, or died) and whether the search
-    was interrupted: by Ctrl-C or SIGTERM in this process, or by `on_message` raising
-    KeyboardInterrupt. Any other exception from `on_message` stops the search and is raised.
+    was interrupted: by Ctrl-C or SIGTERM in this process, or by either callback raising
+    KeyboardInterrupt. Any other exception from them stops the search and is raised.
     """
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     source: cp_model.CpModel | str = model if context.get_start_method() == "fork" else str(model.proto)
@@ -97,6 +98,8 @@ def run_search(
             if message is not None:
                 finished = message if isinstance(message, Finished) else None
                 on_message(message)
+            if on_poll is not None:
+                on_poll()
     except KeyboardInterrupt:
         interrupted = True
         if stopping_since is None:

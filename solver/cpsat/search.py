@@ -27,6 +27,8 @@ from solver.cpsat.model import PipelineModel, orders_from_starts
 FINISH_SECONDS_PER_OP = 3e-5
 RESERVE_SHARE = 0.1
 MIN_SEARCH_SECONDS = 0.05
+# The longest the progress line goes without a report while CP-SAT searches.
+REFRESH_SECONDS = 0.5
 
 
 def available_cores() -> int:
@@ -86,13 +88,11 @@ def search(
     """
     data = model.data
     keys = list(model.variables.starts)
-    record = _Record(
-        clock, data.ticks_per_unit, start_value, lambda ticks: max(bound, data.proven_bound(ticks)), progress
-    )
+    record = _Record(clock, data.ticks_per_unit, start_value, bound, data.proven_bound, progress)
     parameters, seconds = _parameters(options, len(data.keys))
     watched = [model.variables.starts[key] for key in keys]
-    finished, interrupted = run_search(model.cp_model, parameters, watched, seconds, record.on_message)
-    proven = bound if record.bound is None else record.bound
+    finished, interrupted = run_search(model.cp_model, parameters, watched, seconds, record.on_message, record.refresh)
+    proven = record.bound
     if finished is not None and (
         finished.status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         or (finished.status == cp_model.UNKNOWN and math.isfinite(finished.bound))
@@ -135,41 +135,60 @@ def _parameters(options: SearchOptions, num_ops: int) -> tuple[str, float]:
 
 class _Record:
     """The search as the parent sees it: the best solution's values and objective (ticks), when it came,
-    the best bound (instance units), and the progress reports."""
+    the best bound (instance units, never below the analytic `floor`), and the progress reports: one
+    for each solution and bound, and one at least every REFRESH_SECONDS (so the elapsed time moves
+    between solutions). `now` is the clock, `time.monotonic` but in tests."""
 
     def __init__(
         self,
         clock: float,
         per_unit: int,
         start_value: float | None,
-        to_bound: Callable[[float], float],
+        floor: float,
+        proven_bound: Callable[[float], float],
         progress: Progress | None,
+        now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.clock = clock
         self.per_unit = per_unit
-        self.to_bound = to_bound
+        self.proven_bound = proven_bound
         self.progress = progress
+        self.now = now
         self.best_value = start_value  # instance units, for progress reports
-        self.bound: float | None = None
+        self.bound = floor
         self.values: list[int] | None = None
         self.objective: float | None = None
         self.found_at: float | None = None
         self.first_at: float | None = None
+        self.reported_at = -math.inf
+
+    def to_bound(self, ticks: float) -> float:
+        """A bound CP-SAT reported (ticks) in instance units, at least the analytic floor."""
+        return max(self.bound, self.proven_bound(ticks))
 
     def on_message(self, message: Message) -> None:
         if isinstance(message, Solution):
-            now = time.monotonic() - self.clock
+            now = self.now() - self.clock
             self.values, self.objective, self.found_at = message.values, message.objective, now
             self.first_at = now if self.first_at is None else self.first_at
             self.best_value = message.objective / self.per_unit
-            self.report(message.bound)
+            self.improve(message.bound)
         elif isinstance(message, Bound):
-            self.report(message.bound)
+            self.improve(message.bound)
         elif isinstance(message, Finished) and math.isfinite(message.bound):
-            self.bound = max(self.bound or -math.inf, self.to_bound(message.bound))
+            self.bound = self.to_bound(message.bound)
 
-    def report(self, ticks: float) -> None:
-        bound = self.to_bound(ticks)
-        self.bound = bound if self.bound is None else max(self.bound, bound)
+    def improve(self, ticks: float) -> None:
+        """Take a bound CP-SAT reported (ticks) and report the news."""
+        self.bound = self.to_bound(ticks)
+        self.report()
+
+    def refresh(self) -> None:
+        """Report again if the last report is REFRESH_SECONDS old."""
+        if self.now() - self.reported_at >= REFRESH_SECONDS:
+            self.report()
+
+    def report(self) -> None:
         if self.progress is not None:
-            self.progress(time.monotonic() - self.clock, self.best_value, self.bound)
+            self.reported_at = self.now()
+            self.progress(self.reported_at - self.clock, self.best_value, self.bound)

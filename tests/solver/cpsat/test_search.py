@@ -11,9 +11,9 @@ from ortools.sat.python import cp_model
 
 from models import Instance
 from solver.cpsat import child as child_module
-from solver.cpsat.child import STOP_GRACE, Finished, Solution, run_search
+from solver.cpsat.child import STOP_GRACE, Bound, Finished, Solution, run_search
 from solver.cpsat.model import build_model
-from solver.cpsat.search import SearchOptions, search
+from solver.cpsat.search import SearchOptions, _Record, search
 from solver.cpsat.warm_start import warm_start
 from solver.evaluate.bounds import lower_bound
 from solver.evaluate.metrics import compute_metrics
@@ -90,4 +90,60 @@ def test_ctrl_c_in_a_progress_report_stops_the_child_and_keeps_the_best(hard_ins
     assert outcome.interrupted and outcome.orders is not None
     assert_valid(simulate(hard_instance, outcome.orders))
     assert time.monotonic() - started < 10  # far from the 30 s limit: the stop was answered
+    assert multiprocessing.active_children() == []
+
+
+class _FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.time = 100.0
+
+    def __call__(self) -> float:
+        return self.time
+
+
+def test_progress_refreshes_every_half_second_between_news() -> None:
+    clock = _FakeClock()
+    reports: list[tuple[float, float | None, float | None]] = []
+    record = _Record(100.0, 2, 30.0, 20.0, lambda ticks: ticks / 2, lambda *args: reports.append(args), clock)
+    record.refresh()  # the first poll shows the line at once, with the analytic bound
+    assert reports == [(0.0, 30.0, 20.0)]
+    for elapsed in (0.1, 0.2, 0.4):
+        clock.time = 100.0 + elapsed
+        record.refresh()
+    assert len(reports) == 1
+    clock.time = 100.5
+    record.refresh()
+    assert reports[-1] == (0.5, 30.0, 20.0)
+    clock.time = 100.7
+    record.on_message(Bound(44.0))  # a better bound is news at once: 22 in instance units
+    record.on_message(Bound(30.0))  # a worse one does not lower it
+    assert reports[-2:] == [(pytest.approx(0.7), 30.0, 22.0)] * 2
+    clock.time = 101.1
+    record.refresh()
+    assert len(reports) == 4
+    clock.time = 101.2
+    record.refresh()
+    assert reports[-1] == (pytest.approx(1.2), 30.0, 22.0)
+    clock.time = 103.0
+    record.on_message(Solution(50.0, 46.0, [0]))
+    assert reports[-1] == (3.0, 25.0, 23.0) and record.found_at == 3.0
+
+
+def test_the_search_loop_polls_the_progress_while_it_waits() -> None:
+    model = build_model(INSTANCE, split_backward=True)
+    polls: list[None] = []
+    finished, _ = run_search(model.cp_model, "num_workers: 1", [], 10, lambda message: None, lambda: polls.append(None))
+    assert finished is not None and polls
+
+
+def test_ctrl_c_in_a_progress_refresh_stops_the_search(hard_instance: Instance) -> None:
+    model = build_model(hard_instance, split_backward=True)
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    _, interrupted = run_search(model.cp_model, "num_workers: 2", [], 30, lambda message: None, interrupt)
+    assert interrupted
     assert multiprocessing.active_children() == []
