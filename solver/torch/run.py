@@ -1,12 +1,12 @@
 """Run a schedule for one training step in PyTorch and check its gradients.
 
-`torch_run` exports the schedule as torch's `compute_only` CSV (refusing an invalid or deadlocking
-schedule before any process starts), then spawns one gloo process per device on the CPU. Each
-process builds the same small `nn.Sequential` (one `Linear` + `Tanh` block per stage, float64,
-fixed seed), wraps the blocks of its stages in `PipelineStage`s, loads the CSV into
-`_PipelineScheduleRuntime` (private API, checked against torch 2.13.0) and runs one `step()` with a
-mean-squared-error loss and `scale_grads=True`. It then compares its stages' gradients with those
-of plain, non-pipelined training on the whole batch, which the mean loss makes equal.
+`torch_run` refuses an invalid or deadlocking schedule before any process starts, then spawns one
+gloo process per device on the CPU. Each process builds the same small `nn.Sequential` (one
+`Linear` + `Tanh` block per stage, float64, fixed seed), wraps the blocks of its stages in
+`PipelineStage`s, turns the schedule into torch's schedule object with `torch_schedule` (what a
+user's training script calls) and runs one `step()` with a mean-squared-error loss and
+`scale_grads=True`. It then compares its stages' gradients with those of plain, non-pipelined
+training on the whole batch, which the mean loss makes equal.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models import Schedule
-from solver.torch.export import schedule_to_rows, write_rows
+from solver.io.schedule_file import load_schedule, save_schedule
+from solver.torch.export import schedule_to_rows
 from solver.torch.import_schedule import require_torch
+from solver.torch.schedule import torch_schedule
 
 WIDTH = 8
 MICROBATCH_SIZE = 2
@@ -32,8 +34,7 @@ SEED = 0
 GRADIENT_TOLERANCE = 1e-9
 TIMEOUT_S = 300.0
 FAILURE_GRACE_S = 5.0
-CSV_NAME = "schedule.csv"
-JOB_NAME = "job.json"
+SCHEDULE_NAME = "schedule.json"
 
 
 @dataclass(frozen=True)
@@ -68,15 +69,13 @@ def torch_run(schedule: Schedule, timeout_s: float = TIMEOUT_S) -> TorchRunResul
     `TorchMissing` when torch is not installed. The workers are fresh interpreters
     (`python -m solver.torch.run RANK FOLDER`), so any caller's main module is left alone.
     """
-    rows = schedule_to_rows(schedule)
+    schedule_to_rows(schedule)  # refuses an invalid or deadlocking schedule
     require_torch()
     instance = schedule.instance
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pipesat-torch-run-") as name:
         folder = Path(name)
-        write_rows(rows, folder / CSV_NAME)
-        job = {"placement": list(instance.placement), "num_microbatches": instance.num_microbatches}
-        (folder / JOB_NAME).write_text(json.dumps(job), encoding="utf-8")
+        save_schedule(schedule, folder / SCHEDULE_NAME)
         processes = []
         for rank in range(instance.num_devices):
             log = (folder / f"rank{rank}.log").open("w")
@@ -136,11 +135,10 @@ def batch(num_microbatches: int):
 
 def _worker(rank: int, folder: Path) -> None:
     """A worker process: run its rank and write `rankN.json` (the error's last line if it failed)."""
-    job = json.loads((folder / JOB_NAME).read_text(encoding="utf-8"))
-    placement = tuple(job["placement"])
-    stage_ids = tuple(s for s, d in enumerate(placement) if d == rank)
+    schedule = load_schedule(folder / SCHEDULE_NAME)
+    stage_ids = tuple(schedule.instance.stages_of(rank))
     try:
-        result = _run_rank(rank, folder, placement, job["num_microbatches"], stage_ids)
+        result = _run_rank(rank, folder, schedule, stage_ids)
     except Exception as error:
         last = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0]
         result = DeviceResult(rank, stage_ids, 0.0, float("inf"), last)
@@ -148,29 +146,23 @@ def _worker(rank: int, folder: Path) -> None:
     sys.exit(0 if result.error is None else 1)
 
 
-def _run_rank(
-    rank: int, folder: Path, placement: tuple[int, ...], num_microbatches: int, stage_ids: tuple[int, ...]
-) -> DeviceResult:
+def _run_rank(rank: int, folder: Path, schedule: Schedule, stage_ids: tuple[int, ...]) -> DeviceResult:
     import torch
     import torch.distributed as dist
     from torch import nn
     from torch.distributed.pipelining import PipelineStage
-    from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
     torch.set_num_threads(1)
-    world_size = max(placement) + 1
+    instance = schedule.instance
     init_method = f"file://{folder / 'rendezvous'}"
-    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size)
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=instance.num_devices)
     try:
-        num_stages = len(placement)
+        num_stages = instance.num_stages
         model = build_model(num_stages)
-        x, y = batch(num_microbatches)
+        x, y = batch(instance.num_microbatches)
         loss_fn = nn.MSELoss()
-        stages = [
-            PipelineStage(model[s], s, num_stages, torch.device("cpu"), group=dist.group.WORLD) for s in stage_ids
-        ]
-        runtime = _PipelineScheduleRuntime(stages, num_microbatches, loss_fn=loss_fn, scale_grads=True)
-        runtime._load_csv(str(folder / CSV_NAME), format="compute_only")
+        stages = [PipelineStage(model[s], s, num_stages, torch.device("cpu")) for s in stage_ids]
+        runtime = torch_schedule(schedule, stages, loss_fn=loss_fn)
         args = (x,) if 0 in stage_ids else ()
         target = y if num_stages - 1 in stage_ids else None
         dist.barrier()
