@@ -34,7 +34,7 @@ from solver.io.schedule_file import load_schedule
 from solver.report.text import chrome_trace_line, torch_csv_lines
 from solver.torch import import_schedule as torch_import
 from solver.torch.export import export_torch_csv
-from solver.torch.profile import ProfileSpec, profile_instance, profile_lines
+from solver.torch.profile import DTYPES, ProfileSpec, profile_instance, profile_lines
 from solver.torch.run import format_result, torch_run
 
 
@@ -43,6 +43,9 @@ from solver.torch.run import format_result, torch_run
 @click.option("--vocab", type=int, default=256, show_default=True, help="Vocabulary V of the output head.")
 @click.option("--repeats", type=int, default=5, show_default=True, help="Samples per round (rounds until stable).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option(
+    "--dtype", type=click.Choice(list(DTYPES)), help="What the model runs in (default: bf16 on cuda, fp32 on cpu)."
+)
 def profile_command(**options: Any) -> None:
     """Measure F, B, W and memory per stage of a small GPT-like model with torch (the torch extra)."""
     check_writes(options["force"], {"-o": options["output"]})

@@ -381,14 +381,17 @@ def check_model(model: Transformer) -> None:
         )
 
 
-def even_split(model: Transformer, pipeline: Pipeline) -> tuple[int, ...]:
-    """The layers split evenly over the stages; an error naming `--balance` when they do not divide."""
+def even_split(model: Transformer, pipeline: Pipeline, remedy: str = "") -> tuple[int, ...]:
+    """The layers split evenly over the stages; an error saying `remedy` (by default: add `--balance`
+    or give `--layers-per-stage`) when they do not divide."""
     num_stages = pipeline.devices * pipeline.chunks
     if model.layers % num_stages:
+        remedy = remedy or (
+            f"add --balance, or give --layers-per-stage with {num_stages} counts summing to {model.layers}"
+        )
         raise InstanceError(
             f"{model.layers} layers do not split evenly over {pipeline.devices} x {pipeline.chunks} = "
-            f"{num_stages} stages; add --balance, or give --layers-per-stage with {num_stages} counts summing to "
-            f"{model.layers}"
+            f"{num_stages} stages; {remedy}"
         )
     return (model.layers // num_stages,) * num_stages
 

@@ -8,6 +8,11 @@ gradient and stores a closure (holding the layer's input and its output gradient
 This is how zero-bubble implementations split the backward, and it means B + W does the same
 matrix products as one whole backward, which the profile also times as a check.
 
+The blocks are those the cost model describes: causal attention through torch's
+`scaled_dot_product_attention` (grouped-query, `enable_gqa`, with fewer key/value heads than heads),
+then a 4h GELU MLP or, with `ffn_hidden`, a SwiGLU MLP (gate, up and down projections). The whole
+stage runs in one dtype (bf16 by default on CUDA, fp32 on the CPU), parameters included.
+
 The memory held from F to B (M_B) is the size of the tensors autograd saves during F, found with
 `torch.autograd.graph.saved_tensors_hooks`; the memory held from B to W (M_W) is the size of the
 tensors the stored closures keep (and, on the first stage, the input gradient the embedding's weight
@@ -20,6 +25,7 @@ torch is optional (the `torch` extra): it is imported only when a profile runs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import platform
 import statistics
@@ -37,10 +43,18 @@ from solver.instances.cost_model import (
     Transformer,
     check_model,
     check_pipeline,
-    layer_split,
+    even_split,
 )
 
 INSTALL_HINT = "pipesat profile needs torch: pip install -e '.[torch]'"
+# The dtypes a profile runs in, by their option names.
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+# Texts of the RuntimeErrors torch raises when the memory runs out (besides torch.OutOfMemoryError).
+OUT_OF_MEMORY = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "can't allocate memory")
+LOWER = (
+    "lower --seq-len, --microbatch-size or --hidden, or put fewer layers on each stage (fewer --layers, "
+    "or more -p or --chunks)"
+)
 # A round of samples is stable when no median moved more than this since the previous round.
 STABLE_CHANGE = 0.05
 MAX_ROUNDS = 4
@@ -60,14 +74,31 @@ class ProfileSpec:
     seq_len: int = 32
     microbatch_size: int = 1
     vocab: int = 256
+    kv_heads: int = 0
+    ffn_hidden: int = 0
     repeats: int = 5
     device: str = "cpu"
+    dtype: str | None = None  # bf16, fp16 or fp32; None: bf16 on cuda, fp32 on cpu
     placement: str | None = None
     seed: int = 0
 
     @property
     def model(self) -> Transformer:
-        return Transformer(self.layers, self.hidden, self.heads, self.seq_len, self.microbatch_size, self.vocab)
+        return Transformer(
+            layers=self.layers,
+            hidden=self.hidden,
+            heads=self.heads,
+            seq_len=self.seq_len,
+            microbatch_size=self.microbatch_size,
+            vocab=self.vocab,
+            kv_heads=self.kv_heads,
+            ffn_hidden=self.ffn_hidden,
+        )
+
+    @property
+    def dtype_name(self) -> str:
+        """The dtype the profile runs in: the one given, else bf16 on cuda and fp32 on cpu."""
+        return self.dtype or ("bf16" if self.device == "cuda" else "fp32")
 
 
 @dataclass(frozen=True)
@@ -89,18 +120,14 @@ def profile_instance(spec: ProfileSpec, name: str = "") -> Instance:
     check_model(spec.model)
     if spec.repeats < 1:
         raise InstanceError(f"repeats must be at least 1, got {spec.repeats}")
+    if spec.dtype_name not in DTYPES:
+        raise InstanceError(f"dtype must be one of {', '.join(DTYPES)}, got {spec.dtype_name!r}")
     pipeline = Pipeline(spec.devices, spec.microbatches, spec.chunks)
     check_pipeline(pipeline)
-    num_stages = spec.devices * spec.chunks
-    if spec.layers % num_stages:
-        raise InstanceError(
-            f"{spec.layers} layers do not split evenly over {spec.devices} x {spec.chunks} = {num_stages} stages; "
-            f"choose --layers as a multiple of {num_stages}"
-        )
-    split = layer_split(spec.model, pipeline)
+    split = even_split(spec.model, pipeline, f"choose --layers as a multiple of {spec.devices * spec.chunks}")
     torch = _import_torch()
     device = _torch_device(torch, spec.device)
-    stages = [_profile_stage(torch, spec, device, s, count, len(split)) for s, count in enumerate(split)]
+    stages = [_profile_or_explain(torch, spec, device, s, split) for s in range(len(split))]
     data: dict[str, Any] = {
         "name": name,
         "num_devices": spec.devices,
@@ -118,6 +145,7 @@ def profile_instance(spec: ProfileSpec, name: str = "") -> Instance:
             "source": "pipesat profile",
             "device": _device_name(torch, device),
             "torch": str(torch.__version__),
+            "dtype": spec.dtype_name,
             "model": _model_metadata(spec.model, split),
             "full_backward_times": [st.full_backward for st in stages],
             "measured_weight_memory": [st.weight_bytes / MIB for st in stages],
@@ -143,8 +171,9 @@ def profile_lines(instance: Instance) -> list[str]:
             if metadata["stable_medians"]
             else f"; some medians still moved over {STABLE_CHANGE:.0%} in the last round"
         ),
-        f"model: {model['layers']} layers, hidden {model['hidden']}, heads {model['heads']}, sequence {model['seq_len']}, "
-        f"microbatch {model['microbatch_size']}, vocabulary {model['vocab']}; p2p_time not measured (0)",
+        f"model: {model['layers']} layers, hidden {model['hidden']}, {_heads_text(model)}, {model['mlp']} MLP "
+        f"{model['mlp_width']}, sequence {model['seq_len']}, microbatch {model['microbatch_size']}, vocabulary "
+        f"{model['vocab']}, {metadata['dtype']}; p2p_time not measured (0)",
         f"{'stage':>5} {'layers':>6} {'F ms':>8} {'B ms':>8} {'W ms':>8} {'B+W ms':>8} {'bwd ms':>8} {'M_B MiB':>9} {'M_W MiB':>9}",
     ]
     for s in range(instance.num_stages):
@@ -165,8 +194,19 @@ def profile_lines(instance: Instance) -> list[str]:
 
 
 def _model_metadata(model: Transformer, split: tuple[int, ...]) -> dict[str, Any]:
-    sizes = {key: value for key, value in vars(model).items() if key != "flash_attention"}
-    return sizes | {"attention": "torch scaled_dot_product_attention, causal", "layers_per_stage": list(split)}
+    grouped = ", grouped-query (enable_gqa)" if model.kv_heads not in (0, model.heads) else ""
+    return dataclasses.asdict(model) | {
+        "attention": f"torch scaled_dot_product_attention, causal{grouped}",
+        "mlp": "SwiGLU" if model.swiglu else "GELU",
+        "mlp_width": model.mlp_width,
+        "layers_per_stage": list(split),
+    }
+
+
+def _heads_text(model: dict[str, Any]) -> str:
+    """`heads 8`, or `heads 8 (2 key/value)` with grouped-query attention."""
+    kv_heads = model["kv_heads"] or model["heads"]
+    return f"heads {model['heads']}" + (f" ({kv_heads} key/value)" if kv_heads != model["heads"] else "")
 
 
 def _import_torch() -> Any:
@@ -210,6 +250,26 @@ class WeightGradStore:
         self.pending.clear()
 
 
+def _profile_or_explain(torch: Any, spec: ProfileSpec, device: Any, index: int, split: tuple[int, ...]) -> StageProfile:
+    """Profile one stage; running out of memory, or a dtype torch cannot run there, is one line (`InstanceError`)."""
+    try:
+        return _profile_stage(torch, spec, device, index, split[index], len(split))
+    except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError
+        text = str(error)
+        if isinstance(error, torch.OutOfMemoryError) or any(marker in text for marker in OUT_OF_MEMORY):
+            layers = f"{split[index]} layer{'s' if split[index] > 1 else ''}"
+            raise InstanceError(
+                f"stage {index} ({layers}, {spec.dtype_name}) ran out of memory on {spec.device}; {LOWER}"
+            ) from None
+        if "not implemented for" in text:
+            reason = text.strip().splitlines()[0]
+            raise InstanceError(
+                f"torch {torch.__version__} cannot run the model in {spec.dtype_name} on {spec.device} ({reason}); "
+                "choose another --dtype"
+            ) from None
+        raise
+
+
 @functools.cache
 def _model_classes(torch: Any) -> tuple[Any, Any]:
     """The GPT-like stage and its deferred linear layer, defined once torch is imported."""
@@ -250,22 +310,54 @@ def _model_classes(torch: Any) -> tuple[Any, Any]:
         def forward(self, x: Any) -> Any:
             return DeferredLinearFunction.apply(x, self.weight, self.bias, self)
 
-    class Block(nn.Module):
-        """Pre-norm transformer block: causal multi-head attention and a 4h GELU MLP (norms without affine)."""
+    class Attention(nn.Module):
+        """Causal attention with `kv_heads` key/value heads, each serving heads/kv_heads query heads."""
 
-        def __init__(self, store: WeightGradStore, hidden: int, heads: int) -> None:
+        def __init__(self, store: WeightGradStore, model: Transformer) -> None:
             super().__init__()
-            self.heads = heads
-            self.qkv, self.proj = DeferredLinear(store, hidden, 3 * hidden), DeferredLinear(store, hidden, hidden)
-            self.fc1, self.fc2 = DeferredLinear(store, hidden, 4 * hidden), DeferredLinear(store, 4 * hidden, hidden)
+            h = model.hidden
+            self.heads, self.kv_heads = model.heads, model.kv_heads or model.heads
+            self.widths = [h, model.kv_width, model.kv_width]
+            self.qkv, self.proj = DeferredLinear(store, h, sum(self.widths)), DeferredLinear(store, h, h)
 
         def forward(self, x: Any) -> Any:
             b, s, h = x.shape
-            q, k, v = self.qkv(functional.layer_norm(x, (h,))).split(h, dim=-1)
-            q, k, v = (t.reshape(b, s, self.heads, h // self.heads).transpose(1, 2) for t in (q, k, v))
-            attention = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(attention.transpose(1, 2).reshape(b, s, h))
-            return x + self.fc2(functional.gelu(self.fc1(functional.layer_norm(x, (h,)))))
+            q, k, v = self.qkv(x).split(self.widths, dim=-1)
+            q = q.reshape(b, s, self.heads, -1).transpose(1, 2)
+            k, v = (t.reshape(b, s, self.kv_heads, -1).transpose(1, 2) for t in (k, v))
+            grouped = self.kv_heads != self.heads
+            attention = functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
+            return self.proj(attention.transpose(1, 2).reshape(b, s, h))
+
+    class GeluMLP(nn.Module):
+        def __init__(self, store: WeightGradStore, hidden: int, width: int) -> None:
+            super().__init__()
+            self.fc1, self.fc2 = DeferredLinear(store, hidden, width), DeferredLinear(store, width, hidden)
+
+        def forward(self, x: Any) -> Any:
+            return self.fc2(functional.gelu(self.fc1(x)))
+
+    class SwiGLU(nn.Module):
+        def __init__(self, store: WeightGradStore, hidden: int, width: int) -> None:
+            super().__init__()
+            self.gate, self.up = DeferredLinear(store, hidden, width), DeferredLinear(store, hidden, width)
+            self.down = DeferredLinear(store, width, hidden)
+
+        def forward(self, x: Any) -> Any:
+            return self.down(functional.silu(self.gate(x)) * self.up(x))
+
+    class Block(nn.Module):
+        """Pre-norm transformer block: attention, then the MLP (norms without affine)."""
+
+        def __init__(self, store: WeightGradStore, model: Transformer) -> None:
+            super().__init__()
+            self.attention = Attention(store, model)
+            self.mlp = (SwiGLU if model.swiglu else GeluMLP)(store, model.hidden, model.mlp_width)
+
+        def forward(self, x: Any) -> Any:
+            h = x.shape[-1]
+            x = x + self.attention(functional.layer_norm(x, (h,)))
+            return x + self.mlp(functional.layer_norm(x, (h,)))
 
     class Stage(nn.Module):
         """[token + position embedding] + blocks + [final norm, output head and cross-entropy loss]."""
@@ -275,7 +367,7 @@ def _model_classes(torch: Any) -> tuple[Any, Any]:
             h, vocab = spec.hidden, spec.vocab
             self.embedding = nn.Embedding(vocab, h) if first else None
             self.position = nn.Parameter(torch.zeros(spec.seq_len, h)) if first else None
-            self.blocks = nn.Sequential(*(Block(store, h, spec.heads) for _ in range(layers)))
+            self.blocks = nn.Sequential(*(Block(store, spec.model) for _ in range(layers)))
             self.head = DeferredLinear(store, h, vocab) if last else None
 
         def embed(self, tokens: Any) -> Any:
@@ -322,7 +414,8 @@ class _StageRunner:
         self.torch, self.first = torch, first
         self.store = WeightGradStore()
         stage_class, deferred_linear = _model_classes(torch)
-        self.stage = stage_class(self.store, spec, layers, first, last).to(device)
+        self.dtype = getattr(torch, DTYPES[spec.dtype_name])
+        self.stage = stage_class(self.store, spec, layers, first, last).to(device=device, dtype=self.dtype)
         # Parameters whose gradients come through the deferred layers (the embedding's come from its own backward).
         self.deferred_params = [
             p for module in self.stage.modules() if isinstance(module, deferred_linear) for p in module.parameters()
@@ -331,12 +424,12 @@ class _StageRunner:
         self.device = device
         self.tokens = torch.randint(spec.vocab, self.shape[:2], device=device)
         self.targets = torch.randint(spec.vocab, self.shape[:2], device=device) if last else None
-        self.grad_output = None if last else torch.randn(self.shape, device=device)
+        self.grad_output = None if last else torch.randn(self.shape, device=device, dtype=self.dtype)
         self.memory = (0, 0)
 
     def sample(self) -> tuple[float, float, float, float]:
         """Milliseconds of F, B, W and the whole backward; also records M_B and M_W in `memory`."""
-        stage_input = self.torch.randn(self.shape, device=self.device, requires_grad=True)
+        stage_input = self.torch.randn(self.shape, device=self.device, dtype=self.dtype, requires_grad=True)
         return (*self.split_pass(stage_input), self.full_pass(stage_input))
 
     def split_pass(self, stage_input: Any) -> tuple[float, float, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,14 +13,19 @@ from cli_options import EXIT_BAD_INPUT
 from models import Instance, InstanceError, load_instance
 from solver.evaluate.validator import validate
 from solver.heuristics import run_heuristic
-from solver.torch.profile import INSTALL_HINT, ProfileSpec, profile_instance
-from tests.cli_helpers import run_cli
+from solver.torch import profile as profile_module
+from solver.torch.profile import INSTALL_HINT, ProfileSpec, _StageRunner, profile_instance
+from tests.cli_helpers import cli_error, run_cli
 
 torch = pytest.importorskip("torch")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils.flop_counter import flop_registry  # noqa: E402
 
 TINY = ProfileSpec(devices=2, microbatches=4, layers=2, hidden=64, heads=4, seq_len=32, repeats=3)
+# One stage of everything (embedding, a block, head and loss), multi-head with a GELU MLP or
+# grouped-query (one key/value head for two heads) with a SwiGLU MLP.
+ONE_STAGE = ProfileSpec(devices=1, microbatches=1, layers=1, hidden=32, heads=2, seq_len=8, vocab=50)
+MODERN = dataclasses.replace(ONE_STAGE, kv_heads=1, ffn_hidden=48)
 
 
 class _CountedFlops(TorchDispatchMode):
@@ -60,15 +66,57 @@ def test_times_and_memory_are_positive(profiled: Instance) -> None:
     assert all(0 < w <= a for w, a in zip(profiled.weight_memory, profiled.activation_memory, strict=True))
     assert profiled.metadata["device"].startswith("cpu")
     assert profiled.metadata["model"]["layers_per_stage"] == [1, 1]
+    assert profiled.metadata["dtype"] == "fp32"  # the default on the CPU
+    assert profiled.metadata["model"]["attention"] == "torch scaled_dot_product_attention, causal"
+    assert (profiled.metadata["model"]["mlp"], profiled.metadata["model"]["mlp_width"]) == ("GELU", 256)
 
 
-@pytest.mark.parametrize(("first", "last"), [(True, False), (False, True)])
-def test_backward_plus_weight_does_the_work_of_the_whole_backward(first: bool, last: bool) -> None:
+def test_bf16_keeps_half_the_activations_of_fp32(profiled: Instance) -> None:
+    half = profile_instance(dataclasses.replace(TINY, dtype="bf16", repeats=1))
+    assert half.metadata["dtype"] == "bf16"
+    assert all(value > 0 for value in (*half.forward_times, *half.backward_times, *half.weight_times))
+    # Every saved activation is bf16 but the few statistics torch keeps in fp32 (norms, logsumexp).
+    for bf16, fp32 in zip(half.activation_memory, profiled.activation_memory, strict=True):
+        assert 0.45 < bf16 / fp32 < 0.55
+
+
+def test_a_bf16_stage_runs_and_keeps_its_gradients_in_bf16() -> None:
+    runner = _StageRunner(torch, dataclasses.replace(TINY, dtype="bf16"), torch.device("cpu"), 1, False, False)
+    stage_input = torch.randn(runner.shape, dtype=torch.bfloat16, requires_grad=True)
+    output = runner.stage(stage_input, None)
+    assert output.dtype == torch.bfloat16 and output.shape == (1, 32, 64)
+    runner.split_pass(stage_input)
+    for name, param in runner.stage.named_parameters():
+        assert param.dtype == param.grad.dtype == torch.bfloat16, name
+        assert param.grad.shape == param.shape, name
+
+
+def test_default_dtype_is_bf16_on_cuda_and_fp32_on_cpu() -> None:
+    assert ProfileSpec(devices=1, microbatches=1, device="cuda").dtype_name == "bf16"
+    assert ProfileSpec(devices=1, microbatches=1).dtype_name == "fp32"
+    assert ProfileSpec(devices=1, microbatches=1, device="cuda", dtype="fp16").dtype_name == "fp16"
+    with pytest.raises(InstanceError, match="dtype must be one of bf16, fp16, fp32, got 'fp8'"):
+        profile_instance(dataclasses.replace(TINY, dtype="fp8"))
+
+
+def test_grouped_query_attention_and_swiglu_have_the_cost_model_shapes() -> None:
+    runner = _StageRunner(torch, MODERN, torch.device("cpu"), layers=1, first=False, last=False)
+    shapes = {name: tuple(param.shape) for name, param in runner.stage.named_parameters() if name.endswith("weight")}
+    # q: h = 32; k and v: one key/value head of size h/heads = 16 each.
+    assert shapes == {
+        "blocks.0.attention.qkv.weight": (32 + 2 * 16, 32),
+        "blocks.0.attention.proj.weight": (32, 32),
+        "blocks.0.mlp.gate.weight": (48, 32),
+        "blocks.0.mlp.up.weight": (48, 32),
+        "blocks.0.mlp.down.weight": (32, 48),
+    }
+
+
+@pytest.mark.parametrize(("spec", "first", "last"), [(TINY, True, False), (TINY, False, True), (MODERN, True, True)])
+def test_backward_plus_weight_does_the_work_of_the_whole_backward(spec: ProfileSpec, first: bool, last: bool) -> None:
     # Counted, not timed (a wall-clock ratio on a shared machine is noise): F + B + W runs exactly the
     # FLOPs of F + the whole backward, so neither B nor W is missing or done twice.
-    from solver.torch.profile import _StageRunner
-
-    runner = _StageRunner(torch, TINY, torch.device("cpu"), layers=1, first=first, last=last)
+    runner = _StageRunner(torch, spec, torch.device("cpu"), layers=1, first=first, last=last)
     stage_input = torch.randn(runner.shape, requires_grad=True)
     with _CountedFlops() as split:
         runner.split_pass(stage_input)
@@ -92,11 +140,8 @@ def test_profiled_instance_solves_briefly(profiled: Instance) -> None:
     assert result.starting_point is not None and result.value <= result.starting_point.value
 
 
-def test_split_backward_gives_the_same_gradients_as_one_backward() -> None:
-    # One stage holding everything: embedding, a block, head and loss.
-    from solver.torch.profile import _StageRunner
-
-    spec = ProfileSpec(devices=1, microbatches=1, layers=1, hidden=32, heads=2, seq_len=8, vocab=50)
+@pytest.mark.parametrize("spec", [ONE_STAGE, MODERN])
+def test_split_backward_gives_the_same_gradients_as_one_backward(spec: ProfileSpec) -> None:
     runner = _StageRunner(torch, spec, torch.device("cpu"), layers=1, first=True, last=True)
     runner.split_pass(None)
     split = {name: param.grad.clone() for name, param in runner.stage.named_parameters()}
@@ -123,11 +168,22 @@ PROFILE_ARGS = ["profile", "-p", "2", "--chunks", "2", "-m", "4", "--layers", "4
 
 def test_profile_command_writes_an_instance_that_loads(tmp_path: Path) -> None:
     path = tmp_path / "measured.yaml"
-    result = run_cli(*PROFILE_ARGS, "--seq-len", "16", "--repeats", "1", "--placement", "vshape", "-o", str(path))
+    architecture = ["--kv-heads", "1", "--ffn-hidden", "48", "--dtype", "bf16"]
+    result = run_cli(
+        *PROFILE_ARGS, *architecture, "--seq-len", "16", "--repeats", "1", "--placement", "vshape", "-o", str(path)
+    )
     assert result.exit_code == 0, result.output
     assert "measured on cpu" in result.stdout and f"wrote {path}" in result.stdout
+    assert "heads 2 (1 key/value), SwiGLU MLP 48, sequence 16, microbatch 1, vocabulary 256, bf16;" in result.stdout
     instance = load_instance(path)
     assert instance.num_stages == 4 and instance.placement_name() == "vshape"
+    model = instance.metadata["model"]
+    assert (instance.metadata["dtype"], model["kv_heads"], model["ffn_hidden"], model["mlp"]) == (
+        "bf16",
+        1,
+        48,
+        "SwiGLU",
+    )
     assert path.read_text().startswith("# measured by: pipesat profile")
     assert validate(run_heuristic("zb-v", instance)) == []
 
@@ -141,6 +197,12 @@ def test_profile_command_writes_an_instance_that_loads(tmp_path: Path) -> None:
         (["--seq-len", "16", "--repeats", "0"], "repeats must be at least 1, got 0"),
         (["--seq-len", "16", "-p", "0"], "devices must be at least 1, got 0"),
         (["--seq-len", "16", "--chunks", "0"], "chunks must be at least 1, got 0"),
+        (["--seq-len", "16", "--kv-heads", "3"], "heads 2 is not divisible by kv_heads 3"),
+        (["--seq-len", "16", "--ffn-hidden", "-1"], "ffn_hidden must be at least 0, got -1"),
+        (
+            ["--seq-len", "16", "--dtype", "fp8"],
+            "Invalid value for '--dtype': 'fp8' is not one of 'bf16', 'fp16', 'fp32'",
+        ),
     ],
 )
 def test_profile_bad_options_exit_2(changes: list[str], message: str) -> None:
@@ -164,3 +226,47 @@ def test_profile_without_torch_says_how_to_install(monkeypatch: pytest.MonkeyPat
     result = run_cli(*PROFILE_ARGS, "--seq-len", "16")
     assert result.exit_code == EXIT_BAD_INPUT
     assert result.stderr.strip() == f"error: {INSTALL_HINT}"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79 GiB"),
+        RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported"),
+        RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried"),
+    ],
+)
+def test_running_out_of_memory_is_one_line_naming_the_stage_and_what_to_lower(
+    monkeypatch: pytest.MonkeyPatch, error: RuntimeError
+) -> None:
+    def stage_that_runs_out(torch, spec, device, index, layers, num_stages):
+        if index == 1:
+            raise error
+        return real_stage(torch, spec, device, index, layers, num_stages)
+
+    real_stage = profile_module._profile_stage
+    monkeypatch.setattr(profile_module, "_profile_stage", stage_that_runs_out)
+    line = cli_error(run_cli(*PROFILE_ARGS, "--seq-len", "16", "--repeats", "1"), EXIT_BAD_INPUT)
+    assert line == (
+        "error: stage 1 (1 layer, fp32) ran out of memory on cpu; lower --seq-len, --microbatch-size or --hidden, "
+        "or put fewer layers on each stage (fewer --layers, or more -p or --chunks)"
+    )
+
+
+def test_a_dtype_torch_cannot_run_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unsupported(*args):
+        raise RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Half'")
+
+    monkeypatch.setattr(profile_module, "_profile_stage", unsupported)
+    line = cli_error(run_cli(*PROFILE_ARGS, "--seq-len", "16", "--dtype", "fp16"), EXIT_BAD_INPUT)
+    assert line.startswith(f"error: torch {torch.__version__} cannot run the model in fp16 on cpu (")
+    assert line.endswith("not implemented for 'Half'); choose another --dtype")
+
+
+def test_other_runtime_errors_are_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    monkeypatch.setattr(profile_module, "_profile_stage", broken)
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        profile_instance(TINY)

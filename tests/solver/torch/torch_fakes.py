@@ -17,16 +17,19 @@ import pytest
 from solver.torch.import_schedule import INSTALL_HINT
 
 
+def fake_stage(stage_index: int, num_stages: int, group_size: int, group_rank: int = 0) -> Any:
+    """What torch's runtime reads of a `PipelineStage` before `step()`."""
+    return types.SimpleNamespace(
+        stage_index=stage_index, num_stages=num_stages, group_size=group_size, group_rank=group_rank
+    )
+
+
 def load_in_torch(path: Path, num_devices: int, num_stages: int, num_microbatches: int) -> Any:
     """The runtime after `_load_csv`; skips the test when torch is not installed."""
     pytest.importorskip("torch", reason=INSTALL_HINT)
     from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
-    stages_per_rank = num_stages // num_devices
-    stages = [
-        types.SimpleNamespace(num_stages=num_stages, group_size=num_devices, group_rank=0, stage_index=s)
-        for s in range(stages_per_rank)
-    ]
+    stages = [fake_stage(s, num_stages, num_devices) for s in range(num_stages // num_devices)]
     runtime = _PipelineScheduleRuntime(stages, num_microbatches)
     runtime._load_csv(str(path), format="compute_only")
     return runtime
