@@ -21,8 +21,10 @@ from cli_options import (
     SAVE_ALL_OPTION,
     SCHEDULE_FILE,
     SOLVER_OPTIONS,
+    WINDOW_OPTION,
     FiniteFloat,
     PipesatGroup,
+    check_window,
     check_writes,
     exit_without_torch,
     instance_options,
@@ -52,7 +54,7 @@ from solver.evaluate.validator import check_memory, ensure_valid, validate
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
 from solver.io.schedule_file import load_schedule
 from solver.report.documents import comparison_document, pareto_document, schedule_document, solve_document
-from solver.report.plots import pareto_figure, save_figure
+from solver.report.plots import Window, pareto_figure, save_figure
 from solver.report.solve_text import goal_text, no_schedule_text, summary_fields
 from solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
 from solver.report.tables import format_rows, heuristic_title
@@ -92,6 +94,7 @@ def check(schedule_file: Path) -> None:
 @OBJECTIVE_OPTION
 @output_option("Picture file (.png, .svg, .pdf); default: the config's output_file, else pipeline_NAME.png.")
 @click.option("--no-visualization", is_flag=True, help="Do not draw the picture.")
+@WINDOW_OPTION
 @PICTURE_OPTIONS
 @DOCUMENT_OPTION
 @FORCE_OPTION
@@ -101,6 +104,7 @@ def schedule_command(
     objective: Objective,
     output: Path | None,
     no_visualization: bool,
+    window: Window | None,
     save: Path | None,
     show_ascii: bool,
     fmt: str,
@@ -112,6 +116,7 @@ def schedule_command(
     """
     heuristic = get_heuristic(name)
     picture = None if no_visualization else output or Path(instance.output_file or f"pipeline_{heuristic.name}.png")
+    check_window(window, picture)
     check_writes(force, {"--save": save, "the picture": picture})
     data_out(fmt, save)
     try:
@@ -125,7 +130,7 @@ def schedule_command(
             f"{schedule.name} does not fit the memory limit ({over[0]}); "
             "raise --memory-limit or run `pipesat solve` with this limit"
         )
-    echo_schedule(heuristic.title, schedule, objective, save, picture, show_ascii)
+    echo_schedule(heuristic.title, schedule, objective, save, picture, show_ascii, window)
     if fmt == "json":
         click.echo(json.dumps(schedule_document(schedule, objective), indent=1))
 
@@ -134,17 +139,21 @@ def schedule_command(
 @SCHEDULE_FILE
 @OBJECTIVE_OPTION
 @output_option("Picture file (.png, .svg, .pdf); default: SCHEDULE_FILE with .png, unless --ascii.")
+@WINDOW_OPTION
 @ASCII_OPTION
 @FORCE_OPTION
-def render(schedule_file: Path, objective: Objective, output: Path | None, show_ascii: bool, force: bool) -> None:
+def render(
+    schedule_file: Path, objective: Objective, output: Path | None, window: Window | None, show_ascii: bool, force: bool
+) -> None:
     """Draw a schedule file, or print it with --ascii; it must pass the validator."""
     picture = output if output is not None or show_ascii else schedule_file.with_suffix(".png")
+    check_window(window, picture)
     reads(**{"schedule file": schedule_file})
     check_writes(force, {"the picture": picture})
     schedule = load_schedule(schedule_file)
     if validate(schedule):
         raise ScheduleError(f"{schedule_file} is not a valid schedule; `pipesat check {schedule_file}` lists why")
-    emit_schedule(schedule, objective, None, picture, show_ascii)
+    emit_schedule(schedule, objective, None, picture, show_ascii, window)
 
 
 @cli.command()
@@ -171,6 +180,7 @@ def render(schedule_file: Path, objective: Objective, output: Path | None, show_
     help="Stop once the value is at most this fraction over the lower bound (0.05: 5% slower at most).",
 )
 @output_option("Picture file (.png, .svg, .pdf).")
+@WINDOW_OPTION
 @PICTURE_OPTIONS
 @DOCUMENT_OPTION
 @FORCE_OPTION
@@ -185,6 +195,7 @@ def solve(
     deterministic: bool,
     gap: float,
     output: Path | None,
+    window: Window | None,
     save: Path | None,
     show_ascii: bool,
     progress: bool | None,
@@ -192,6 +203,7 @@ def solve(
     force: bool,
 ) -> None:
     """Find the best schedule with CP-SAT, warm-started from every handwritten schedule that fits."""
+    check_window(window, output)
     check_writes(force, {"--save": save, "-o": output})
     check_model_size(len(expected_op_keys(instance, instance.split_backward)))  # before the header
     data_out(fmt, save)
@@ -217,7 +229,7 @@ def solve(
     for label, value in summary_fields(result, units_of(instance)):
         echo_field(label, value)
     echo_metrics(result.schedule, objective, skip=result.objective.title)
-    emit_schedule(result.schedule, objective, save, output, show_ascii)
+    emit_schedule(result.schedule, objective, save, output, show_ascii, window)
 
 
 @cli.command("compare")

@@ -23,7 +23,7 @@ from models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from solver.cpsat.search import available_cores
 from solver.instances.from_options import build_instance
 from solver.io.output_file import check_outputs
-from solver.report.plots import PICTURE_SUFFIXES
+from solver.report.plots import PICTURE_SUFFIXES, Window
 from solver.report.solve_text import progress_text
 from solver.report.tables import FORMATS
 from solver.torch import import_schedule as torch_import
@@ -236,6 +236,50 @@ def picture_path(ctx: click.Context, param: click.Parameter, value: Path | None)
 def output_option(help_text: str) -> Callable[..., Any]:
     """`-o/--output`: a picture file whose extension picks the format."""
     return click.option("-o", "--output", type=FILE, callback=picture_path, help=help_text)
+
+
+class TimeWindow(click.ParamType):
+    """`START:END`, a time range from the schedule's first start; an end left out is the schedule's."""
+
+    name = "START:END"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Window:
+        if isinstance(value, tuple):
+            return value
+        first, colon, second = str(value).partition(":")
+        start, end = _time(first, 0.0), _time(second, math.inf)
+        if not colon or start is None or end is None:
+            self.fail(f"{value!r} is not START:END; give two times from the schedule's start, like 100:250", param, ctx)
+        if start < 0:
+            self.fail(f"{value} starts before the schedule does; times count from its start, 0", param, ctx)
+        if end <= start:
+            self.fail(f"{value} ends before it starts; give START:END with START < END", param, ctx)
+        return (start, end)
+
+
+def _time(text: str, default: float) -> float | None:
+    """A finite number, `default` for an empty text, None when it is neither."""
+    if not text.strip():
+        return default
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+WINDOW_OPTION = click.option(
+    "--window",
+    type=TimeWindow(),
+    help="Draw only this time range, START:END in the instance's time unit from the schedule's start "
+    "(:100 and 300: leave an end open): zooms into a large schedule.",
+)
+
+
+def check_window(window: Window | None, picture: Path | None) -> None:
+    """--window zooms the picture: refuse it, before any work, where none is drawn."""
+    if window is not None and picture is None:
+        raise InputError("--window zooms the picture, but no picture is drawn (see -o)")
 
 
 SOLVER_OPTIONS = options(

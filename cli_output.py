@@ -12,7 +12,7 @@ from models.instance_file import format_instance, save_instance
 from solver.evaluate.validator import ensure_valid
 from solver.io.schedule_file import save_schedule, schedule_text
 from solver.report.ascii_view import render_ascii
-from solver.report.plots import plot_schedule
+from solver.report.plots import Window, plot_schedule
 from solver.report.text import describe, field_line, metrics_lines, saved_files_text
 
 STDOUT = Path("-")
@@ -42,17 +42,22 @@ def echo_field(label: str, value: str) -> None:
 
 
 def emit_schedule(
-    schedule: Schedule, objective: Objective, save: Path | None, picture: Path | None, show_ascii: bool
+    schedule: Schedule,
+    objective: Objective,
+    save: Path | None,
+    picture: Path | None,
+    show_ascii: bool,
+    window: Window | None = None,
 ) -> None:
-    """Validate a schedule, then save (`-`: to standard output), draw and print it as asked. Nothing
-    invalid leaves here."""
+    """Validate a schedule, then save (`-`: to standard output), draw (only `window`'s time range if
+    given) and print it as asked. Nothing invalid leaves here."""
     ensure_valid(schedule)
     if save == STDOUT:
         click.echo(schedule_text(schedule), nl=False)
     elif save is not None:
         echo_field("schedule", str(save_schedule(schedule, save)))
     if picture is not None:
-        echo_field("picture", str(plot_schedule(schedule, picture, objective)))
+        echo_field("picture", str(plot_schedule(schedule, picture, objective, window)))
     if show_ascii:
         say()
         say(render_ascii(schedule))
@@ -63,12 +68,18 @@ def echo_metrics(schedule: Schedule, objective: Objective, skip: str | None = No
 
 
 def echo_schedule(
-    title: str, schedule: Schedule, objective: Objective, save: Path | None, picture: Path | None, show_ascii: bool
+    title: str,
+    schedule: Schedule,
+    objective: Objective,
+    save: Path | None,
+    picture: Path | None,
+    show_ascii: bool,
+    window: Window | None = None,
 ) -> None:
     """`TITLE on INSTANCE` and the schedule's metrics, then the schedule validated, saved, drawn and printed."""
     say(f"{title} on {describe(schedule.instance)}")
     echo_metrics(schedule, objective)
-    emit_schedule(schedule, objective, save, picture, show_ascii)
+    emit_schedule(schedule, objective, save, picture, show_ascii, window)
 
 
 def echo_aside(label: str, value: str, fmt: str) -> None:

@@ -461,3 +461,43 @@ def test_save_dash_writes_the_schedule_file_to_stdout(tmp_path: Path) -> None:
 def test_the_papers_and_torchs_names_run_their_schedules(alias: str, title: str) -> None:
     output = cli_ok(run_cli("schedule", alias, "-s", 3, "-b", 6, "-w", 1, "-bw", 1, "--no-visualization"))
     assert output.startswith(f"{title} on ")
+
+
+# --- --window: a picture of part of a large schedule ----------------------------------------------
+
+
+def test_window_draws_part_of_the_schedule(tmp_path: Path) -> None:
+    zoomed, saved, rendered, solved = (tmp_path / name for name in ("zoom.png", "s.json", "r.png", "solved.png"))
+    output = cli_ok(run_cli("schedule", "1f1b", "-s", 16, "-b", 64, "-o", zoomed, "--window", "40:90"))
+    assert _field(output, "picture") == str(zoomed)
+    assert_picture(zoomed)
+    cli_ok(run_cli("schedule", "1f1b", "-s", 4, "-b", 8, "--save", saved, "--no-visualization"))
+    cli_ok(run_cli("render", saved, "-o", rendered, "--window", "10:"))
+    assert_picture(rendered)
+    cli_ok(run_cli("solve", *TINY, "-o", solved, "--window", ":4", "--no-progress"))
+    assert_picture(solved)
+
+
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        ("5:2", "5:2 ends before it starts; give START:END with START < END"),
+        ("4:4", "4:4 ends before it starts"),
+        ("abc", "'abc' is not START:END"),
+        ("3", "'3' is not START:END"),
+        ("1:inf", "'1:inf' is not START:END"),
+        ("-1:5", "-1:5 starts before the schedule does"),
+        ("40:50", "the window 40:50 starts after the schedule ends (at 33)"),
+    ],
+)
+def test_a_bad_window_is_one_line(tmp_path: Path, window: str, message: str) -> None:
+    picture = tmp_path / "x.png"
+    line = cli_error(run_cli("schedule", "1f1b", "-s", 4, "-b", 8, "-o", picture, f"--window={window}"))
+    assert message in line
+    assert not picture.exists()
+
+
+def test_a_window_without_a_picture_is_refused_before_any_work() -> None:
+    for args in (["schedule", "1f1b", "-s", 2, "-b", 2, "--no-visualization"], ["solve", *TINY]):
+        line = cli_error(run_cli(*args, "--window", "0:5"))
+        assert line == "error: --window zooms the picture, but no picture is drawn (see -o)"

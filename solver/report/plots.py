@@ -2,23 +2,32 @@
 
 The Gantt chart has one row per device (device 0 on top). F, B and W have distinct Okabe-Ito
 colours (safe for colour-blind readers); later chunks on a device are lighter shades of the same
-colour; the microbatch number is written in a box when it fits; idle time is the grey background,
-so p2p latency shows as a grey gap. Below it, one memory-over-time panel per device, with the
-memory limit drawn. The file format (PNG, SVG, PDF) follows the file's extension.
+colour; idle time is the grey background, so p2p latency shows as a grey gap. Every op's microbatch
+number is written in its box, in a smaller font where it must be; where even the smallest does not
+fit, numbers go on white chips in a lane per kind and chunk, for every k-th microbatch, and a note
+says which. Below it, one memory-over-time panel per device, with the memory limit drawn. A window
+(START, END) draws only that time range of both. Titles wrap to fit the figure. The file format
+(PNG, SVG, PDF) follows the file's extension.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import math
+import textwrap
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
-from models import InputError, Objective, Schedule
+from models import InputError, Objective, Op, Schedule
 from models.document import write_atomically
 from solver.evaluate.metrics import compute_metrics, memory_profiles
 from solver.report.tables import display_name, format_number, format_percent
@@ -32,6 +41,30 @@ IDLE_COLOUR = "#E4E4E4"
 MEMORY_COLOUR = "#555555"
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 DPI = 110
+KINDS = ("F", "B", "W")
+# The margins left and right of the Gantt chart and memory panels (the device names, the ticks).
+LEFT_INCHES, RIGHT_INCHES = 0.85, 0.2
+# A device's row is ROW_INCHES high, its bar BAR_HEIGHT of that; taller when chips need more lanes.
+ROW_INCHES = 0.42
+BAR_HEIGHT = 0.8
+LANE_INCHES = 0.095
+# Microbatch numbers: DejaVu Sans digits are 0.636 em wide; a number keeps LABEL_PAD pixels free in
+# its box; MIN_FONT points is the smallest drawn. Numbers that spill over their box sit on a chip.
+DIGIT_EM = 0.64
+LABEL_PAD = 3.0
+MIN_FONT = 5.0
+CHIP_PAD = 0.15
+CHIP_STYLE = {"boxstyle": f"round,pad={CHIP_PAD}", "facecolor": "white", "edgecolor": "none", "alpha": 0.85}
+MEMORY_FONT = 7.0
+# Titles wrap at their separators, to no fewer than MIN_WRAP characters a line.
+SEPARATOR = "  ·  "
+MIN_WRAP = 20
+# Where a Pareto point's label may go (points from the point, nearest first), and a marker's size.
+LABEL_OFFSETS = ((5, 3), (5, -3), (-5, 3), (-5, -3), (5, 13), (5, -13), (-5, 13), (-5, -13), (5, 23), (-5, 23))
+MARK_PIXELS = 10.0
+
+Window = tuple[float, float]
+"""A time range (START, END) from the schedule's first start, in the instance's time unit."""
 
 
 def picture_format(path: str | Path) -> str:
@@ -40,6 +73,14 @@ def picture_format(path: str | Path) -> str:
     if suffix not in PICTURE_SUFFIXES:
         raise InputError(f"{path}: cannot draw a {suffix or 'suffix-less'} file; name it .png, .svg or .pdf")
     return suffix[1:]
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """A figure (inches) on an Agg canvas, whose one renderer measures text while the figure is laid out
+    (a bare figure makes a new full-size renderer for each measurement)."""
+    figure = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(figure)
+    return figure
 
 
 def shade(colour: str, chunk: int, chunks: int) -> tuple[float, float, float]:
@@ -58,14 +99,18 @@ def kind_names(split_backward: bool) -> dict[str, str]:
     return {"F": "forward", "B": backward, "W": "weight gradient"}
 
 
-def schedule_title(schedule: Schedule, objective: Objective = "makespan") -> str:
-    """Two title lines: what the schedule is, then its objective, bubble rate and peak memory."""
+def schedule_title(schedule: Schedule, objective: Objective = "makespan", window: Window | None = None) -> str:
+    """Two title lines: what the schedule is (and the time `window` shown), then its objective, bubble
+    rate and peak memory."""
     instance, metrics = schedule.instance, compute_metrics(schedule)
     name = display_name(schedule)
     shape = f"p={instance.num_devices}, m={instance.num_microbatches}"
     if instance.chunks > 1:
         shape += f", v={instance.chunks} ({instance.placement_name()})"
     units = units_of(instance)
+    if window is not None:
+        shown = f"{format_number(window[0])} to {format_number(window[1])}"
+        shape += f"  ·  time {units.with_time(shown)} of {units.with_time(format_number(metrics.makespan))}"
     memory = f"peak memory {units.with_memory(format_number(units.memory_value(metrics.max_peak_memory)))}"
     if instance.memory_limit is not None:
         memory += f"  ·  {limit_text(instance).removeprefix('memory ')}"
@@ -77,87 +122,259 @@ def schedule_title(schedule: Schedule, objective: Objective = "makespan") -> str
     )
 
 
-def schedule_figure(schedule: Schedule, objective: Objective = "makespan") -> Figure:
-    """The Gantt chart and memory panels of a schedule, as a matplotlib figure."""
-    instance = schedule.instance
-    p = instance.num_devices
-    # About 0.22 inch for the shortest op, room for a two-digit microbatch number, within 10 to 26 inches.
-    durations = [op.end - op.start for op in schedule.ops if op.end > op.start]
-    span = max((op.end for op in schedule.ops), default=1.0) - min((op.start for op in schedule.ops), default=0.0)
-    width = float(np.clip(0.22 * span / min(durations, default=span or 1.0), 10.0, 26.0))
-    gantt_height = 0.42 * p
+def shown_window(schedule: Schedule, window: Window | None) -> Window:
+    """The time range a picture shows, from the schedule's first start: all of it, or `window` cut
+    to the schedule's end (an `InputError` when nothing of the schedule is left in it)."""
+    length = _end(schedule) - _origin(schedule)
+    if window is None:
+        return (0.0, length)
+    start, end = window
+    if start >= length:
+        raise InputError(
+            f"the window {format_number(start)}:{format_number(end)} starts after the schedule ends "
+            f"(at {format_number(length)}); give a START below that"
+        )
+    return (start, min(end, length))
+
+
+def _origin(schedule: Schedule) -> float:
+    return min((op.start for op in schedule.ops), default=0.0)
+
+
+def _end(schedule: Schedule) -> float:
+    return max((op.end for op in schedule.ops), default=1.0)
+
+
+class _Box(NamedTuple):
+    """An op as drawn: its bar's start and length on the time axis, cut to the window shown, and the
+    whole op's centre and duration, which its label is centred on and fitted to (a label of an op the
+    window cuts is cut with it)."""
+
+    op: Op
+    chunk: int
+    start: float
+    length: float
+    centre: float
+    duration: float
+
+    @property
+    def label(self) -> str:
+        return str(self.op.microbatch)
+
+
+def _boxes(schedule: Schedule, shown: Window) -> list[_Box]:
+    """The ops that reach into the shown time range."""
+    instance, origin = schedule.instance, _origin(schedule)
+    chunk_of = {s: instance.stages_of(instance.placement[s]).index(s) for s in range(instance.num_stages)}
+    boxes = []
+    for op in schedule.ops:
+        start, end = max(op.start - origin, shown[0]), min(op.end - origin, shown[1])
+        if end > start:
+            centre = (op.start + op.end) / 2 - origin
+            boxes.append(_Box(op, chunk_of[op.stage], start, end - start, centre, op.end - op.start))
+    return boxes
+
+
+def _figure_width(boxes: Sequence[_Box], shown: Window) -> float:
+    """Inches: about 0.22 inch for the shortest op shown, room for a two-digit number, within 10 to 26."""
+    span = shown[1] - shown[0]
+    return float(np.clip(0.22 * span / min((box.duration for box in boxes), default=span), 10.0, 26.0))
+
+
+def schedule_figure(schedule: Schedule, objective: Objective = "makespan", window: Window | None = None) -> Figure:
+    """The Gantt chart and memory panels of a schedule, as a matplotlib figure; `window` (START, END
+    in time from the schedule's start) zooms both to that time range."""
+    p = schedule.instance.num_devices
+    shown = shown_window(schedule, window)
+    boxes = _boxes(schedule, shown)
+    width = _figure_width(boxes, shown)
+    gantt_pixels = (width - LEFT_INCHES - RIGHT_INCHES) * DPI
+    plan = label_plan(boxes, gantt_pixels / (shown[1] - shown[0]), 8.0 if p <= 8 else 7.0)
+    gantt_height = p * max(ROW_INCHES, len(plan.lanes) * LANE_INCHES / BAR_HEIGHT)
     memory_height = 0.55 if p <= 8 else 0.4
-    figure = Figure(figsize=(width, 1.3 + gantt_height + 0.45 + memory_height * p + 0.5), dpi=DPI)
+    body = gantt_height + 0.45 + memory_height * p + 0.5
+    figure = new_figure(width, body + 1.3)
+    left, right = LEFT_INCHES / width, 1 - RIGHT_INCHES / width
+    title = figure.suptitle(schedule_title(schedule, objective, None if window is None else shown), fontsize=12, x=left, ha="left", va="top")
+    fit_text(title, (width - LEFT_INCHES - RIGHT_INCHES / 2) * DPI)
+    # The title, a gap, and the legend (a row per chunk).
+    top = title.get_window_extent().height / DPI + 0.15 + 0.3 + 0.16 * schedule.instance.chunks
+    figure.set_size_inches(width, body + top)
+    title.set_y(1 - 0.12 / figure.get_figheight())
     grid = figure.add_gridspec(
-        p + 2, 1, height_ratios=[gantt_height, 0.45] + [memory_height] * p, hspace=0.12, left=0.07, right=0.985
+        p + 2,
+        1,
+        height_ratios=[gantt_height, 0.45] + [memory_height] * p,
+        hspace=0.12,
+        left=left,
+        right=right,
+        top=1 - top / figure.get_figheight(),
+        bottom=0.45 / figure.get_figheight(),
     )
     gantt = figure.add_subplot(grid[0])
     figure.add_subplot(grid[1]).set_visible(False)
     memory_axes = [figure.add_subplot(grid[2 + d], sharex=gantt) for d in range(p)]
-    figure.subplots_adjust(top=1 - 1.1 / figure.get_figheight(), bottom=0.45 / figure.get_figheight())
-
-    origin = min((op.start for op in schedule.ops), default=0.0)
-    end = max((op.end for op in schedule.ops), default=1.0)
-    _draw_gantt(gantt, schedule, origin, end, width * (0.985 - 0.07) * DPI)
-    _draw_memory(memory_axes, schedule, origin, end)
-    figure.suptitle(
-        schedule_title(schedule, objective),
-        fontsize=12,
-        x=0.07,
-        y=1 - 0.12 / figure.get_figheight(),
-        ha="left",
-        va="top",
-    )
+    _draw_gantt(gantt, schedule, boxes, shown, plan)
+    _draw_memory(memory_axes, schedule)
     return figure
 
 
-def _draw_gantt(axes: Any, schedule: Schedule, origin: float, end: float, axes_pixels: float) -> None:
+def _draw_gantt(axes: Any, schedule: Schedule, boxes: Sequence[_Box], shown: Window, plan: LabelPlan) -> None:
     instance = schedule.instance
     p, v = instance.num_devices, instance.chunks
-    chunk_of = {s: instance.stages_of(instance.placement[s]).index(s) for s in range(instance.num_stages)}
-    pixels_per_time = axes_pixels / max(end - origin, 1e-12)
-    font_size = 8 if p <= 8 else 7
     for device in range(p):
-        axes.broken_barh([(0, end - origin)], (device - 0.4, 0.8), facecolors=IDLE_COLOUR, edgecolor="none")
-    groups: dict[tuple[str, int], list[tuple[float, float, int]]] = {}
-    for op in schedule.ops:
-        groups.setdefault((op.kind, chunk_of[op.stage]), []).append((op.start - origin, op.end - op.start, op.device))
-    for (kind, chunk), boxes in sorted(groups.items()):
+        axes.broken_barh([shown], (device - BAR_HEIGHT / 2, BAR_HEIGHT), facecolors=IDLE_COLOUR, edgecolor="none")
+    groups: dict[tuple[str, int], list[_Box]] = {}
+    for box in boxes:
+        groups.setdefault((box.op.kind, box.chunk), []).append(box)
+    for (kind, chunk), members in sorted(groups.items()):
         rgb = shade(KIND_COLOURS[kind], chunk, v)
         for device in range(p):
-            bars = [(start, length) for start, length, d in boxes if d == device]
+            bars = [(box.start, box.length) for box in members if box.op.device == device]
             if bars:
-                axes.broken_barh(bars, (device - 0.4, 0.8), facecolors=rgb, edgecolor="white", linewidth=0.6)
-    for op in schedule.ops:
-        label = str(op.microbatch)
-        box_pixels = (op.end - op.start) * pixels_per_time
-        if box_pixels >= font_size * 0.62 * len(label) * DPI / 72 + 3:
-            rgb = shade(KIND_COLOURS[op.kind], chunk_of[op.stage], v)
-            axes.text(
-                (op.start + op.end) / 2 - origin,
-                op.device,
-                label,
-                ha="center",
-                va="center",
-                fontsize=font_size,
-                color=_text_colour(rgb),
-            )
+                axes.broken_barh(
+                    bars, (device - BAR_HEIGHT / 2, BAR_HEIGHT), facecolors=rgb, edgecolor="white", linewidth=0.6
+                )
+    _draw_labels(axes, boxes, plan, v)
     axes.set_ylim(p - 0.5, -0.5)
     axes.set_yticks(range(p), [f"GPU {d}" for d in range(p)])
-    axes.set_xlim(0, end - origin)
+    axes.set_xlim(*shown)
     axes.tick_params(axis="y", length=0)
     for side in ("top", "right", "left"):
         axes.spines[side].set_visible(False)
-    names = kind_names(schedule.split_backward)
-    # One legend column per kind, one row per chunk (matplotlib fills legends column by column).
-    kinds = [kind for kind in ("F", "B", "W") if kind in {k for k, _ in groups}]
+    if plan.labelled.step > 1:
+        axes.text(1.0, 1.02, plan.note(), transform=axes.transAxes, ha="right", fontsize=8)
+    kinds = [kind for kind in KINDS if kind in {k for k, _ in groups}]
+    _draw_legend(axes, kinds, v, kind_names(schedule.split_backward))
+
+
+class Chip(NamedTuple):
+    """A microbatch number on a white chip, in its row's `lane` (one per kind and chunk, F chunk 0 on
+    top), centred on its box, or on a run of its boxes that lie side by side there."""
+
+    device: int
+    lane: int
+    microbatch: int
+    centre: float
+
+    @property
+    def label(self) -> str:
+        return str(self.microbatch)
+
+
+class LabelPlan(NamedTuple):
+    """How the Gantt chart writes microbatch numbers: in `font` points inside each box; or, where they
+    do not fit, as `chips` in `lanes` (kind, chunk) for the `labelled` microbatches (every step-th of
+    those shown)."""
+
+    font: float
+    chips: Sequence[Chip] = ()
+    labelled: range = range(0)
+    lanes: Sequence[tuple[str, int]] = ()
+
+    def note(self) -> str:
+        """`labels: every 5th microbatch (0, 5, 10, …)`, for the figure."""
+        examples = ", ".join(str(mb) for mb in self.labelled[:3]) + (", …" if len(self.labelled) > 3 else "")
+        return f"labels: every {ordinal(self.labelled.step)} microbatch ({examples})"
+
+
+def ordinal(n: int) -> str:
+    """`1st`, `2nd`, `5th`, `12th`, `22nd`."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def label_plan(boxes: Sequence[_Box], pixels_per_time: float, font: float) -> LabelPlan:
+    """The largest font from `font` down to MIN_FONT at which every number fits inside its box; when
+    none does, MIN_FONT chips for the fewest microbatches (every 2nd, 5th, 10th, ...) that none of
+    them touch another in its lane."""
+    fitting = min(
+        ((box.duration * pixels_per_time - LABEL_PAD) / _text_pixels(box.label, 1.0) for box in boxes),
+        default=font,
+    )
+    if fitting >= MIN_FONT:
+        return LabelPlan(min(font, math.floor(fitting * 2) / 2))
+    lanes = sorted({(box.op.kind, box.chunk) for box in boxes}, key=lambda lane: (KINDS.index(lane[0]), lane[1]))
+    first, last = min(box.op.microbatch for box in boxes), max(box.op.microbatch for box in boxes)
+    labellings = (range(first, last + 1, step) for step in _label_steps())
+    # One microbatch alone always has room (its chips side by side are one), so some labelling fits.
+    chips, labelled = next(
+        (chips, labelled)
+        for labelled in labellings
+        if (chips := _chips(boxes, labelled, lanes, pixels_per_time)) is not None
+    )
+    return LabelPlan(MIN_FONT, chips, labelled, lanes)
+
+
+def _label_steps() -> Iterator[int]:
+    """1, 2, 5, 10, 20, 50, 100, ..."""
+    for power in itertools.count():
+        for first in (1, 2, 5):
+            yield first * 10**power
+
+
+def _text_pixels(text: str, font: float) -> float:
+    return font * DIGIT_EM * len(text) * DPI / 72
+
+
+def _chips(
+    boxes: Sequence[_Box], labelled: range, lanes: Sequence[tuple[str, int]], pixels_per_time: float
+) -> list[Chip] | None:
+    """The chips of the `labelled` microbatches, one for boxes of a microbatch side by side in a lane;
+    None when two chips would touch."""
+    rows: dict[tuple[int, int], list[Chip]] = {}
+    for box in sorted(boxes, key=lambda box: box.centre):
+        if box.op.microbatch not in labelled:
+            continue
+        lane = lanes.index((box.op.kind, box.chunk))
+        row = rows.setdefault((box.op.device, lane), [])
+        row.append(Chip(box.op.device, lane, box.op.microbatch, box.centre))
+        while len(row) > 1 and _touch(row[-2], row[-1], pixels_per_time):
+            if row[-2].microbatch != row[-1].microbatch:
+                return None
+            last = row.pop()
+            row[-1] = last._replace(centre=(row[-1].centre + last.centre) / 2)
+    return [chip for row in rows.values() for chip in row]
+
+
+def _touch(left: Chip, right: Chip, pixels_per_time: float) -> bool:
+    """Whether two chips in a lane (`left` first) touch."""
+    widths = sum(_text_pixels(chip.label, MIN_FONT) + 2 * CHIP_PAD * MIN_FONT * DPI / 72 for chip in (left, right))
+    return (right.centre - left.centre) * pixels_per_time < widths / 2 + 1
+
+
+def _draw_labels(axes: Any, boxes: Sequence[_Box], plan: LabelPlan, chunks: int) -> None:
+    for chip in plan.chips:
+        y = chip.device - BAR_HEIGHT / 2 + BAR_HEIGHT * (chip.lane + 0.5) / len(plan.lanes)
+        axes.text(
+            chip.centre, y, chip.label, ha="center", va="center", fontsize=plan.font, bbox=CHIP_STYLE, clip_on=True
+        )
+    if plan.chips:
+        return
+    for box in boxes:
+        colour = _text_colour(shade(KIND_COLOURS[box.op.kind], box.chunk, chunks))
+        axes.text(
+            box.centre,
+            box.op.device,
+            box.label,
+            ha="center",
+            va="center",
+            fontsize=plan.font,
+            color=colour,
+            clip_on=True,
+        )
+
+
+def _draw_legend(axes: Any, kinds: Sequence[str], chunks: int, names: dict[str, str]) -> None:
+    """One legend column per kind, one row per chunk (matplotlib fills legends column by column)."""
     handles = []
     for kind in kinds:
-        for chunk in range(v):
-            label = f"{kind}, chunk {chunk}" if chunk else f"{kind}: {names[kind]}" + (", chunk 0" if v > 1 else "")
-            handles.append(Patch(facecolor=shade(KIND_COLOURS[kind], chunk, v), label=label))
+        for chunk in range(chunks):
+            first = f"{kind}: {names[kind]}" + (", chunk 0" if chunks > 1 else "")
+            label = f"{kind}, chunk {chunk}" if chunk else first
+            handles.append(Patch(facecolor=shade(KIND_COLOURS[kind], chunk, chunks), label=label))
     handles.append(Patch(facecolor=IDLE_COLOUR, label="idle"))
-    handles += [Patch(visible=False, label=" ")] * (v - 1)
+    handles += [Patch(visible=False, label=" ")] * (chunks - 1)
     axes.legend(
         handles=handles,
         loc="lower left",
@@ -170,12 +387,27 @@ def _draw_gantt(axes: Any, schedule: Schedule, origin: float, end: float, axes_p
     )
 
 
-def _draw_memory(axes_list: list[Any], schedule: Schedule, origin: float, end: float) -> None:
+def memory_ticks(peak: float, top: float, panel_pixels: float, font: float) -> list[float]:
+    """The memory panel's ticks: 0 and the peak, or only the peak when the two labels would touch."""
+    if peak <= 0:
+        return [0.0]
+    if peak / top * panel_pixels < 1.2 * font * DPI / 72:
+        return [peak]
+    return [0.0, peak]
+
+
+def tick_text(amount: float) -> str:
+    """A memory tick's label: three significant digits, whole numbers from 100."""
+    return f"{amount:.0f}" if abs(amount) >= 100 else f"{amount:.3g}"
+
+
+def _draw_memory(axes_list: list[Any], schedule: Schedule) -> None:
     instance = schedule.instance
     units = units_of(instance)
     profiles = memory_profiles(schedule)
     limits = [units.memory_value(limit) for limit in instance.memory_limit or ()]
     top = max([units.memory_value(profile.peak) for profile in profiles] + limits + [0.0]) * 1.15 or 1.0
+    origin, end = _origin(schedule), _end(schedule)
     for device, (axes, profile) in enumerate(zip(axes_list, profiles, strict=True)):
         # Several events at one time: draw only the level after the last of them (no zero-width spikes).
         last_at_time = np.append(np.diff(profile.times) > 0, True)
@@ -186,20 +418,43 @@ def _draw_memory(axes_list: list[Any], schedule: Schedule, origin: float, end: f
         axes.step(times, memory, where="post", color=MEMORY_COLOUR, linewidth=1.0)
         if limits:
             axes.axhline(limits[device], color=LIMIT_COLOUR, linestyle="--", linewidth=1.0)
-        peak = units.memory_value(profile.peak)
         axes.set_ylim(0, top)
-        axes.set_yticks([0, peak] if peak > 0 else [0])
-        axes.set_yticklabels(["0", format_number(peak)][: 2 if peak > 0 else 1], fontsize=7)
+        ticks = memory_ticks(units.memory_value(profile.peak), top, axes.get_window_extent().height, MEMORY_FONT)
+        axes.set_yticks(ticks, [tick_text(tick) for tick in ticks], fontsize=MEMORY_FONT)
         axes.set_ylabel(f"GPU {device}", rotation=0, ha="right", va="center", fontsize=8)
         for side in ("top", "right"):
             axes.spines[side].set_visible(False)
         if device < len(axes_list) - 1:
             axes.tick_params(axis="x", labelbottom=False)
     title = units.memory_header("activation memory held per device")
-    if instance.memory_limit is not None:
-        title += f"; dashed: {limit_text(instance).removeprefix('memory ')}"
-    axes_list[0].set_title(title, fontsize=9, loc="left")
+    if limits:
+        title += "; dashed: " + (
+            "each device's limit" if len(set(limits)) > 1 else limit_text(instance).removeprefix("memory ")
+        )
+    fit_text(axes_list[0].set_title(title, fontsize=9, loc="left"), axes_list[0].get_window_extent().width)
     axes_list[-1].set_xlabel(units.time_header("time"))
+
+
+def fit_text(text: Text, width: float) -> None:
+    """Wrap `text` (at its `  ·  ` separators first, then between words) until it is at most `width`
+    pixels wide; shrink its font when one word alone is wider."""
+    lines = text.get_text().splitlines()
+    columns = max((len(line) for line in lines), default=0)
+    while text.get_window_extent().width > width and columns > MIN_WRAP:
+        columns = max(MIN_WRAP, int(columns * min(0.95, width / text.get_window_extent().width)))
+        text.set_text("\n".join(wrapped for line in lines for wrapped in _wrap(line, columns)))
+    while text.get_window_extent().width > width and text.get_fontsize() > MIN_FONT:
+        text.set_fontsize(text.get_fontsize() - 0.5)
+
+
+def _wrap(line: str, columns: int) -> list[str]:
+    """A line in lines of at most `columns` characters, broken at `  ·  ` where it can be."""
+    parts = line.split(SEPARATOR)
+    packed = [parts[0]]
+    for part in parts[1:]:
+        joined = packed[-1] + SEPARATOR + part
+        packed[-1:] = [joined] if len(joined) <= columns else [packed[-1], part]
+    return [wrapped for piece in packed for wrapped in textwrap.wrap(piece, columns, break_long_words=False)]
 
 
 def save_figure(figure: Figure, path: str | Path) -> Path:
@@ -208,10 +463,13 @@ def save_figure(figure: Figure, path: str | Path) -> Path:
     return write_atomically(path, lambda temporary: figure.savefig(temporary, format=fmt, dpi=DPI))
 
 
-def plot_schedule(schedule: Schedule, path: str | Path, objective: Objective = "makespan") -> Path:
-    """Draw a schedule (Gantt chart and memory panels) to a PNG, SVG or PDF file."""
+def plot_schedule(
+    schedule: Schedule, path: str | Path, objective: Objective = "makespan", window: Window | None = None
+) -> Path:
+    """Draw a schedule (Gantt chart and memory panels; only `window`'s time range if given) to a PNG,
+    SVG or PDF file."""
     picture_format(path)
-    return save_figure(schedule_figure(schedule, objective), path)
+    return save_figure(schedule_figure(schedule, objective, window), path)
 
 
 def pareto_figure(
@@ -232,7 +490,7 @@ def pareto_figure(
     amounts (the limits, the heuristics' peaks, `reference`) are in the instance's unit and drawn in
     `units`' shown one.
     """
-    figure = Figure(figsize=(9, 5.5), dpi=DPI)
+    figure = new_figure(9, 5.5)
     axes = figure.add_subplot()
     shown = units.memory_factor
     points = [(limit * shown, result) for limit, result in points]
@@ -265,9 +523,8 @@ def pareto_figure(
     labels: dict[tuple[float, float], list[str]] = {}
     for name, peak, value in heuristics:
         labels.setdefault((peak, value), []).append(name)
-    for (peak, value), names in labels.items():
+    for peak, value in labels:
         axes.plot(peak, value, "D", color=KIND_COLOURS["B"], markersize=6)
-        axes.annotate(", ".join(names), (peak, value), textcoords="offset points", xytext=(5, 5), fontsize=9)
     all_values = [r.value for _, r in solved] + [value for _, _, value in heuristics]
     if all_values:
         axes.set_ylim(0, max(all_values) * 1.1)
@@ -292,7 +549,7 @@ def pareto_figure(
         (bool(infeasible), "x", {"color": LIMIT_COLOUR}, "no schedule fits"),
     ]
     handles = [axes.plot([], [], marker, label=label, **style)[0] for shown, marker, style, label in entries if shown]
-    axes.legend(handles=handles, loc="upper right", fontsize=8)
+    legend = figure.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
     axes.grid(alpha=0.3)
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
@@ -300,5 +557,41 @@ def pareto_figure(
         top = axes.secondary_xaxis("top", functions=(lambda x: x / reference, lambda x: x * reference))
         top.set_xlabel("memory limit (x of the 1F1B peak)")
     axes.set_title(title or f"{objective_name} against memory limit", fontsize=11)
-    figure.tight_layout()
+    fit_text(axes.title, 0.9 * figure.bbox.width)
+    figure.tight_layout(rect=(0, legend.get_window_extent().height / figure.bbox.height, 1, 1))
+    marks = [(limit, result.value) for limit, result in solved] + [(limit, 0.0) for limit in infeasible]
+    place_labels(axes, [(peak, value, ", ".join(names)) for (peak, value), names in labels.items()], marks)
     return figure
+
+
+def place_labels(axes: Any, points: Sequence[tuple[float, float, str]], others: Sequence[tuple[float, float]]) -> None:
+    """Write each point's text beside it, at the first of LABEL_OFFSETS where it stays in the axes and
+    clear of the other labels and of every mark (the points and `others`); the first offset when none is."""
+    taken = [_mark_box(axes, x, y) for x, y in [*others, *((x, y) for x, y, _ in points)]]
+    for x, y, text in sorted(points):
+        label = axes.annotate(text, (x, y), xytext=LABEL_OFFSETS[0], textcoords="offset points", fontsize=9)
+        fits = (offset for offset in LABEL_OFFSETS if _fits_at(label, offset, axes, taken))
+        _offset(label, next(fits, LABEL_OFFSETS[0]))
+        taken.append(label.get_window_extent())
+
+
+def _offset(label: Any, offset: tuple[float, float]) -> None:
+    """Put an annotation's text `offset` points from its point, on that side of it."""
+    label.xyann = offset
+    label.set_horizontalalignment("left" if offset[0] >= 0 else "right")
+    label.set_verticalalignment("bottom" if offset[1] >= 0 else "top")
+
+
+def _fits_at(label: Any, offset: tuple[float, float], axes: Any, taken: Sequence[Bbox]) -> bool:
+    """Moves the label to `offset`: whether it is inside the axes there and clear of every box `taken`."""
+    _offset(label, offset)
+    box = label.get_window_extent()
+    inside = axes.bbox.x0 <= box.x0 and box.x1 <= axes.bbox.x1 and axes.bbox.y0 <= box.y0 and box.y1 <= axes.bbox.y1
+    return inside and not any(box.overlaps(other) for other in taken)
+
+
+def _mark_box(axes: Any, x: float, y: float) -> Bbox:
+    """The pixels a marker at data point (x, y) covers."""
+    centre_x, centre_y = axes.transData.transform((x, y))
+    half = MARK_PIXELS / 2
+    return Bbox.from_extents(centre_x - half, centre_y - half, centre_x + half, centre_y + half)
