@@ -45,6 +45,7 @@ from cli_output import (
     saved_files,
     say,
 )
+from cli_plan import plan_command
 from cli_torch import export_command, import_group, profile_command, torch_run_command
 from models import Instance, Objective, expected_op_keys
 from models.errors import InstanceError, ScheduleError
@@ -303,7 +304,11 @@ def pareto(
     **search: Any,
 ) -> None:
     """The fastest schedule at each memory limit: the frontier table and its plot."""
-    values, per_point = None if limits is None else parse_limits(limits, instance), search.pop("time_limit")
+    try:
+        values = None if limits is None else parse_limits(limits, instance)
+    except InstanceError as error:
+        raise InstanceError(f"--limits: {error}") from None
+    per_point = search.pop("time_limit")
     picture = None if no_visualization else output or Path("pareto.png")
     files = saved_files(save_dir, [limit_name(limit) for limit in values] if values else None)
     check_writes(force, {"the plot": picture, **files})
@@ -334,7 +339,7 @@ def pareto(
 
 
 cli.add_command(instance)
-for command in (profile_command, export_command, import_group, torch_run_command):
+for command in (profile_command, export_command, import_group, torch_run_command, plan_command):
     cli.add_command(command)
 
 

@@ -346,7 +346,7 @@ def test_compare_with_the_solver() -> None:
 @pytest.mark.parametrize(
     ("limits", "message"),
     [
-        ("abc", "memory_limit must be a number, got 'abc'"),
+        ("abc", "--limits: memory_limit must be a number, got 'abc'"),
         ("2x:1x:0.5x", "memory limit range '2x:1x:0.5x' ends before it starts"),
         ("1:2", "memory limit range '1:2' must be start:stop:step"),
     ],

@@ -37,6 +37,20 @@ def parse_layer_counts(text: str | None) -> tuple[int, ...] | None:
         raise InstanceError(f"--layers-per-stage takes whole numbers, one per stage, got {text!r}") from None
 
 
+# The command-line option that sets each instance key.
+OPTION_NAMES = {
+    "num_devices": "--num-stages/-s",
+    "num_microbatches": "--num-batches/-b",
+    "forward_times": "--forward-times/-f",
+    "backward_times": "--backward-times/-bw",
+    "weight_times": "--weight-times/-w",
+    "p2p_time": "--p2p-time",
+    "chunks": "--chunks",
+    "placement": "--placement",
+    "memory_limit": "--memory-limit",
+}
+
+
 def build_instance(
     instance_file: Path | None = None,
     config: Path | None = None,
@@ -67,11 +81,22 @@ def build_instance(
         "memory_limit": memory_limit,
     }
     given = {key: value for key, value in options.items() if value is not None}
-    if path is not None:
-        return load_instance(path, **given)
-    if "num_devices" not in given or "num_microbatches" not in given:
+    if path is None and ("num_devices" not in given or "num_microbatches" not in given):
         raise InstanceError("give an instance file, or at least --num-stages/-s and --num-batches/-b")
-    return Instance.from_dict(given)
+    try:
+        return Instance.from_dict(given) if path is None else load_instance(path, **given)
+    except InstanceError as error:
+        raise _blame_option(error, path, given) from None
+
+
+def _blame_option(error: InstanceError, path: Path | None, given: dict[str, object]) -> InstanceError:
+    """The error, naming the command-line option when a value given there is what is wrong (the
+    instance file is not to blame for it)."""
+    text = str(error).removeprefix(f"{path}: " if path is not None else "")
+    for key in given:
+        if text.startswith((f"{key} ", f"{key}:")):
+            return InstanceError(OPTION_NAMES[key] + text[len(key) :])
+    return error
 
 
 def _placement(text: str | None) -> str | list[int] | None:

@@ -57,3 +57,25 @@ def test_build_instance_options_override_the_file() -> None:
 def test_build_instance_refuses(arguments: dict, message: str) -> None:
     with pytest.raises(InstanceError, match=message):
         build_instance(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("limit", "message"),
+    [
+        ("20GiB,20GiB", "--memory-limit lists 2 limits but there are 5 devices"),
+        ("20XB", "--memory-limit '20XB': 'XB' is not a memory unit"),
+        ("-1", "--memory-limit must be positive"),
+    ],
+)
+def test_a_bad_option_is_named_not_the_file(limit: str, message: str) -> None:
+    path = INSTANCES_DIR / "sample_config.yaml"
+    with pytest.raises(InstanceError) as raised:
+        build_instance(path, memory_limit=limit)
+    assert str(raised.value).startswith(message)
+
+
+def test_a_bad_file_value_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("num_devices: 2\nnum_microbatches: 2\nforward_times: -1\n", encoding="utf-8")
+    with pytest.raises(InstanceError, match=r"^.*bad\.yaml: forward_times"):
+        build_instance(path, memory_limit="1x")
