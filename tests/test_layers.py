@@ -22,6 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "solver.portfolio": {"models", "solver.evaluate", "solver.heuristics"},
     "solver.solve": BELOW_SOLVE,
     "solver.studies": BELOW_SOLVE | {"solver.solve", "solver.report", "solver.torch"},
+    "solver.plan": BELOW_SOLVE | {"solver.solve", "solver.instances"},
 }
 """What each layer may import of pipesat besides itself; `cli.py` and `cli_options.py` may import all."""
 

@@ -1,0 +1,121 @@
+"""What a plan returns: each configuration's outcome, measure and proof, ranked.
+
+Data only: `solver.plan.search` fills it, `solver.report.plan_text` and `solver.report.plan_plot`
+word and draw it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from models.schedule import Schedule
+
+
+@dataclass(frozen=True, order=True)
+class Configuration:
+    """One way to run the training: t GPUs per pipeline device (tensor parallelism), p pipeline
+    devices, d data-parallel replicas (t·p·d GPUs), v chunks a device in a placement, microbatches of
+    b sequences, m of them per replica and iteration. Ordered by these numbers: the total order that
+    breaks every tie."""
+
+    tensor_parallel: int
+    pipeline: int
+    data_parallel: int
+    chunks: int
+    placement: str
+    microbatch_size: int
+    microbatches: int
+
+    @property
+    def label(self) -> str:
+        """`t1 p4 d4 interleaved b1 m16`."""
+        return (
+            f"t{self.tensor_parallel} p{self.pipeline} d{self.data_parallel} {self.placement} "
+            f"b{self.microbatch_size} m{self.microbatches}"
+        )
+
+
+class Outcome(str, Enum):
+    """What became of a configuration."""
+
+    SOLVED = "solved"  # its schedule was searched, or met its lower bound without a search
+    PRUNED = "pruned"  # its lower bound was already no better than the best found: not searched
+    REFUSED = "refused"  # no schedule fits its GPUs' memory, proven (model state or smallest limit)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One schedule of one configuration as a training iteration: the schedule's makespan, the
+    data-parallel gradient reduction and the optimizer step (ms each) and their sum; tokens a
+    second, model FLOPs utilisation, and the most memory a GPU holds (model state plus the
+    schedule's activations, bytes; the reserve is apart)."""
+
+    makespan_ms: float
+    reduce_ms: float
+    optimizer_ms: float
+    iteration_ms: float
+    tokens_per_s: float
+    mfu: float
+    memory_per_gpu: float
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    """A configuration's outcome: its best schedule's measure (None when refused), the schedule's
+    maker and status (`optimal`, `feasible`), the proven lower bounds on its makespan and iteration
+    time, the gap of the makespan to its bound, the wall seconds CP-SAT was given (0: no search),
+    the memory a GPU may use (its memory less the reserve, bytes) and a line saying why it was
+    pruned or refused."""
+
+    config: Configuration
+    outcome: Outcome
+    measure: Measure | None = None
+    made_by: str = ""
+    status: str = ""
+    makespan_bound: float | None = None
+    iteration_bound_ms: float | None = None
+    gap: float | None = None
+    search_seconds: float = 0.0
+    usable_memory: float = 0.0
+    note: str = ""
+
+    @property
+    def rank_key(self) -> tuple[float, Configuration]:
+        """Faster first; equal times by the configuration's order (a total order)."""
+        time = self.measure.iteration_ms if self.measure is not None else float("inf")
+        return (time, self.config)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """The plan: every configuration ranked (refused ones last), the best one's schedule (validated),
+    the counts, and how it ran. `proven_best` says that no configuration can beat the best by more
+    than `best_gap` (0: the best is proven). `timing_dependent` is True when the time budget ran out
+    before the planned shares were spent, so another run may differ."""
+
+    results: list[ConfigResult]
+    best_schedule: Schedule | None
+    skipped_shapes: list[str] = field(default_factory=list)
+    best_gap: float | None = None
+    wall_seconds: float = 0.0
+    time_budget: float = 0.0
+    parallel: int = 1
+    cpsat_workers: int = 1
+    seed: int = 0
+    executor: str = "local"
+    timing_dependent: bool = False
+
+    @property
+    def best(self) -> ConfigResult | None:
+        return self.results[0] if self.results and self.results[0].measure is not None else None
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(result.outcome == outcome for result in self.results)
+
+    @property
+    def feasible(self) -> list[ConfigResult]:
+        return [result for result in self.results if result.measure is not None]

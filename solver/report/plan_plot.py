@@ -1,0 +1,83 @@
+"""The plan's picture: throughput against memory per GPU for every configuration with a schedule.
+
+One mark per configuration: its shape says the placement, a filled mark was solved (CP-SAT or its
+lower bound proved the schedule), a hollow one pruned by bound (its handwritten schedule). The best
+is ringed and labelled; a dashed line marks the memory a GPU may use (its memory less the reserve).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from models.plan_result import Outcome, PlanResult
+from solver.report.plots import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels, save_figure
+
+GIB = 2**30
+MARKERS = {"linear": "o", "interleaved": "s", "vshape": "^"}
+PIPELINE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+
+
+def plan_figure(result: PlanResult, title: str = "") -> Figure:
+    """Tokens/s against GiB per GPU; colour by pipeline depth p, shape by placement."""
+    figure = new_figure(9, 5.5)
+    axes = figure.add_subplot()
+    feasible = result.feasible
+    depths = sorted({item.config.pipeline for item in feasible})
+    colour = {p: PIPELINE_COLOURS[i % len(PIPELINE_COLOURS)] for i, p in enumerate(depths)}
+    for item in feasible:
+        assert item.measure is not None
+        x, y = item.measure.memory_per_gpu / GIB, item.measure.tokens_per_s
+        solved = item.outcome == Outcome.SOLVED
+        axes.plot(
+            x,
+            y,
+            MARKERS.get(item.config.placement, "o"),
+            color=colour[item.config.pipeline],
+            markerfacecolor=colour[item.config.pipeline] if solved else "white",
+            markersize=7,
+            alpha=0.9,
+        )
+    best = result.best
+    labels = []
+    if best is not None and best.measure is not None:
+        x, y = best.measure.memory_per_gpu / GIB, best.measure.tokens_per_s
+        axes.plot(x, y, "o", markersize=16, markerfacecolor="none", color=KIND_COLOURS["B"], linewidth=1.5)
+        labels.append((x, y, f"best: {best.config.label}"))
+    usable = (feasible[0].usable_memory if feasible else 0.0) / GIB
+    if usable > 0:
+        axes.axvline(usable, color=LIMIT_COLOUR, linestyle="--", linewidth=1.0)
+    axes.set_xlim(0, max([usable, *(i.measure.memory_per_gpu / GIB for i in feasible if i.measure)]) * 1.08 or 1)
+    top = max((i.measure.tokens_per_s for i in feasible if i.measure), default=1.0)
+    axes.set_ylim(0, top * 1.12)
+    axes.set_xlabel("memory per GPU (GiB): model state + peak activations")
+    axes.set_ylabel("throughput (tokens/s)")
+    axes.grid(alpha=0.3)
+    for side in ("top", "right"):
+        axes.spines[side].set_visible(False)
+    handles = [axes.plot([], [], "o", color=colour[p], label=f"p = {p}")[0] for p in depths]
+    placements = sorted({item.config.placement for item in feasible}, key=list(MARKERS).index)
+    handles += [axes.plot([], [], MARKERS[name], color="grey", label=name)[0] for name in placements]
+    handles.append(axes.plot([], [], "o", color="grey", label="solved")[0])
+    if any(item.outcome == Outcome.PRUNED for item in feasible):
+        handles.append(axes.plot([], [], "o", color="grey", markerfacecolor="white", label="pruned by bound")[0])
+    if usable > 0:
+        handles.append(axes.plot([], [], "--", color=LIMIT_COLOUR, label="usable memory")[0])
+    legend = figure.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8, frameon=False)
+    solved, pruned, refused = (result.count(outcome) for outcome in Outcome)
+    default = (
+        f"throughput against memory per GPU: {len(result.results)} configurations "
+        f"({solved} solved, {pruned} pruned by bound, {refused} refused by memory)"
+    )
+    axes.set_title(title or default, fontsize=10)
+    fit_text(axes.title, 0.9 * figure.bbox.width)
+    figure.tight_layout(rect=(0, legend.get_window_extent().height / figure.bbox.height, 1, 1))
+    others = [(i.measure.memory_per_gpu / GIB, i.measure.tokens_per_s) for i in feasible if i.measure]
+    place_labels(axes, labels, others)
+    return figure
+
+
+def plot_plan(result: PlanResult, path: str | Path, title: str = "") -> Path:
+    """Draw the plan's picture to a PNG, SVG or PDF file (atomically)."""
+    return save_figure(plan_figure(result, title), path)

@@ -1,0 +1,179 @@
+"""How a plan reads: the ranked table, the summary lines, the JSON document and the progress line.
+
+Words and numbers only; `solver.plan.search` computed every one of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models.plan_result import ConfigResult, Outcome, PlanResult
+from solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
+
+GIB = 2**30
+FORMAT = "pipesat-plan/1"
+BAR = 20
+
+
+def _number(digits: int) -> Any:
+    return lambda value: "-" if value is None else f"{value:.{digits}f}"
+
+
+def plan_columns() -> list[Column]:
+    """The ranked table's columns; memory in GiB in the table, bytes in CSV and JSON."""
+    return [
+        Column("rank", "rank"),
+        Column("tp", "t"),
+        Column("pp", "p"),
+        Column("dp", "d"),
+        Column("placement", "placement", align_right=False),
+        Column("microbatch_size", "b"),
+        Column("microbatches", "m"),
+        Column("iteration_ms", "iteration (ms)", _number(1), unit="ms"),
+        Column("tokens_per_s", "tokens/s", _number(0), unit="tokens/s"),
+        Column("mfu", "MFU", percent_or_dash),
+        Column("memory_per_gpu", "GiB/GPU", lambda v: "-" if v is None else f"{v / GIB:.1f}", unit="B"),
+        Column("schedule", "schedule", align_right=False),
+        Column("gap", "gap", percent_or_dash),
+        Column("outcome", "outcome", align_right=False),
+    ]
+
+
+def schedule_title(made_by: str) -> str:
+    """`CP-SAT`, or the handwritten schedule's title."""
+    return "CP-SAT" if made_by.startswith("cp-sat") else heuristic_title(made_by)
+
+
+def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
+    """One configuration's row: raw numbers, as CSV and JSON carry them."""
+    config, measure = result.config, result.measure
+    row: dict[str, Any] = {
+        "rank": rank,
+        "tp": config.tensor_parallel,
+        "pp": config.pipeline,
+        "dp": config.data_parallel,
+        "placement": config.placement,
+        "chunks": config.chunks,
+        "microbatch_size": config.microbatch_size,
+        "microbatches": config.microbatches,
+        "schedule": schedule_title(result.made_by) if result.made_by else None,
+        "status": result.status or None,
+        "gap": result.gap,
+        "outcome": outcome_text(result),
+        "note": result.note,
+    }
+    if measure is not None:
+        row |= {
+            "iteration_ms": measure.iteration_ms,
+            "makespan_ms": measure.makespan_ms,
+            "reduce_ms": measure.reduce_ms,
+            "optimizer_ms": measure.optimizer_ms,
+            "tokens_per_s": measure.tokens_per_s,
+            "mfu": measure.mfu,
+            "memory_per_gpu": measure.memory_per_gpu,
+            "iteration_bound_ms": result.iteration_bound_ms,
+        }
+    return row
+
+
+def outcome_text(result: ConfigResult) -> str:
+    """`solved (optimal)`, `solved, 8 s CP-SAT`, `pruned by bound`, `refused by memory`."""
+    if result.outcome == Outcome.PRUNED:
+        return "pruned by bound"
+    if result.outcome == Outcome.REFUSED:
+        return "refused by memory"
+    how = f"CP-SAT {result.search_seconds:g} s" if result.search_seconds else "no search"
+    return f"solved ({result.status}, {how})"
+
+
+def plan_rows(result: PlanResult, top: int | None = None) -> list[dict[str, Any]]:
+    """The ranked rows (the refused ones, unranked, last), the first `top` of them when given."""
+    rows = []
+    rank = 0
+    for item in result.results:
+        if item.measure is not None:
+            rank += 1
+        rows.append(plan_row(rank if item.measure is not None else None, item))
+    return rows if top is None else rows[:top]
+
+
+def counts_line(result: PlanResult) -> str:
+    total = len(result.results)
+    solved, pruned, refused = (result.count(outcome) for outcome in Outcome)
+    line = f"configurations: {total} (solved {solved}, pruned by bound {pruned}, refused by memory {refused})"
+    if result.skipped_shapes:
+        line += f"; {len(result.skipped_shapes)} shapes left out (the cost model refuses them)"
+    return line
+
+
+def plan_summary(result: PlanResult) -> list[str]:
+    """The lines under the table: the counts, the best and how good it is proven, how the plan ran."""
+    lines = [counts_line(result)]
+    best = result.best
+    if best is None or best.measure is None:
+        lines.append("best: none; no configuration fits the GPUs' memory")
+    else:
+        measure = best.measure
+        lines.append(
+            f"best: {best.config.label}: {measure.iteration_ms:.1f} ms an iteration "
+            f"(schedule {measure.makespan_ms:.1f} + gradient reduction {measure.reduce_ms:.1f} + optimizer "
+            f"{measure.optimizer_ms:.1f}), {measure.tokens_per_s:,.0f} tokens/s, MFU {format_percent(measure.mfu)}, "
+            f"{measure.memory_per_gpu / GIB:.1f} GiB per GPU of {best.usable_memory / GIB:.1f} GiB usable"
+        )
+        lines.append(
+            f"schedule: {schedule_title(best.made_by)}, {best.status}, gap to its bound {format_percent(best.gap or 0.0)}"
+        )
+        if result.best_gap is not None and result.best_gap <= 0:
+            lines.append("proven: no configuration can be faster")
+        elif result.best_gap is not None:
+            lines.append(
+                f"proven: no configuration can be more than {format_percent(result.best_gap)} faster than the best"
+            )
+    lines.append(
+        f"wall time {result.wall_seconds:.1f} s of a {result.time_budget:g} s budget; {result.parallel} solves at "
+        f"a time ({result.executor}), {result.cpsat_workers} CP-SAT workers each, seed {result.seed}"
+    )
+    if result.timing_dependent:
+        lines.append("note: the time budget ran out before the planned shares; another run may differ")
+    return lines
+
+
+def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
+    """The plan for programs (`--format json`)."""
+    best = result.best
+    solved, pruned, refused = (result.count(outcome) for outcome in Outcome)
+    return {
+        "format": FORMAT,
+        "units": {"time": "ms", "memory": "B", "throughput": "tokens/s"},
+        "counts": {
+            "configurations": len(result.results),
+            "solved": solved,
+            "pruned": pruned,
+            "refused": refused,
+            "shapes_left_out": len(result.skipped_shapes),
+        },
+        "best": None if best is None else plan_row(1, best),
+        "best_gap": result.best_gap,
+        "configurations": plan_rows(result, top),
+        "shapes_left_out": result.skipped_shapes,
+        "run": {
+            "wall_seconds": result.wall_seconds,
+            "time_budget": result.time_budget,
+            "executor": result.executor,
+            "parallel": result.parallel,
+            "cpsat_workers": result.cpsat_workers,
+            "seed": result.seed,
+            "timing_dependent": result.timing_dependent,
+        },
+    }
+
+
+def progress_text(phase: str, done: int, total: int, best_ms: float | None, elapsed: float, left: float) -> str:
+    """`plan [######------] solving 2/5, best 548.4 ms, 12 s, about 40 s left`: the bar is the share of
+    the time elapsed of the time elapsed and left."""
+    what = "assessing" if phase == "assess" else "solving"
+    best = "-" if best_ms is None else f"{best_ms:.1f} ms"
+    share = elapsed / (elapsed + left) if elapsed + left > 0 else 1.0
+    filled = round(BAR * min(1.0, share))
+    bar = "#" * filled + "-" * (BAR - filled)
+    return f"plan [{bar}] {what} {done}/{total}, best {best}, {elapsed:.0f} s, about {left:.0f} s left"
