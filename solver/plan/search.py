@@ -351,3 +351,20 @@ class _Tracker:
             left = max(0.0, self.wave_end - now) + self.planned_after
         best_ms = None if self.best is None else self.best.measure.iteration_ms
         self.progress(PlanProgress(self.name, done, self.total, best_ms, elapsed, min(left, budget_left)))
+
+
+def brute_force(
+    spec: PlanSpec, executor: Executor, time_limit: float, seed: int = 0, cpsat_workers: int = 1
+) -> list[Found]:
+    """Every configuration that fits solved with CP-SAT for `time_limit` seconds, no pruning, ranked
+    as the plan ranks: what the plan's pruning must agree with (the tests and benchmarks/bench_plan.py)."""
+    configs, _ = enumerate_space(spec)
+    assessments = executor.run(assess, [AssessTask(spec, config) for config in configs])
+    fitting = [a.found for a in assessments if a.found is not None]
+    tasks = [SolveTask(spec, item.config, time_limit, seed, cpsat_workers) for item in fitting]
+    solved = executor.run(solve_config, tasks)
+    best = [
+        after if after.measure.makespan_ms <= before.measure.makespan_ms else before
+        for before, after in zip(fitting, solved, strict=True)
+    ]
+    return sorted(best, key=lambda item: (item.measure.iteration_ms, item.config))

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models import InputError
+from solver.plan.spec import PLACEMENTS, load_spec, spec_from_dict
+from tests.conftest import ROOT
+from tests.solver.plan.conftest import TINY, tiny
+
+
+def test_the_issue_example_reads_with_its_defaults() -> None:
+    spec = load_spec(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")
+    assert (spec.model.layers, spec.model.hidden, spec.model.heads, spec.model.seq_len) == (24, 2048, 16, 2048)
+    assert spec.cluster.gpus == 16 and spec.cluster.gpu_memory == 40 * 2**30
+    assert spec.cluster.node_bandwidth == spec.cluster.bandwidth == 50 and spec.cluster.gpus_per_node == 8
+    assert spec.global_batch == 64 and spec.tensor_parallel == (1,) and spec.placements == PLACEMENTS
+    assert spec.cluster.reserve == pytest.approx(0.1)
+    assert spec.tokens_per_iteration == 64 * 2048
+
+
+def test_every_example_spec_reads() -> None:
+    for path in sorted(ROOT.joinpath("instances/plan").glob("*.yaml")):
+        assert load_spec(path).cluster.gpus >= 1
+
+
+def test_overrides_replace_keys_and_are_checked(tmp_path: Path) -> None:
+    spec = tiny()
+    assert spec.cluster.gpus == 4
+    data = {name: dict(keys) for name, keys in TINY.items()}
+    changed = spec_from_dict(
+        data, {"cluster.gpus": 8, "cluster.gpu_memory": "80GiB", "training.tensor_parallel": [1, 2]}
+    )
+    assert changed.cluster.gpus == 8 and changed.cluster.gpu_memory == 80 * 2**30
+    assert changed.tensor_parallel == (1, 2)
+    with pytest.raises(InputError, match=r"cluster\.gpus must be a whole number"):
+        spec_from_dict(data, {"cluster.gpus": "many"})
+
+
+@pytest.mark.parametrize(
+    ("sections", "message"),
+    [
+        ({"model": {"layer": 3}}, r"unknown key model\.layer; model takes layers, hidden"),
+        ({"cluster": {"gpu_memory": "40"}}, r"cluster\.gpu_memory must be an amount with a unit"),
+        ({"cluster": {"gpu_memory": "40Gb"}}, r"'Gb' is not a memory unit"),
+        ({"cluster": {"efficiency": 2}}, r"cluster\.efficiency must be in \(0, 1\]"),
+        ({"cluster": {"gpus": 0}}, r"cluster\.gpus must be at least 1"),
+        ({"training": {"global_batch": 2.5}}, r"training\.global_batch must be a whole number"),
+        ({"training": {"tensor_parallel": [0]}}, r"training\.tensor_parallel must be a whole number"),
+        ({"training": {"placements": ["zigzag"]}}, r"training\.placements must be a list of placements"),
+        ({"training": {"recompute": "most"}}, r"training\.recompute must be one of none, selective, full"),
+        ({"training": {"seq_len": 1024}}, r"model\.seq_len 512 and training\.seq_len 1024 differ"),
+        ({"cluster": {"reserve": "120%"}}, r"cluster\.reserve"),
+    ],
+)
+def test_bad_keys_and_values_are_one_line_naming_the_key(sections: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message) as error:
+        tiny(**sections)
+    assert "\n" not in str(error.value)
+
+
+def test_missing_keys_and_sections_are_named(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"training\.global_batch is missing"):
+        spec_from_dict({"model": TINY["model"], "cluster": TINY["cluster"]})
+    with pytest.raises(InputError, match="unknown section 'hardware'"):
+        spec_from_dict({**TINY, "hardware": {}})
+    path = tmp_path / "spec.yaml"
+    path.write_text("- a list\n")
+    with pytest.raises(InputError, match="holds the sections model, cluster and training"):
+        load_spec(path)
+    with pytest.raises(InputError, match="no such file"):
+        load_spec(tmp_path / "missing.yaml")

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
+from solver.report.plan_plot import plot_plan
+from solver.report.plan_text import plan_document, plan_rows, plan_summary, progress_text
+
+GIB = 2**30
+
+
+def result() -> PlanResult:
+    fast = ConfigResult(
+        Configuration(1, 4, 1, 2, "vshape", 1, 4),
+        Outcome.SOLVED,
+        Measure(2.0, 0.0, 0.5, 2.5, 1000.0, 0.3, 2 * GIB),
+        made_by="cp-sat",
+        status="optimal",
+        makespan_bound=2.0,
+        iteration_bound_ms=2.5,
+        gap=0.0,
+        search_seconds=4.0,
+        usable_memory=8 * GIB,
+    )
+    slow = ConfigResult(
+        Configuration(1, 2, 2, 1, "linear", 1, 2),
+        Outcome.PRUNED,
+        Measure(3.0, 1.0, 0.5, 4.5, 500.0, 0.15, 4 * GIB),
+        made_by="zb-h1",
+        status="feasible",
+        iteration_bound_ms=4.0,
+        gap=0.1,
+        usable_memory=8 * GIB,
+        note="bound 4 ms >= best 2.5 ms",
+    )
+    refused = ConfigResult(Configuration(1, 1, 4, 1, "linear", 1, 1), Outcome.REFUSED, note="model state does not fit")
+    return PlanResult([fast, slow, refused], None, ["t1 p8 vshape: too few layers"], best_gap=0.0, time_budget=10)
+
+
+def test_rows_rank_the_feasible_and_leave_the_refused_unranked() -> None:
+    rows = plan_rows(result())
+    assert [row["rank"] for row in rows] == [1, 2, None]
+    assert rows[0]["schedule"] == "CP-SAT" and rows[1]["schedule"] == "ZB-H1"
+    assert [row["outcome"] for row in rows] == [
+        "solved (optimal, CP-SAT 4 s)",
+        "pruned by bound",
+        "refused by memory",
+    ]
+    assert len(plan_rows(result(), top=1)) == 1
+
+
+def test_the_summary_counts_and_states_the_proof() -> None:
+    lines = plan_summary(result())
+    assert lines[0] == (
+        "configurations: 3 (solved 1, pruned by bound 1, refused by memory 1); "
+        "1 shapes left out (the cost model refuses them)"
+    )
+    assert lines[1].startswith("best: t1 p4 d1 vshape b1 m4: 2.5 ms an iteration")
+    assert "proven: no configuration can be faster" in lines
+
+
+def test_the_document_and_the_progress_line() -> None:
+    document = plan_document(result())
+    assert document["counts"] == {
+        "configurations": 3,
+        "solved": 1,
+        "pruned": 1,
+        "refused": 1,
+        "shapes_left_out": 1,
+    }
+    assert document["best"]["iteration_ms"] == 2.5
+    text = progress_text("solve", 1, 4, 2.5, 30, 10)
+    assert text.startswith("plan [###############-----] solving 1/4, best 2.5 ms")
+    assert text.endswith("about 10 s left")
+
+
+def test_the_picture_is_drawn(tmp_path: Path) -> None:
+    path = plot_plan(result(), tmp_path / "plan.png")
+    assert path.stat().st_size > 10_000
