@@ -55,7 +55,9 @@ from solver.evaluate.validator import check_memory, ensure_valid, validate
 from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
 from solver.io.schedule_file import load_schedule
 from solver.report.documents import comparison_document, pareto_document, schedule_document, solve_document
-from solver.report.plots import Window, pareto_figure, save_figure
+from solver.report.figures import save_figure
+from solver.report.pareto_plot import pareto_figure
+from solver.report.schedule_plot import Window
 from solver.report.solve_text import goal_text, no_schedule_text, summary_fields
 from solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
 from solver.report.tables import format_rows, heuristic_title

@@ -23,7 +23,8 @@ from models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from solver.cpsat.search import available_cores
 from solver.instances.from_options import build_instance
 from solver.io.output_file import check_outputs
-from solver.report.plots import PICTURE_SUFFIXES, Window
+from solver.report.figures import PICTURE_SUFFIXES
+from solver.report.schedule_plot import Window
 from solver.report.solve_text import progress_text
 from solver.report.tables import FORMATS
 from solver.torch import import_schedule as torch_import

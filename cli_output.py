@@ -12,7 +12,7 @@ from models.instance_file import format_instance, save_instance
 from solver.evaluate.validator import ensure_valid
 from solver.io.schedule_file import save_schedule, schedule_text
 from solver.report.ascii_view import render_ascii
-from solver.report.plots import Window, plot_schedule
+from solver.report.schedule_plot import Window, plot_schedule
 from solver.report.text import describe, field_line, metrics_lines, saved_files_text
 
 STDOUT = Path("-")

@@ -1,0 +1,109 @@
+"""The Pareto picture of a memory sweep: the objective against the memory limit.
+
+The solver's frontier is a step line, a proven optimum a filled dot, a feasible value a hollow one
+with a bar down to its bound, an infeasible limit a cross on the axis; each handwritten schedule is a
+labelled point at its peak memory, its label placed clear of the other labels and marks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from models import Objective
+from solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels
+from solver.report.units import Units
+
+
+def pareto_figure(
+    points: Sequence[tuple[float, Any]],
+    heuristics: Sequence[tuple[str, float, float]],
+    objective: Objective = "makespan",
+    reference: float | None = None,
+    title: str = "",
+    open_ended: bool = False,
+    units: Units = Units(),  # noqa: B008 (a frozen dataclass: the default is never changed)
+) -> Figure:
+    """Objective against memory limit: the solver's frontier and each heuristic as a labelled point.
+
+    `points` are (limit, SolveResult); a proven optimum is a filled dot, a feasible value a hollow
+    one with a bar down to its bound, an infeasible limit a cross on the axis. `reference` (the 1F1B
+    peak) adds a top axis in multiples of it. `open_ended` (a frontier of breakpoints) carries the last
+    point's value on to the right edge: more memory than the last breakpoint buys no more speed. Memory
+    amounts (the limits, the heuristics' peaks, `reference`) are in the instance's unit and drawn in
+    `units`' shown one.
+    """
+    figure = new_figure(9, 5.5)
+    axes = figure.add_subplot()
+    shown = units.memory_factor
+    points = [(limit * shown, result) for limit, result in points]
+    heuristics = [(name, peak * shown, value) for name, peak, value in heuristics]
+    reference = None if reference is None else reference * shown
+    solved = [(limit, result) for limit, result in points if result.value is not None]
+    if solved:
+        limits = [limit for limit, _ in solved]
+        values = [result.value for _, result in solved]
+        if open_ended:
+            right = max([limits[-1] * 1.1, *(peak for _, peak, _ in heuristics)])
+            limits, values = [*limits, right], [*values, values[-1]]
+        axes.step(limits, values, where="post", color=KIND_COLOURS["F"], linewidth=1.2, alpha=0.6)
+        for limit, result in solved:
+            optimal = result.status == "optimal"
+            axes.plot(
+                limit,
+                result.value,
+                "o",
+                color=KIND_COLOURS["F"],
+                markerfacecolor=KIND_COLOURS["F"] if optimal else "white",
+                markersize=6,
+            )
+            if not optimal and result.bound is not None:
+                axes.vlines(limit, result.bound, result.value, color=KIND_COLOURS["F"], linewidth=1.0)
+    infeasible = [limit for limit, result in points if result.status == "infeasible"]
+    for limit in infeasible:
+        axes.plot(limit, 0, "x", color=LIMIT_COLOUR, markersize=7, clip_on=False)
+    # Heuristics at the same point share one marker and one label.
+    labels: dict[tuple[float, float], list[str]] = {}
+    for name, peak, value in heuristics:
+        labels.setdefault((peak, value), []).append(name)
+    for peak, value in labels:
+        axes.plot(peak, value, "D", color=KIND_COLOURS["B"], markersize=6)
+    all_values = [r.value for _, r in solved] + [value for _, _, value in heuristics]
+    if all_values:
+        axes.set_ylim(0, max(all_values) * 1.1)
+    objective_name = "makespan" if objective == "makespan" else "max span"
+    axes.set_xlabel(
+        units.memory_header("memory limit per device")
+        if units.memory
+        else "memory limit per device (activation memory units)"
+    )
+    axes.set_ylabel(units.time_header(objective_name))
+    # A legend entry for each kind of mark the plot holds.
+    statuses = {result.status for _, result in solved}
+    entries = [
+        ("optimal" in statuses, "o", {"color": KIND_COLOURS["F"]}, "solver: optimal"),
+        (
+            bool(statuses - {"optimal"}),
+            "o",
+            {"color": KIND_COLOURS["F"], "markerfacecolor": "white"},
+            "solver: feasible, bar to bound",
+        ),
+        (bool(heuristics), "D", {"color": KIND_COLOURS["B"]}, "handwritten schedule (at its peak memory)"),
+        (bool(infeasible), "x", {"color": LIMIT_COLOUR}, "no schedule fits"),
+    ]
+    handles = [axes.plot([], [], marker, label=label, **style)[0] for shown, marker, style, label in entries if shown]
+    legend = figure.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    axes.grid(alpha=0.3)
+    for side in ("top", "right"):
+        axes.spines[side].set_visible(False)
+    if reference:
+        top = axes.secondary_xaxis("top", functions=(lambda x: x / reference, lambda x: x * reference))
+        top.set_xlabel("memory limit (x of the 1F1B peak)")
+    axes.set_title(title or f"{objective_name} against memory limit", fontsize=11)
+    fit_text(axes.title, 0.9 * figure.bbox.width)
+    figure.tight_layout(rect=(0, legend.get_window_extent().height / figure.bbox.height, 1, 1))
+    marks = [(limit, result.value) for limit, result in solved] + [(limit, 0.0) for limit in infeasible]
+    place_labels(axes, [(peak, value, ", ".join(names)) for (peak, value), names in labels.items()], marks)
+    return figure
