@@ -256,7 +256,7 @@ BAD_COMMANDS = [
     BadCommand("cap-nan", ("solve", *SMALL, "--minimize", "memory", "--makespan-cap", "nan"), "'nan' is not a finite"),
     BadCommand("timeout-nan", ("torch-run", "--timeout", "nan", "x.json"), "'nan' is not a finite number"),
     BadCommand("export-without-to", ("export", "x.json", "out.csv"), "Missing option '--to'"),
-    BadCommand("memory-limit-word", ("solve", *SMALL, "--memory-limit", "lots"), "memory_limit must be a number"),
+    BadCommand("memory-limit-word", ("solve", *SMALL, "--memory-limit", "lots"), "--memory-limit must be a number"),
     BadCommand("memory-limit-unit", ("solve", *SMALL, "--memory-limit", "12GiB"), "has a unit but the instance's"),
     BadCommand("memory-limit-list", ("solve", *SMALL, "--memory-limit", "1,2,3"), "lists 3 limits but there are 2"),
     BadCommand(

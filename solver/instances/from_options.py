@@ -94,7 +94,7 @@ def _blame_option(error: InstanceError, path: Path | None, given: dict[str, obje
     instance file is not to blame for it)."""
     text = str(error).removeprefix(f"{path}: " if path is not None else "")
     for key in given:
-        if text.startswith((f"{key} ", f"{key}:")):
+        if text.startswith((f"{key} ", f"{key}:", f"{key}[")):
             return InstanceError(OPTION_NAMES[key] + text[len(key) :])
     return error
 
