@@ -66,6 +66,7 @@ def solve(
     progress: Progress | None = None,
     starts: Sequence[Schedule] = (),
     known_bound: float | None = None,
+    wall_factor: float = 10.0,
 ) -> SolveResult:
     """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
 
@@ -73,8 +74,8 @@ def solve(
         instead, ignoring the instance's memory limit, with the time objective capped at `makespan_cap`
         when given. `split_backward` None schedules W apart exactly when the instance has weight times.
         `deterministic` makes repeated runs give the same result: the time limit becomes CP-SAT's
-        deterministic time (wall clock stops it only at ten times the limit) and several workers
-        interleave. `gap` stops the search at that relative gap. `starts` are extra starting schedules
+        deterministic time (wall clock stops it only at `wall_factor` times the limit, when the result
+        may differ between runs) and several workers interleave. `gap` stops the search at that relative gap. `starts` are extra starting schedules
         (for instance the previous point of a Pareto sweep), and `known_bound` a lower bound on the result's
     objective proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve first spends a third of
         the time limit on the makespan, whose model CP-SAT searches far better, and starts from that
@@ -94,7 +95,7 @@ def solve(
     if why is not None:
         smallest = why.least if why.reason == InfeasibleReason.MEMORY_LIMIT else None
         return _no_schedule(problem, Status.INFEASIBLE, clock, why, smallest)
-    options = SearchOptions(workers, seed, deterministic, gap, clock + time_limit)
+    options = SearchOptions(workers, seed, deterministic, gap, clock + time_limit, wall_factor)
     run = _Solve(problem, options, clock, progress, tuple(starts))
     try:
         return run.run(handwritten_schedules(instance))

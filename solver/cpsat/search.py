@@ -47,7 +47,7 @@ class SearchOptions:
     """The search's settings; `deadline` is the `time.monotonic()` by which the solve returns.
 
     `deterministic` makes the time limit CP-SAT's deterministic time (wall clock stops it only at
-    ten times that) with several workers interleaved; `gap` stops it at that relative gap.
+    `wall_factor` times that) with several workers interleaved; `gap` stops it at that relative gap.
     """
 
     workers: int
@@ -55,6 +55,7 @@ class SearchOptions:
     deterministic: bool
     gap: float
     deadline: float
+    wall_factor: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def _parameters(options: SearchOptions, num_ops: int) -> tuple[str, float]:
     remaining = max(left - reserve, MIN_SEARCH_SECONDS)
     if options.deterministic:
         params.max_deterministic_time = remaining
-        params.max_time_in_seconds = 10 * remaining
+        params.max_time_in_seconds = options.wall_factor * remaining
         params.interleave_search = options.workers > 1
     else:
         params.max_time_in_seconds = remaining

@@ -7,13 +7,15 @@ import signal
 import time
 
 import pytest
+from google.protobuf import text_format
+from ortools.sat import sat_parameters_pb2
 from ortools.sat.python import cp_model
 
 from models import Instance
 from solver.cpsat import child as child_module
 from solver.cpsat.child import STOP_GRACE, Bound, Finished, Solution, run_search
 from solver.cpsat.model import build_model
-from solver.cpsat.search import SearchOptions, _Record, search
+from solver.cpsat.search import SearchOptions, _parameters, _Record, search
 from solver.cpsat.warm_start import warm_start
 from solver.evaluate.bounds import lower_bound
 from solver.evaluate.metrics import compute_metrics
@@ -147,3 +149,12 @@ def test_ctrl_c_in_a_progress_refresh_stops_the_search(hard_instance: Instance) 
     _, interrupted = run_search(model.cp_model, "num_workers: 2", [], 30, lambda message: None, interrupt)
     assert interrupted
     assert multiprocessing.active_children() == []
+
+
+def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
+
+    options = SearchOptions(1, 0, True, 0.0, time.monotonic() + 100, wall_factor=2.0)
+    text, seconds = _parameters(options, 10)
+    params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
+    assert params.max_deterministic_time > 50
+    assert seconds == params.max_time_in_seconds == pytest.approx(2 * params.max_deterministic_time)
