@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from models import Instance, Op, OpKey, Schedule, ScheduleError, dependency, expected_op_keys, op_duration, op_label
 from models.tolerance import duration_slack, fits, time_slack
+from models.units import memory_text
 from solver.evaluate.metrics import memory_profiles
 
 OpSet = dict[OpKey, Op]
@@ -170,8 +171,9 @@ def check_memory(schedule: Schedule) -> list[Violation]:
             violations.append(
                 Violation(
                     "memory",
-                    f"device {device}: holds {profile.peak:g} of activation memory at time {at:g}, "
-                    f"over the limit {limit:g}",
+                    f"device {device}: holds {memory_text(profile.peak, instance.memory_unit)} of activation "
+                    f"memory at time {f'{at:g} {instance.time_unit}'.strip()}, over the limit "
+                    f"{memory_text(limit, instance.memory_unit)}",
                 )
             )
     return violations

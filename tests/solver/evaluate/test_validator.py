@@ -269,3 +269,13 @@ def test_memory_limit_below_the_peak_is_reported(case, fraction: float) -> None:
     assert [int(v.message.split(":")[0].removeprefix("device ")) for v in reported] == [
         d for d, peak in enumerate(peaks) if peak > limit
     ]
+
+
+def test_memory_limit_in_the_instance_units(one_f_one_b_instance: Instance) -> None:
+    in_units = one_f_one_b_instance.with_changes(
+        memory_limit=3072, activation_memory=1024, time_unit="ms", memory_unit="MiB"
+    )
+    schedule = run_heuristic("1f1b", in_units)
+    assert _messages(schedule) == [
+        ("memory", "device 0: holds 4 GiB of activation memory at time 3 ms, over the limit 3 GiB")
+    ]
