@@ -46,9 +46,7 @@ def reduce_ms(spec: PlanSpec, config: Configuration, states: Sequence[DeviceStat
         moved = (d - 1) / d * parameters * (training.grad_bytes + training.weight_bytes)
     else:
         moved = 2 * (d - 1) / d * parameters * training.grad_bytes
-    across = spans_nodes(d, config.tensor_parallel, cluster.gpus_per_node)
-    bandwidth = cluster.bandwidth if across else cluster.node_bandwidth
-    latency = cluster.latency if across else cluster.node_latency
+    bandwidth, latency = cluster.link(spans_nodes(d, config.tensor_parallel, cluster.gpus_per_node))
     return moved / (bandwidth * 1e9) * 1e3 + 2 * (d - 1) * latency / 1e3
 
 

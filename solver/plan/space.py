@@ -86,12 +86,12 @@ def description(spec: PlanSpec, config: Configuration) -> Description:
     is the link between nodes when the pipeline's GPUs span nodes, else the one within a node, and
     the tensor-parallel all-reduces are timed over the link within a node."""
     cluster, t, d, p = spec.cluster, config.tensor_parallel, config.data_parallel, config.pipeline
-    across = spans_nodes(p, t * d, cluster.gpus_per_node)
+    bandwidth, latency = cluster.link(spans_nodes(p, t * d, cluster.gpus_per_node))
     hardware = Hardware(
         tflops=cluster.tflops,
         efficiency=cluster.efficiency,
-        bandwidth=cluster.bandwidth if across else cluster.node_bandwidth,
-        latency=cluster.latency if across else cluster.node_latency,
+        bandwidth=bandwidth,
+        latency=latency,
         tp_bandwidth=cluster.node_bandwidth if t > 1 else 0.0,
         gpu_memory=cluster.gpu_memory,
         reserve=cluster.reserve,

@@ -104,6 +104,13 @@ class Cluster:
     memory_bandwidth: float = 1555.0
     reserve: float = 0.1
 
+    def link(self, across_nodes: bool) -> tuple[float, float]:
+        """The (bandwidth GB/s, latency µs) of a group's link: between nodes when its GPUs span
+        nodes, else within a node."""
+        if across_nodes:
+            return self.bandwidth, self.latency
+        return self.node_bandwidth, self.node_latency
+
 
 @dataclass(frozen=True)
 class PlanSpec:
