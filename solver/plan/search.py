@@ -254,8 +254,7 @@ def plan(
         for before, after in zip(wave, solved, strict=True):
             searched[after.config] = share
             timing_dependent |= after.wall_limited
-            # Never worse than what it started from: CP-SAT starts from every handwritten schedule.
-            found[after.config] = after if after.measure.makespan_ms <= before.measure.makespan_ms else before
+            found[after.config] = _kept(before, after)
         best = _best(found.values())
         tracker.best = best
     for item in queue:
@@ -303,6 +302,12 @@ def plan(
         executor=executor.name,
         timing_dependent=timing_dependent,
     )
+
+
+def _kept(before: Found, after: Found) -> Found:
+    """A configuration's result after its solve: never worse than what it started from (CP-SAT
+    starts from every handwritten schedule, but a short solve may end on no better one)."""
+    return after if after.measure.makespan_ms <= before.measure.makespan_ms else before
 
 
 def _best(found: Iterable[Found]) -> Found | None:
@@ -374,8 +379,5 @@ def brute_force(
     fitting = [a.found for a in assessments if a.found is not None]
     tasks = [SolveTask(spec, item.config, time_limit, seed, cpsat_workers) for item in fitting]
     solved = executor.run(solve_config, tasks)
-    best = [
-        after if after.measure.makespan_ms <= before.measure.makespan_ms else before
-        for before, after in zip(fitting, solved, strict=True)
-    ]
+    best = [_kept(before, after) for before, after in zip(fitting, solved, strict=True)]
     return sorted(best, key=lambda item: (item.measure.iteration_ms, item.config))
