@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from cli_instances import instance
-from cli_options import (
+from pipesat.cli_instances import instance
+from pipesat.cli_options import (
     ASCII_OPTION,
     DOCUMENT_OPTION,
     FORCE_OPTION,
@@ -33,7 +33,7 @@ from cli_options import (
     reads,
     stop_on_sigterm,
 )
-from cli_output import (
+from pipesat.cli_output import (
     data_out,
     echo_aside,
     echo_field,
@@ -45,28 +45,28 @@ from cli_output import (
     saved_files,
     say,
 )
-from cli_plan import plan_command
-from cli_torch import export_command, import_group, profile_command, torch_run_command
-from models import Instance, Objective, expected_op_keys
-from models.errors import InstanceError, ScheduleError
-from models.limits import check_model_size, set_max_ops
-from solver.evaluate.retime import retimed_for
-from solver.evaluate.validator import check_memory, ensure_valid, validate
-from solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
-from solver.io.schedule_file import load_schedule
-from solver.report.documents import comparison_document, pareto_document, schedule_document, solve_document
-from solver.report.figures import save_figure
-from solver.report.pareto_plot import pareto_figure
-from solver.report.schedule_plot import Window
-from solver.report.solve_text import goal_text, no_schedule_text, summary_fields
-from solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
-from solver.report.tables import format_rows, heuristic_title
-from solver.report.text import describe
-from solver.report.units import units_of
-from solver.solve import solve as run_solver
-from solver.studies.compare import SOLVER_NAME, compare, with_torch_rows
-from solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
-from solver.torch import import_schedule as torch_import
+from pipesat.cli_plan import plan_command
+from pipesat.cli_torch import export_command, import_group, profile_command, torch_run_command
+from pipesat.models import Instance, Objective, expected_op_keys
+from pipesat.models.errors import InstanceError, ScheduleError
+from pipesat.models.limits import check_model_size, set_max_ops
+from pipesat.solver.evaluate.retime import retimed_for
+from pipesat.solver.evaluate.validator import check_memory, ensure_valid, validate
+from pipesat.solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
+from pipesat.solver.io.schedule_file import load_schedule
+from pipesat.solver.report.documents import comparison_document, pareto_document, schedule_document, solve_document
+from pipesat.solver.report.figures import save_figure
+from pipesat.solver.report.pareto_plot import pareto_figure
+from pipesat.solver.report.schedule_plot import Window
+from pipesat.solver.report.solve_text import goal_text, no_schedule_text, summary_fields
+from pipesat.solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
+from pipesat.solver.report.tables import format_rows, heuristic_title
+from pipesat.solver.report.text import describe
+from pipesat.solver.report.units import units_of
+from pipesat.solver.solve import solve as run_solver
+from pipesat.solver.studies.compare import SOLVER_NAME, compare, with_torch_rows
+from pipesat.solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
+from pipesat.solver.torch import import_schedule as torch_import
 
 
 @click.group(cls=PipesatGroup, context_settings={"help_option_names": ["-h", "--help"]})

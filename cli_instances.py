@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from cli_options import (
+from pipesat.cli_options import (
     MODEL_OPTIONS,
     NUMBER,
     PipesatGroup,
@@ -17,12 +17,12 @@ from cli_options import (
     instance_options,
     options,
 )
-from cli_output import emit_instance
-from models import Instance
-from solver.instances.cost_model import RECOMPUTE, Hardware, Pipeline, Training, Transformer
-from solver.instances.explain import command_line, explain
-from solver.instances.from_model import Description, derive
-from solver.instances.from_options import parse_gpu_memory, parse_layer_counts, parse_reserve
+from pipesat.cli_output import emit_instance
+from pipesat.models import Instance
+from pipesat.solver.instances.cost_model import RECOMPUTE, Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.explain import command_line, explain
+from pipesat.solver.instances.from_model import Description, derive
+from pipesat.solver.instances.from_options import parse_gpu_memory, parse_layer_counts, parse_reserve
 
 
 @click.group(cls=PipesatGroup)

@@ -17,17 +17,17 @@ from typing import Any, TypeVar
 
 import click
 
-from models import TIME_OBJECTIVES, Objective
-from models.errors import InputError, InstanceError, PipesatError
-from models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
-from solver.cpsat.search import available_cores
-from solver.instances.from_options import build_instance
-from solver.io.output_file import check_outputs
-from solver.report.figures import PICTURE_SUFFIXES
-from solver.report.schedule_plot import Window
-from solver.report.solve_text import progress_text
-from solver.report.tables import FORMATS
-from solver.torch import import_schedule as torch_import
+from pipesat.models import TIME_OBJECTIVES, Objective
+from pipesat.models.errors import InputError, InstanceError, PipesatError
+from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
+from pipesat.solver.cpsat.search import available_cores
+from pipesat.solver.instances.from_options import build_instance
+from pipesat.solver.io.output_file import check_outputs
+from pipesat.solver.report.figures import PICTURE_SUFFIXES
+from pipesat.solver.report.schedule_plot import Window
+from pipesat.solver.report.solve_text import progress_text
+from pipesat.solver.report.tables import FORMATS
+from pipesat.solver.torch import import_schedule as torch_import
 
 T = TypeVar("T")
 EXIT_INVALID = 1

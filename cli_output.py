@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from models import InputError, Instance, Objective, Schedule
-from models.instance_file import format_instance, save_instance
-from solver.evaluate.validator import ensure_valid
-from solver.io.schedule_file import save_schedule, schedule_text
-from solver.report.ascii_view import render_ascii
-from solver.report.schedule_plot import Window, plot_schedule
-from solver.report.text import describe, field_line, metrics_lines, saved_files_text
+from pipesat.models import InputError, Instance, Objective, Schedule
+from pipesat.models.instance_file import format_instance, save_instance
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.io.schedule_file import save_schedule, schedule_text
+from pipesat.solver.report.ascii_view import render_ascii
+from pipesat.solver.report.schedule_plot import Window, plot_schedule
+from pipesat.solver.report.text import describe, field_line, metrics_lines, saved_files_text
 
 STDOUT = Path("-")
 STDOUT_TAKEN = "pipesat.stdout_taken"

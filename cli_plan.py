@@ -10,17 +10,17 @@ from typing import Any
 
 import click
 
-from cli_options import FILE, FORCE_OPTION, FORMAT_OPTION, FiniteFloat, check_writes, picture_path, reads
-from cli_output import give_stdout_to_data, say
-from models.errors import ScheduleError
-from solver.cpsat.search import available_cores
-from solver.io.schedule_file import save_schedule
-from solver.plan.executors import make_executor
-from solver.plan.search import PlanProgress, plan
-from solver.plan.spec import load_spec
-from solver.report.plan_plot import plot_plan
-from solver.report.plan_text import plan_columns, plan_document, plan_rows, plan_summary, progress_text
-from solver.report.tables import format_rows
+from pipesat.cli_options import FILE, FORCE_OPTION, FORMAT_OPTION, FiniteFloat, check_writes, picture_path, reads
+from pipesat.cli_output import give_stdout_to_data, say
+from pipesat.models.errors import ScheduleError
+from pipesat.solver.cpsat.search import available_cores
+from pipesat.solver.io.schedule_file import save_schedule
+from pipesat.solver.plan.executors import make_executor
+from pipesat.solver.plan.search import PlanProgress, plan
+from pipesat.solver.plan.spec import load_spec
+from pipesat.solver.report.plan_plot import plot_plan
+from pipesat.solver.report.plan_text import plan_columns, plan_document, plan_rows, plan_summary, progress_text
+from pipesat.solver.report.tables import format_rows
 
 OVERRIDES = {
     "gpus": "cluster.gpus",

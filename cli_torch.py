@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from cli_options import (
+from pipesat.cli_options import (
     EXIT_INVALID,
     FILE,
     FORCE_OPTION,
@@ -25,17 +25,17 @@ from cli_options import (
     instance_options,
     reads,
 )
-from cli_output import echo_schedule, emit_instance
-from models import Instance, Objective
-from models.errors import InstanceError
-from solver.heuristics import NotApplicable
-from solver.io.chrome_trace import export_chrome_trace
-from solver.io.schedule_file import load_schedule
-from solver.report.text import chrome_trace_line, torch_csv_lines
-from solver.torch import import_schedule as torch_import
-from solver.torch.export import export_torch_csv
-from solver.torch.profile import DTYPES, ProfileSpec, profile_instance, profile_lines
-from solver.torch.run import format_result, torch_run
+from pipesat.cli_output import echo_schedule, emit_instance
+from pipesat.models import Instance, Objective
+from pipesat.models.errors import InstanceError
+from pipesat.solver.heuristics import NotApplicable
+from pipesat.solver.io.chrome_trace import export_chrome_trace
+from pipesat.solver.io.schedule_file import load_schedule
+from pipesat.solver.report.text import chrome_trace_line, torch_csv_lines
+from pipesat.solver.torch import import_schedule as torch_import
+from pipesat.solver.torch.export import export_torch_csv
+from pipesat.solver.torch.profile import DTYPES, ProfileSpec, profile_instance, profile_lines
+from pipesat.solver.torch.run import format_result, torch_run
 
 
 @click.command("profile")

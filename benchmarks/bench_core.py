@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from models import Instance
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.evaluate.validator import validate
-from solver.heuristics import get_heuristic
+from pipesat.models import Instance
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import get_heuristic
 
 # (heuristic, instance) pairs with about 100,000 ops each; memory limits make the validator check memory too.
 CASES: list[tuple[str, dict[str, Any]]] = [

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
-from models import Instance
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.validator import validate
-from solver.heuristics import all_heuristics, run_heuristic
+from pipesat.models import Instance
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import all_heuristics, run_heuristic
 
 P, M = 32, 256
 

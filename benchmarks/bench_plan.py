@@ -17,13 +17,13 @@ import importlib.util
 import time
 from pathlib import Path
 
-from models.plan_result import Outcome, PlanResult
-from models.tolerance import same
-from solver.cpsat.search import available_cores
-from solver.evaluate.validator import ensure_valid
-from solver.plan.executors import LocalExecutor, make_executor
-from solver.plan.search import brute_force, plan
-from solver.plan.spec import load_spec, spec_from_dict
+from pipesat.models.plan_result import Outcome, PlanResult
+from pipesat.models.tolerance import same
+from pipesat.solver.cpsat.search import available_cores
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.plan.executors import LocalExecutor, make_executor
+from pipesat.solver.plan.search import brute_force, plan
+from pipesat.solver.plan.spec import load_spec, spec_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {

@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import itertools
 
-from models import Instance, PipesatError
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retimed_for
-from solver.evaluate.validator import validate
-from solver.heuristics import run_heuristic
-from solver.report.solve_text import outcome_text
-from solver.solve import solve
+from pipesat.models import Instance, PipesatError
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import retimed_for
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.solve_text import outcome_text
+from pipesat.solver.solve import solve
 
 
 def zb_auto_value(instance: Instance, objective: str) -> float | None:

@@ -31,19 +31,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from models import Instance, PipesatError
-from models.instance import parse_memory_limit
-from models.instance_file import load_instance
-from models.ops import expected_op_keys
-from models.tolerance import fits
-from solver.cpsat.model import build_model
-from solver.evaluate.bounds import zero_bubble_bound
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retimed_for
-from solver.evaluate.validator import validate
-from solver.heuristics import all_heuristics, run_heuristic
-from solver.report.solve_text import outcome_text
-from solver.solve import solve
+from pipesat.models import Instance, PipesatError
+from pipesat.models.instance import parse_memory_limit
+from pipesat.models.instance_file import load_instance
+from pipesat.models.ops import expected_op_keys
+from pipesat.models.tolerance import fits
+from pipesat.solver.cpsat.model import build_model
+from pipesat.solver.evaluate.bounds import zero_bubble_bound
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import retimed_for
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import all_heuristics, run_heuristic
+from pipesat.solver.report.solve_text import outcome_text
+from pipesat.solver.solve import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,11 +16,11 @@ import argparse
 import random
 import time
 
-from models import Instance, load_instance
-from models.ops import expected_op_keys
-from solver.evaluate.validator import ensure_valid
-from solver.solve import solve
-from solver.studies.pareto import pareto_frontier
+from pipesat.models import Instance, load_instance
+from pipesat.models.ops import expected_op_keys
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.solve import solve
+from pipesat.solver.studies.pareto import pareto_frontier
 
 V_SETTING = {"forward_times": 4, "backward_times": 6, "weight_times": 2, "activation_memory": 2, "weight_memory": 1}
 PUBLISHED_V = [  # (p, m, memory limit in chunk activations, schedule, published max span)

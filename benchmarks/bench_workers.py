@@ -15,9 +15,9 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from models import Instance, load_instance
-from solver.evaluate.validator import ensure_valid
-from solver.solve import solve
+from pipesat.models import Instance, load_instance
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.solve import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 # Per chunk F/B/W = 2/3/1, p2p 0.1, activation 1 and weight memory 0.5 (the ZB papers' V setting).

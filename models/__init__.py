@@ -1,12 +1,12 @@
 """The nouns of pipesat: the instance, ops and their dependency rule, the schedule, objectives and
 statuses, the one float tolerance, and errors. Imports nothing else of pipesat."""
 
-from models.errors import InputError, InstanceError, OptionError, PipesatError, ScheduleError
-from models.instance import Instance
-from models.instance_file import load_instance
-from models.objective import TIME_OBJECTIVES, Objective, Status
-from models.ops import KINDS, OpKey, dependency, expected_op_keys, memory_change, op_duration, op_label
-from models.schedule import Op, Schedule
+from pipesat.models.errors import InputError, InstanceError, OptionError, PipesatError, ScheduleError
+from pipesat.models.instance import Instance
+from pipesat.models.instance_file import load_instance
+from pipesat.models.objective import TIME_OBJECTIVES, Objective, Status
+from pipesat.models.ops import KINDS, OpKey, dependency, expected_op_keys, memory_change, op_duration, op_label
+from pipesat.models.schedule import Op, Schedule
 
 __all__ = [
     "KINDS",

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from models.errors import InputError
+from pipesat.models.errors import InputError
 
 MAX_FILE_BYTES = 1 << 30
 MAX_VALUES = 1_000_000

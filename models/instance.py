@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.errors import InstanceError
-from models.limits import check_work
-from models.tolerance import fits
-from models.units import MEMORY_UNITS, TIME_UNITS, check_unit, memory_in
+from pipesat.models.errors import InstanceError
+from pipesat.models.limits import check_work
+from pipesat.models.tolerance import fits
+from pipesat.models.units import MEMORY_UNITS, TIME_UNITS, check_unit, memory_in
 
 PLACEMENTS = ("linear", "interleaved", "vshape")
 # The largest total of times (or of memory) an instance may add up to: far beyond any real pipeline,

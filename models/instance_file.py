@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
-from models.document import read_document, write_text
-from models.errors import InstanceError
-from models.instance import ALIASES, Instance
+from pipesat.models.document import read_document, write_text
+from pipesat.models.errors import InstanceError
+from pipesat.models.instance import ALIASES, Instance
 
 
 def read_mapping(path: str | Path) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from models.errors import InputError, InstanceError
+from pipesat.models.errors import InputError, InstanceError
 
 DEFAULT_MAX_OPS = 1_000_000
 DEFAULT_MAX_MODEL_OPS = 250_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from models.instance import Instance
+from pipesat.models.instance import Instance
 
 KINDS = ("F", "B", "W")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from models.schedule import Schedule
+from pipesat.models.schedule import Schedule
 
 
 @dataclass(frozen=True, order=True)

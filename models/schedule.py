@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from models.errors import InstanceError, ScheduleError
-from models.instance import Instance
-from models.ops import KINDS, OpKey, op_label
+from pipesat.models.errors import InstanceError, ScheduleError
+from pipesat.models.instance import Instance
+from pipesat.models.ops import KINDS, OpKey, op_label
 
 FORMAT = "pipesat-schedule/1"
 

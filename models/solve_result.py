@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from models.objective import Objective, Status
-from models.schedule import Schedule
+from pipesat.models.objective import Objective, Status
+from pipesat.models.schedule import Schedule
 
 
 @dataclass(frozen=True)

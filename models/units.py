@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from models.errors import InstanceError
+from pipesat.models.errors import InstanceError
 
 MEMORY_UNITS: dict[str, float] = {
     "B": 1.0,

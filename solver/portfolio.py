@@ -19,19 +19,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models import Instance, Objective, OpKey, PipesatError, Schedule
-from models.names import SCHEDULE_TITLES
-from models.solve_result import NamedValue
-from models.tolerance import fits
-from solver.evaluate.bounds import lower_bound, memory_bound_under_cap
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import timed_for
-from solver.evaluate.simulator import simulate
-from solver.evaluate.validator import validate
-from solver.heuristics.one_at_a_time import NAME as ONE_AT_A_TIME
-from solver.heuristics.one_at_a_time import one_at_a_time_orders
-from solver.heuristics.periodic import NAME as PERIODIC
-from solver.heuristics.periodic import periodic_schedule
+from pipesat.models import Instance, Objective, OpKey, PipesatError, Schedule
+from pipesat.models.names import SCHEDULE_TITLES
+from pipesat.models.solve_result import NamedValue
+from pipesat.models.tolerance import fits
+from pipesat.solver.evaluate.bounds import lower_bound, memory_bound_under_cap
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import timed_for
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics.one_at_a_time import NAME as ONE_AT_A_TIME
+from pipesat.solver.heuristics.one_at_a_time import one_at_a_time_orders
+from pipesat.solver.heuristics.periodic import NAME as PERIODIC
+from pipesat.solver.heuristics.periodic import periodic_schedule
 
 
 @dataclass(frozen=True)

@@ -23,17 +23,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models import TIME_OBJECTIVES, Instance, Objective, OptionError, Schedule, Status, expected_op_keys
-from models.limits import check_model_size
-from models.solve_result import Infeasibility, InfeasibleReason, SolveResult
-from models.tolerance import fits
-from solver.cpsat.model import build_model
-from solver.cpsat.search import Progress, SearchOptions, available_cores, search
-from solver.cpsat.warm_start import tick_value, warm_start
-from solver.evaluate.bounds import lower_bound, minimum_memory_limits, resolve_split
-from solver.evaluate.metrics import relative_gap
-from solver.heuristics import handwritten_schedules
-from solver.portfolio import (
+from pipesat.models import TIME_OBJECTIVES, Instance, Objective, OptionError, Schedule, Status, expected_op_keys
+from pipesat.models.limits import check_model_size
+from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult
+from pipesat.models.tolerance import fits
+from pipesat.solver.cpsat.model import build_model
+from pipesat.solver.cpsat.search import Progress, SearchOptions, available_cores, search
+from pipesat.solver.cpsat.warm_start import tick_value, warm_start
+from pipesat.solver.evaluate.bounds import lower_bound, minimum_memory_limits, resolve_split
+from pipesat.solver.evaluate.metrics import relative_gap
+from pipesat.solver.heuristics import handwritten_schedules
+from pipesat.solver.portfolio import (
     Candidate,
     Problem,
     as_candidate,

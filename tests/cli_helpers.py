@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner, Result
 
-from cli import cli
-from cli_options import EXIT_BAD_INPUT
+from pipesat.cli import cli
+from pipesat.cli_options import EXIT_BAD_INPUT
 
 
 def run_cli(*args: object) -> Result:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from models import Instance
+from pipesat.models import Instance
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES_DIR = ROOT / "instances"

@@ -14,10 +14,10 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from models import Instance, OpKey, Schedule, expected_op_keys
-from models.ops import dependency
-from solver.evaluate.bounds import minimum_memory_limit
-from solver.evaluate.validator import validate
+from pipesat.models import Instance, OpKey, Schedule, expected_op_keys
+from pipesat.models.ops import dependency
+from pipesat.solver.evaluate.bounds import minimum_memory_limit
+from pipesat.solver.evaluate.validator import validate
 
 # Fixed, fast settings for property tests: the same examples on every run, no timing flakiness.
 PROPERTY_SETTINGS = settings(

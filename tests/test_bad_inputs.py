@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from models import InputError, PipesatError, load_instance
-from solver.io.schedule_file import load_schedule
-from solver.torch.import_schedule import read_torch_csv
+from pipesat.models import InputError, PipesatError, load_instance
+from pipesat.solver.io.schedule_file import load_schedule
+from pipesat.solver.torch.import_schedule import read_torch_csv
 from tests.bad_inputs import BAD_COMMANDS, BAD_FILES, BadCommand, BadFile
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 

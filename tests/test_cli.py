@@ -14,14 +14,14 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from cli_options import EXIT_BAD_INPUT, EXIT_INVALID
-from models import Instance
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retime_for_span
-from solver.evaluate.validator import validate
-from solver.heuristics import UnknownSchedule, all_heuristics, run_heuristic
-from solver.io.schedule_file import load_schedule
-from solver.report.tables import format_number, format_percent
+from pipesat.cli_options import EXIT_BAD_INPUT, EXIT_INVALID
+from pipesat.models import Instance
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import retime_for_span
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import UnknownSchedule, all_heuristics, run_heuristic
+from pipesat.solver.io.schedule_file import load_schedule
+from pipesat.solver.report.tables import format_number, format_percent
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.conftest import INSTANCES_DIR
 

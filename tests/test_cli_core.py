@@ -9,10 +9,10 @@ import pytest
 import yaml
 from click.testing import Result
 
-from cli_options import EXIT_BAD_INPUT, EXIT_INVALID
-from models import Instance, InstanceError
-from solver.heuristics import run_heuristic
-from solver.io.schedule_file import save_schedule
+from pipesat.cli_options import EXIT_BAD_INPUT, EXIT_INVALID
+from pipesat.models import Instance, InstanceError
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.io.schedule_file import save_schedule
 from tests.bad_inputs import BAD_INSTANCES
 from tests.cli_helpers import cli_error, run_cli
 from tests.conftest import INSTANCES_DIR

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_options import EXIT_BAD_INPUT
-from models import Instance, load_instance
-from solver.evaluate.validator import validate
-from solver.heuristics import run_heuristic
+from pipesat.cli_options import EXIT_BAD_INPUT
+from pipesat.models import Instance, load_instance
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import run_heuristic
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.conftest import INSTANCES_DIR
 

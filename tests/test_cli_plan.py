@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver.evaluate.validator import validate
-from solver.io.schedule_file import load_schedule
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.io.schedule_file import load_schedule
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.solver.plan.conftest import TINY
 

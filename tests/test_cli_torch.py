@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from cli_options import EXIT_BAD_INPUT, EXIT_INVALID
-from models import Instance, Op, Schedule
-from solver.heuristics import run_heuristic
-from solver.io.schedule_file import load_schedule, save_schedule
-from solver.torch.import_schedule import INSTALL_HINT, TORCH_SCHEDULES
+from pipesat.cli_options import EXIT_BAD_INPUT, EXIT_INVALID
+from pipesat.models import Instance, Op, Schedule
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.io.schedule_file import load_schedule, save_schedule
+from pipesat.solver.torch.import_schedule import INSTALL_HINT, TORCH_SCHEDULES
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.solver.torch.torch_fakes import load_in_torch
 from tests.strategies import assert_valid

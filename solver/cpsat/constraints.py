@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from models import dependency
-from solver.cpsat.data import ModelData
-from solver.cpsat.variables import ModelVariables, op_name
+from pipesat.models import dependency
+from pipesat.solver.cpsat.data import ModelData
+from pipesat.solver.cpsat.variables import ModelVariables, op_name
 
 
 def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from models import TIME_OBJECTIVES, Instance, InstanceError, Objective, OpKey, expected_op_keys, op_duration
-from solver.cpsat.scale import TickScale, choose_scale, scaled_instance
+from pipesat.models import TIME_OBJECTIVES, Instance, InstanceError, Objective, OpKey, expected_op_keys, op_duration
+from pipesat.solver.cpsat.scale import TickScale, choose_scale, scaled_instance
 
 # CP-SAT's integers: every time in ticks stays below this, where doubles still hold whole numbers exactly.
 MAX_TICKS = 2**53

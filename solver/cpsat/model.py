@@ -13,17 +13,17 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from models import Instance, Objective, OpKey
-from solver.cpsat.constraints import (
+from pipesat.models import Instance, Objective, OpKey
+from pipesat.solver.cpsat.constraints import (
     add_memory_limits,
     add_memory_precedences,
     add_no_overlaps,
     add_precedences,
     add_symmetry_breaking,
 )
-from solver.cpsat.data import ModelData, model_data
-from solver.cpsat.objective import add_time_cap, add_time_objective, set_minimized
-from solver.cpsat.variables import ModelVariables, make_variables
+from pipesat.solver.cpsat.data import ModelData, model_data
+from pipesat.solver.cpsat.objective import add_time_cap, add_time_objective, set_minimized
+from pipesat.solver.cpsat.variables import ModelVariables, make_variables
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from models import Objective
-from solver.cpsat.data import ModelData
-from solver.cpsat.scale import to_ticks
-from solver.cpsat.variables import ModelVariables
+from pipesat.models import Objective
+from pipesat.solver.cpsat.data import ModelData
+from pipesat.solver.cpsat.scale import to_ticks
+from pipesat.solver.cpsat.variables import ModelVariables
 
 
 def add_time_objective(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from models import Instance, Objective
-from models.tolerance import same, slack
+from pipesat.models import Instance, Objective
+from pipesat.models.tolerance import same, slack
 
 MAX_EXACT_MULTIPLIER = 10**9
 # The most ticks the longest conceivable schedule may span: far inside CP-SAT's 64-bit integers, and

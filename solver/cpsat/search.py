@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from models import OpKey
-from solver.cpsat.child import STOP_GRACE, Bound, Finished, Message, Solution, run_search
-from solver.cpsat.model import PipelineModel, orders_from_starts
+from pipesat.models import OpKey
+from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Finished, Message, Solution, run_search
+from pipesat.solver.cpsat.model import PipelineModel, orders_from_starts
 
 # Kept back from the search: the grace a stopping child gets and, per op of the model, the time to read
 # back, re-time and validate a schedule (about 20 microseconds an op), at most RESERVE_SHARE of what

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from models import Objective, OpKey, memory_change
-from solver.cpsat.data import ModelData
+from pipesat.models import Objective, OpKey, memory_change
+from pipesat.solver.cpsat.data import ModelData
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from models import Objective, OpKey
-from solver.cpsat.model import PipelineModel
-from solver.cpsat.scale import ceil_ticks
-from solver.evaluate.bounds import lower_bound, minimum_memory_limit
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import min_span_schedule, timed_for
+from pipesat.models import Objective, OpKey
+from pipesat.solver.cpsat.model import PipelineModel
+from pipesat.solver.cpsat.scale import ceil_ticks
+from pipesat.solver.evaluate.bounds import lower_bound, minimum_memory_limit
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import min_span_schedule, timed_for
 
 
 def warm_start(model: PipelineModel, orders: Sequence[Sequence[OpKey]] | None) -> None:

@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from models import Instance, InstanceError, op_duration
-from models.tolerance import slack
+from pipesat.models import Instance, InstanceError, op_duration
+from pipesat.models.tolerance import slack
 
 # Branch-and-bound nodes of one knapsack before falling back to its (still sound) fractional bound.
 KNAPSACK_NODES = 20_000

@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from models import Objective, Schedule
-from models.ops import memory_change
-from models.tolerance import same
+from pipesat.models import Objective, Schedule
+from pipesat.models.ops import memory_change
+from pipesat.models.tolerance import same
 
 
 @dataclass(frozen=True)

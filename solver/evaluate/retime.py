@@ -16,9 +16,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from models import Instance, Objective, OpKey, Schedule
-from models.ops import dependency
-from solver.evaluate.simulator import simulate
+from pipesat.models import Instance, Objective, OpKey, Schedule
+from pipesat.models.ops import dependency
+from pipesat.solver.evaluate.simulator import simulate
 
 
 def timed_for(

@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from models import Instance, Op, OpKey, Schedule, ScheduleError, expected_op_keys, op_duration, op_label
-from models.ops import dependency
+from pipesat.models import Instance, Op, OpKey, Schedule, ScheduleError, expected_op_keys, op_duration, op_label
+from pipesat.models.ops import dependency
 
 
 def simulate(

@@ -14,10 +14,20 @@ import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 
-from models import Instance, Op, OpKey, Schedule, ScheduleError, dependency, expected_op_keys, op_duration, op_label
-from models.tolerance import duration_slack, fits, time_slack
-from models.units import memory_text
-from solver.evaluate.metrics import memory_profiles
+from pipesat.models import (
+    Instance,
+    Op,
+    OpKey,
+    Schedule,
+    ScheduleError,
+    dependency,
+    expected_op_keys,
+    op_duration,
+    op_label,
+)
+from pipesat.models.tolerance import duration_slack, fits, time_slack
+from pipesat.models.units import memory_text
+from pipesat.solver.evaluate.metrics import memory_profiles
 
 OpSet = dict[OpKey, Op]
 """The schedule's ops that exist on the instance, each once, by key."""

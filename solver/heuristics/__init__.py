@@ -11,19 +11,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from models import Instance, PipesatError, Schedule
-from solver.evaluate.simulator import simulate
-from solver.heuristics import one_at_a_time, periodic
-from solver.heuristics.fill_drain import gpipe_orders
-from solver.heuristics.heuristic import Heuristic, NotApplicable, Orders, StartingSchedule, UnknownSchedule
-from solver.heuristics.interleaved import interleaved_orders, interleaved_requirement
-from solver.heuristics.one_f_one_b import one_f_one_b_orders
-from solver.heuristics.requirements import needs_linear, needs_nothing
-from solver.heuristics.v_blocks import v_auto_orders, v_half_orders, v_min_orders
-from solver.heuristics.v_schedules import slot_orders, v_requirement, v_zb_offsets
-from solver.heuristics.zb_auto import zb_auto_orders, zb_auto_requirement
-from solver.heuristics.zb_v import zb_v_orders, zb_v_requirement
-from solver.heuristics.zero_bubble import zero_bubble_orders, zero_bubble_requirement
+from pipesat.models import Instance, PipesatError, Schedule
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics import one_at_a_time, periodic
+from pipesat.solver.heuristics.fill_drain import gpipe_orders
+from pipesat.solver.heuristics.heuristic import Heuristic, NotApplicable, Orders, StartingSchedule, UnknownSchedule
+from pipesat.solver.heuristics.interleaved import interleaved_orders, interleaved_requirement
+from pipesat.solver.heuristics.one_f_one_b import one_f_one_b_orders
+from pipesat.solver.heuristics.requirements import needs_linear, needs_nothing
+from pipesat.solver.heuristics.v_blocks import v_auto_orders, v_half_orders, v_min_orders
+from pipesat.solver.heuristics.v_schedules import slot_orders, v_requirement, v_zb_offsets
+from pipesat.solver.heuristics.zb_auto import zb_auto_orders, zb_auto_requirement
+from pipesat.solver.heuristics.zb_v import zb_v_orders, zb_v_requirement
+from pipesat.solver.heuristics.zero_bubble import zero_bubble_orders, zero_bubble_requirement
 
 SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
     Heuristic("gpipe", needs_nothing, gpipe_orders),

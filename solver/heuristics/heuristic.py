@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from models import InputError, Instance, OpKey, PipesatError
-from models.names import SCHEDULE_TITLES
+from pipesat.models import InputError, Instance, OpKey, PipesatError
+from pipesat.models.names import SCHEDULE_TITLES
 
 Orders = list[list[OpKey]]
 

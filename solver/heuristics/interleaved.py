@@ -8,9 +8,9 @@ in turn, then the remaining backwards. The order needs m divisible by p.
 
 from __future__ import annotations
 
-from models import Instance, OpKey
-from solver.heuristics.heuristic import Orders
-from solver.heuristics.requirements import (
+from pipesat.models import Instance, OpKey
+from pipesat.solver.heuristics.heuristic import Orders
+from pipesat.solver.heuristics.requirements import (
     first_unmet,
     needs_interleaved,
     needs_microbatches_divisible_by_devices,

@@ -8,7 +8,7 @@ when no time cap rules it out.
 
 from __future__ import annotations
 
-from models import Instance, OpKey
+from pipesat.models import Instance, OpKey
 
 NAME = "one-at-a-time"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from models import Instance
-from solver.heuristics.heuristic import Orders
+from pipesat.models import Instance
+from pipesat.solver.heuristics.heuristic import Orders
 
 
 def one_f_one_b_orders(instance: Instance) -> Orders:

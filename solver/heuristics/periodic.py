@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 import time
 
-from models import Instance, OpKey, Schedule, op_duration
-from solver.evaluate.bounds import chain_offsets, zero_bubble_bound
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
+from pipesat.models import Instance, OpKey, Schedule, op_duration
+from pipesat.solver.evaluate.bounds import chain_offsets, zero_bubble_bound
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
 
 NAME = "periodic"
 # Periods tried: geometric from SHORTEST x the zero-bubble period to one microbatch's whole chain.

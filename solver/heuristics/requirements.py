@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from models import Instance
-from models.instance import placement_devices
+from pipesat.models import Instance
+from pipesat.models.instance import placement_devices
 
 
 def needs_nothing(instance: Instance) -> str | None:

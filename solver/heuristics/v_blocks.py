@@ -30,13 +30,13 @@ import functools
 import itertools
 from collections.abc import Iterator, Sequence
 
-from models import Instance
-from models.tolerance import fits
-from solver.evaluate.bounds import minimum_memory_limit
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.heuristics.heuristic import Orders
-from solver.heuristics.v_schedules import CYCLE, Offsets, slot_orders, v_half_offsets, v_min_offsets
+from pipesat.models import Instance
+from pipesat.models.tolerance import fits
+from pipesat.solver.evaluate.bounds import minimum_memory_limit
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics.heuristic import Orders
+from pipesat.solver.heuristics.v_schedules import CYCLE, Offsets, slot_orders, v_half_offsets, v_min_offsets
 
 # Blocks timed again on all microbatches after the ranking on p of them.
 FINALISTS = 5

@@ -31,11 +31,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from models import Instance, OpKey
-from models.ops import dependency, memory_change
-from models.tolerance import fits
-from solver.heuristics.heuristic import Orders
-from solver.heuristics.requirements import first_unmet, needs_split_backward, needs_vshape
+from pipesat.models import Instance, OpKey
+from pipesat.models.ops import dependency, memory_change
+from pipesat.models.tolerance import fits
+from pipesat.solver.heuristics.heuristic import Orders
+from pipesat.solver.heuristics.requirements import first_unmet, needs_split_backward, needs_vshape
 
 CYCLE = 6
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from models import KINDS, Instance, memory_change
-from models.units import memory_text
-from solver.heuristics.heuristic import Orders
-from solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
+from pipesat.models import KINDS, Instance, memory_change
+from pipesat.models.units import memory_text
+from pipesat.solver.heuristics.heuristic import Orders
+from pipesat.solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
 
 
 def memory_limits(instance: Instance) -> tuple[float, ...]:

@@ -36,12 +36,12 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
-from models import Instance, OpKey, dependency, memory_change, op_duration
-from models.tolerance import fits
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.heuristics.heuristic import NotApplicable, Orders
-from solver.heuristics.requirements import first_unmet, needs_split_backward, needs_vshape
+from pipesat.models import Instance, OpKey, dependency, memory_change, op_duration
+from pipesat.models.tolerance import fits
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics.heuristic import NotApplicable, Orders
+from pipesat.solver.heuristics.requirements import first_unmet, needs_split_backward, needs_vshape
 
 
 def needs_enough_microbatches(instance: Instance) -> str | None:

@@ -8,9 +8,9 @@ microbatches; the remaining Ws close. c = 1 (ZB-H1) keeps 1F1B's peak p·M_B and
 
 from __future__ import annotations
 
-from models import Instance, OpKey
-from solver.heuristics.heuristic import Orders
-from solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
+from pipesat.models import Instance, OpKey
+from pipesat.solver.heuristics.heuristic import Orders
+from pipesat.solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
 
 
 def zero_bubble_orders(instance: Instance, factor: int) -> Orders:

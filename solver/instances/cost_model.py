@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from models import InstanceError
+from pipesat.models import InstanceError
 
 TIME_UNIT = "ms"
 MEMORY_UNIT = "MiB"

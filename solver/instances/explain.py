@@ -3,8 +3,8 @@ the instance file it writes), and the command line that makes the same instance 
 
 from __future__ import annotations
 
-from models.units import MEMORY_UNITS, memory_text
-from solver.instances.cost_model import (
+from pipesat.models.units import MEMORY_UNITS, memory_text
+from pipesat.solver.instances.cost_model import (
     MIB,
     Tensor,
     Training,
@@ -19,9 +19,9 @@ from solver.instances.cost_model import (
     score_flops,
     weight_gradient_inputs,
 )
-from solver.instances.from_model import Derivation, Description
-from solver.instances.layer_balance import slowest_stage_ms
-from solver.instances.model_state import bytes_per_parameter, layer_parameters, reserve_bytes
+from pipesat.solver.instances.from_model import Derivation, Description
+from pipesat.solver.instances.layer_balance import slowest_stage_ms
+from pipesat.solver.instances.model_state import bytes_per_parameter, layer_parameters, reserve_bytes
 
 
 def command_line(description: Description) -> str:

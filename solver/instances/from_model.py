@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from models import Instance
-from solver.instances.cost_model import (
+from pipesat.models import Instance
+from pipesat.solver.instances.cost_model import (
     MEMORY_UNIT,
     MIB,
     TIME_UNIT,
@@ -28,8 +28,8 @@ from solver.instances.cost_model import (
     stage_costs,
     stage_times,
 )
-from solver.instances.layer_balance import balanced_split
-from solver.instances.model_state import DeviceState, activation_budgets, device_states
+from pipesat.solver.instances.layer_balance import balanced_split
+from pipesat.solver.instances.model_state import DeviceState, activation_budgets, device_states
 
 SOURCE = "pipesat instance from-model (docs/cost-model.md)"
 

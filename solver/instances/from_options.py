@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from models import Instance, InstanceError, load_instance
-from models.units import memory_in
+from pipesat.models import Instance, InstanceError, load_instance
+from pipesat.models.units import memory_in
 
 
 def parse_numbers(option: str, text: str | None) -> list[float] | float | None:

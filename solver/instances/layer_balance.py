@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from models import InstanceError
-from solver.instances.cost_model import (
+from pipesat.models import InstanceError
+from pipesat.solver.instances.cost_model import (
     Cost,
     Hardware,
     Pipeline,

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models import InstanceError
-from models.units import memory_text
-from solver.instances.cost_model import Hardware, StageCost, Training, Transformer
+from pipesat.models import InstanceError
+from pipesat.models.units import memory_text
+from pipesat.solver.instances.cost_model import Hardware, StageCost, Training, Transformer
 
 
 @dataclass(frozen=True)

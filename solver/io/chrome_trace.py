@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from models import Schedule
-from solver.evaluate.metrics import memory_profiles
-from solver.evaluate.validator import ensure_valid
-from solver.io.output_file import write_output
+from pipesat.models import Schedule
+from pipesat.solver.evaluate.metrics import memory_profiles
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.io.output_file import write_output
 
 MICROSECONDS_PER_UNIT = 1000.0
 PROCESS_ID = 0

@@ -12,8 +12,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from models import InputError
-from models.document import write_text
+from pipesat.models import InputError
+from pipesat.models.document import write_text
 
 
 def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None], force: bool) -> None:

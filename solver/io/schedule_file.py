@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from models import InputError, Schedule, ScheduleError
-from models.document import read_document
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.validator import ensure_valid
-from solver.io.output_file import write_output
+from pipesat.models import InputError, Schedule, ScheduleError
+from pipesat.models.document import read_document
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.io.output_file import write_output
 
 
 def schedule_text(schedule: Schedule) -> str:

@@ -13,7 +13,7 @@ import multiprocessing
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from models import InputError
+from pipesat.models import InputError
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from models import Schedule
-from models.plan_result import Configuration, Measure
-from solver.evaluate.metrics import compute_metrics
-from solver.instances.cost_model import MIB, Hardware, linear_flops, score_flops
-from solver.instances.from_model import Derivation
-from solver.instances.model_state import DeviceState, reserve_bytes
-from solver.plan.space import spans_nodes
-from solver.plan.spec import PlanSpec
+from pipesat.models import Schedule
+from pipesat.models.plan_result import Configuration, Measure
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.instances.cost_model import MIB, Hardware, linear_flops, score_flops
+from pipesat.solver.instances.from_model import Derivation
+from pipesat.solver.instances.model_state import DeviceState, reserve_bytes
+from pipesat.solver.plan.space import spans_nodes
+from pipesat.solver.plan.spec import PlanSpec
 
 
 def reduce_ms(spec: PlanSpec, config: Configuration, states: Sequence[DeviceState]) -> float:

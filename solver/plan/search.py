@@ -28,21 +28,21 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from models import InstanceError, Objective, PipesatError, Schedule
-from models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
-from models.tolerance import fits
-from models.units import memory_text
-from solver.evaluate.bounds import minimum_memory_limits, resolve_split
-from solver.evaluate.metrics import relative_gap
-from solver.evaluate.validator import ensure_valid
-from solver.heuristics import handwritten_schedules
-from solver.instances.from_model import Derivation, derive
-from solver.plan.executors import Executor
-from solver.plan.measure import fixed_ms, measure, usable_memory
-from solver.plan.space import description, enumerate_space
-from solver.plan.spec import PlanSpec
-from solver.portfolio import Problem, preferred, starting_candidates
-from solver.solve import solve
+from pipesat.models import InstanceError, Objective, PipesatError, Schedule
+from pipesat.models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
+from pipesat.models.tolerance import fits
+from pipesat.models.units import memory_text
+from pipesat.solver.evaluate.bounds import minimum_memory_limits, resolve_split
+from pipesat.solver.evaluate.metrics import relative_gap
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.heuristics import handwritten_schedules
+from pipesat.solver.instances.from_model import Derivation, derive
+from pipesat.solver.plan.executors import Executor
+from pipesat.solver.plan.measure import fixed_ms, measure, usable_memory
+from pipesat.solver.plan.space import description, enumerate_space
+from pipesat.solver.plan.spec import PlanSpec
+from pipesat.solver.portfolio import Problem, preferred, starting_candidates
+from pipesat.solver.solve import solve
 
 PHASE1_SHARE = 0.2
 """The share of the budget kept for the assessments; the solves share the rest."""

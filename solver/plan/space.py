@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from models import InstanceError
-from models.plan_result import Configuration
-from solver.instances.cost_model import Hardware, Pipeline, Training, check_training
-from solver.instances.from_model import Description
-from solver.plan.spec import PlanSpec
+from pipesat.models import InstanceError
+from pipesat.models.plan_result import Configuration
+from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, check_training
+from pipesat.solver.instances.from_model import Description
+from pipesat.solver.plan.spec import PlanSpec
 
 CHUNKS = {"linear": 1, "interleaved": 2, "vshape": 2}
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models import InputError
-from models.document import read_document
-from models.units import memory_in
-from solver.instances.cost_model import RECOMPUTE, Training, Transformer
-from solver.instances.from_options import parse_reserve
+from pipesat.models import InputError
+from pipesat.models.document import read_document
+from pipesat.models.units import memory_in
+from pipesat.solver.instances.cost_model import RECOMPUTE, Training, Transformer
+from pipesat.solver.instances.from_options import parse_reserve
 
 PLACEMENTS = ("linear", "interleaved", "vshape")
 """The placements the plan tries: linear with one chunk a device, interleaved and V with two."""

@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 import shutil
 
-from models import Op, Schedule
-from solver.evaluate.metrics import compute_metrics
-from solver.report.tables import display_name, format_number, format_percent
-from solver.report.units import units_of
+from pipesat.models import Op, Schedule
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.report.tables import display_name, format_number, format_percent
+from pipesat.solver.report.units import units_of
 
 IDLE = "."
 DEFAULT_WIDTH = 100

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from models import Instance, Objective, Schedule
-from models.solve_result import SolveResult
-from solver.evaluate.metrics import compute_metrics
+from pipesat.models import Instance, Objective, Schedule
+from pipesat.models.solve_result import SolveResult
+from pipesat.solver.evaluate.metrics import compute_metrics
 
 
 def instance_summary(instance: Instance) -> dict[str, Any]:

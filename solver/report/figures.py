@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from models import InputError
-from models.document import write_atomically
+from pipesat.models import InputError
+from pipesat.models.document import write_atomically
 
 # Okabe-Ito: blue, orange, reddish purple (their light shades stay apart too); vermillion for limits.
 KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#CC79A7"}

@@ -12,9 +12,9 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from models import Objective
-from solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels
-from solver.report.units import Units
+from pipesat.models import Objective
+from pipesat.solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels
+from pipesat.solver.report.units import Units
 
 
 def pareto_figure(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from models.plan_result import Outcome, PlanResult
-from solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels, save_figure
+from pipesat.models.plan_result import Outcome, PlanResult
+from pipesat.solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels, save_figure
 
 GIB = 2**30
 MARKERS = {"linear": "o", "interleaved": "s", "vshape": "^"}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.plan_result import ConfigResult, Outcome, PlanResult
-from solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
+from pipesat.models.plan_result import ConfigResult, Outcome, PlanResult
+from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
 GIB = 2**30
 FORMAT = "pipesat-plan/1"

@@ -17,9 +17,9 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from models import InputError, Objective, Schedule
-from solver.evaluate.metrics import compute_metrics, memory_profiles
-from solver.report.figures import (
+from pipesat.models import InputError, Objective, Schedule
+from pipesat.solver.evaluate.metrics import compute_metrics, memory_profiles
+from pipesat.solver.report.figures import (
     DPI,
     IDLE_COLOUR,
     KIND_COLOURS,
@@ -33,10 +33,10 @@ from solver.report.figures import (
     shade,
     text_colour,
 )
-from solver.report.labels import CHIP_STYLE, Box, LabelPlan, label_plan
-from solver.report.tables import display_name, format_number, format_percent
-from solver.report.text import limit_text
-from solver.report.units import units_of
+from pipesat.solver.report.labels import CHIP_STYLE, Box, LabelPlan, label_plan
+from pipesat.solver.report.tables import display_name, format_number, format_percent
+from pipesat.solver.report.text import limit_text
+from pipesat.solver.report.units import units_of
 
 # The margins left and right of the Gantt chart and memory panels (the device names, the ticks).
 LEFT_INCHES, RIGHT_INCHES = 0.85, 0.2

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from models import Objective, Status
-from models.solve_result import Infeasibility, InfeasibleReason, SolveResult
-from solver.evaluate.metrics import relative_gap
-from solver.report.tables import format_number, format_percent, heuristic_title
-from solver.report.units import Units
+from pipesat.models import Objective, Status
+from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult
+from pipesat.solver.evaluate.metrics import relative_gap
+from pipesat.solver.report.tables import format_number, format_percent, heuristic_title
+from pipesat.solver.report.units import Units
 
 
 def outcome_text(result: SolveResult, units: Units = Units()) -> str:  # noqa: B008 (frozen)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from models import Instance, Objective, Status
-from models.solve_result import SolveResult
-from solver.evaluate.metrics import compute_metrics
-from solver.report.tables import Column, format_number, format_rows, heuristic_title, percent_or_dash, scaled
-from solver.report.text import describe
-from solver.report.units import units_of
+from pipesat.models import Instance, Objective, Status
+from pipesat.models.solve_result import SolveResult
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.report.tables import Column, format_number, format_rows, heuristic_title, percent_or_dash, scaled
+from pipesat.solver.report.text import describe
+from pipesat.solver.report.units import units_of
 
 
 def comparison_text(instance: Instance, table: str, fmt: str, lower_bound: float | None) -> str:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models import Schedule
-from models.names import SCHEDULE_TITLES
+from pipesat.models import Schedule
+from pipesat.models.names import SCHEDULE_TITLES
 
 FORMATS = ("table", "csv", "json", "markdown")
 

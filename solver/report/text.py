@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from models import Instance, Objective, Schedule
-from solver.evaluate.metrics import compute_metrics
-from solver.report.tables import format_number, format_percent
-from solver.report.units import Units, units_of
+from pipesat.models import Instance, Objective, Schedule
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.report.tables import format_number, format_percent
+from pipesat.solver.report.units import Units, units_of
 
 LABEL_WIDTH = 16
 

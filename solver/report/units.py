@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models import Instance
-from models.units import display_memory_unit
+from pipesat.models import Instance
+from pipesat.models.units import display_memory_unit
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from models import Instance, Objective, Schedule, Status
-from models.solve_result import SolveResult
-from solver.evaluate.metrics import compute_metrics, relative_gap
-from solver.evaluate.retime import retimed_for
-from solver.evaluate.validator import ensure_valid
-from solver.heuristics import Attempt, NotApplicable, try_every_heuristic
-from solver.report.solve_text import outcome_text
-from solver.report.units import Units, units_of
-from solver.solve import solve as run_solver
-from solver.torch.import_schedule import torch_rows
+from pipesat.models import Instance, Objective, Schedule, Status
+from pipesat.models.solve_result import SolveResult
+from pipesat.solver.evaluate.metrics import compute_metrics, relative_gap
+from pipesat.solver.evaluate.retime import retimed_for
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.heuristics import Attempt, NotApplicable, try_every_heuristic
+from pipesat.solver.report.solve_text import outcome_text
+from pipesat.solver.report.units import Units, units_of
+from pipesat.solver.solve import solve as run_solver
+from pipesat.solver.torch.import_schedule import torch_rows
 
 SOLVER_NAME = "cp-sat"
 

@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models import Instance, InstanceError, Schedule, Status
-from models.instance import parse_limit_value
-from models.solve_result import SolveResult
-from models.tolerance import slack
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retimed_for
-from solver.evaluate.validator import validate
-from solver.heuristics import handwritten_schedules
-from solver.solve import solve
+from pipesat.models import Instance, InstanceError, Schedule, Status
+from pipesat.models.instance import parse_limit_value
+from pipesat.models.solve_result import SolveResult
+from pipesat.models.tolerance import slack
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import retimed_for
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import handwritten_schedules
+from pipesat.solver.solve import solve
 
 MAX_POINTS = 200
 

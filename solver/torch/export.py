@@ -17,10 +17,10 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from models import Instance, OpKey, Schedule
-from solver.evaluate.simulator import simulate
-from solver.evaluate.validator import ensure_valid
-from solver.io.output_file import write_output
+from pipesat.models import Instance, OpKey, Schedule
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.io.output_file import write_output
 
 Rows = list[list[str]]
 

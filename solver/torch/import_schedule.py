@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from models import InputError, Instance, InstanceError, OpKey, PipesatError, Schedule, ScheduleError
-from models.document import MAX_FILE_BYTES
-from models.instance import placement_devices
-from solver.evaluate.simulator import simulate
-from solver.evaluate.validator import ensure_valid
-from solver.heuristics import NotApplicable, UnknownSchedule
+from pipesat.models import InputError, Instance, InstanceError, OpKey, PipesatError, Schedule, ScheduleError
+from pipesat.models.document import MAX_FILE_BYTES
+from pipesat.models.instance import placement_devices
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.heuristics import NotApplicable, UnknownSchedule
 
 TORCH_VERSION = "2.13.0"
 INSTALL_HINT = f"torch is not installed: pip install -e '.[torch]' (installs torch=={TORCH_VERSION})"

@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from models import Instance, InstanceError
-from solver.instances.cost_model import (
+from pipesat.models import Instance, InstanceError
+from pipesat.solver.instances.cost_model import (
     MEMORY_UNIT,
     MIB,
     TIME_UNIT,

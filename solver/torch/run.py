@@ -21,11 +21,11 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from models import Schedule
-from solver.io.schedule_file import load_schedule, save_schedule
-from solver.torch.export import schedule_to_rows
-from solver.torch.import_schedule import require_torch
-from solver.torch.schedule import torch_schedule
+from pipesat.models import Schedule
+from pipesat.solver.io.schedule_file import load_schedule, save_schedule
+from pipesat.solver.torch.export import schedule_to_rows
+from pipesat.solver.torch.import_schedule import require_torch
+from pipesat.solver.torch.schedule import torch_schedule
 
 WIDTH = 8
 MICROBATCH_SIZE = 2
@@ -79,7 +79,7 @@ def torch_run(schedule: Schedule, timeout_s: float = TIMEOUT_S) -> TorchRunResul
         processes = []
         for rank in range(instance.num_devices):
             log = (folder / f"rank{rank}.log").open("w")
-            command = [sys.executable, "-m", "solver.torch.run", str(rank), str(folder)]
+            command = [sys.executable, "-m", "pipesat.solver.torch.run", str(rank), str(folder)]
             processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
             log.close()
         _wait(processes, timeout_s)

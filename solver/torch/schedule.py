@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from models import InputError, Instance, Schedule
-from solver.io.schedule_file import load_schedule
-from solver.torch.export import schedule_to_rows, write_rows
-from solver.torch.import_schedule import require_torch
+from pipesat.models import InputError, Instance, Schedule
+from pipesat.solver.io.schedule_file import load_schedule
+from pipesat.solver.torch.export import schedule_to_rows, write_rows
+from pipesat.solver.torch.import_schedule import require_torch
 
 if TYPE_CHECKING:
     from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime

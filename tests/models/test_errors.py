@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from models import InputError, InstanceError, OptionError, PipesatError, ScheduleError
+from pipesat.models import InputError, InstanceError, OptionError, PipesatError, ScheduleError
 
 
 @pytest.mark.parametrize("error", [InstanceError, OptionError])

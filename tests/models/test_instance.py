@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import Instance, InstanceError
-from models.instance import placement_devices
+from pipesat.models import Instance, InstanceError
+from pipesat.models.instance import placement_devices
 from tests.bad_inputs import BAD_INSTANCES
 from tests.conftest import make_instance
 from tests.strategies import PROPERTY_SETTINGS, TIMES, instance_dicts

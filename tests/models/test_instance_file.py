@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from models import InputError, InstanceError, load_instance
+from pipesat.models import InputError, InstanceError, load_instance
 from tests.conftest import INSTANCES_DIR
 
 # instances/plan/ holds `pipesat plan` specs, not instances (tests/solver/plan/test_spec.py reads them).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from models import TIME_OBJECTIVES, Objective, Status
+from pipesat.models import TIME_OBJECTIVES, Objective, Status
 
 
 @pytest.mark.parametrize(

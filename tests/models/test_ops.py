@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import KINDS, Instance, dependency, expected_op_keys, memory_change, op_duration
+from pipesat.models import KINDS, Instance, dependency, expected_op_keys, memory_change, op_duration
 from tests.strategies import PROPERTY_SETTINGS, instances
 
 

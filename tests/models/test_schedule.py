@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from models import Instance, Op, Schedule, ScheduleError, op_label
-from solver.evaluate.simulator import simulate
+from pipesat.models import Instance, Op, Schedule, ScheduleError, op_label
+from pipesat.solver.evaluate.simulator import simulate
 from tests.strategies import assert_valid
 
 

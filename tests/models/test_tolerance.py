@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from models.tolerance import RELATIVE, fits, same, slack
+from pipesat.models.tolerance import RELATIVE, fits, same, slack
 
 
 @pytest.mark.parametrize("reference", [0.0, 1.0, -3.0, 4e6])

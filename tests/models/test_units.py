@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from models.errors import InstanceError
-from models.units import MEMORY_UNITS, check_unit, display_memory_unit, memory_in
+from pipesat.models.errors import InstanceError
+from pipesat.models.units import MEMORY_UNITS, check_unit, display_memory_unit, memory_in
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,10 @@ from __future__ import annotations
 import functools
 import itertools
 
-from models import Instance, OpKey, ScheduleError, dependency, expected_op_keys
-from solver.evaluate.metrics import Metrics, compute_metrics
-from solver.evaluate.retime import timed_for
-from solver.evaluate.validator import validate
+from pipesat.models import Instance, OpKey, ScheduleError, dependency, expected_op_keys
+from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
+from pipesat.solver.evaluate.retime import timed_for
+from pipesat.solver.evaluate.validator import validate
 
 
 def _waits_for(key: OpKey, num_stages: int) -> set[OpKey]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from models import Instance, Objective
-from solver.evaluate.metrics import compute_metrics
-from solver.heuristics import handwritten_schedules, run_heuristic
-from solver.portfolio import Candidate, Problem, as_candidate, preferred, starting_candidates
+from pipesat.models import Instance, Objective
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.heuristics import handwritten_schedules, run_heuristic
+from pipesat.solver.portfolio import Candidate, Problem, as_candidate, preferred, starting_candidates
 
 SPLIT = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_times": 1})
 

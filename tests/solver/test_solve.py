@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import Instance, InstanceError, Objective, OptionError, PipesatError
-from models.solve_result import Infeasibility, InfeasibleReason, NamedValue
-from solver.evaluate.bounds import minimum_memory_limit
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retime_for_span
-from solver.evaluate.validator import validate
-from solver.heuristics import all_heuristics, run_heuristic
-from solver.report.solve_text import outcome_text
-from solver.solve import solve
+from pipesat.models import Instance, InstanceError, Objective, OptionError, PipesatError
+from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue
+from pipesat.solver.evaluate.bounds import minimum_memory_limit
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import retime_for_span
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import all_heuristics, run_heuristic
+from pipesat.solver.report.solve_text import outcome_text
+from pipesat.solver.solve import solve
 from tests.conftest import make_instance
 from tests.solver.brute_force import brute_force_optimum
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances, with_feasible_limit

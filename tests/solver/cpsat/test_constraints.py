@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from models import Instance, OpKey
-from solver.cpsat.constraints import add_memory_precedences, add_no_overlaps
-from solver.cpsat.data import model_data
-from solver.cpsat.model import PipelineModel, build_model
-from solver.cpsat.variables import make_variables
+from pipesat.models import Instance, OpKey
+from pipesat.solver.cpsat.constraints import add_memory_precedences, add_no_overlaps
+from pipesat.solver.cpsat.data import model_data
+from pipesat.solver.cpsat.model import PipelineModel, build_model
+from pipesat.solver.cpsat.variables import make_variables
 from tests.solver.cpsat.test_model import solve_model
 
 SPLIT = {"num_devices": 3, "num_microbatches": 5, "weight_times": 1, "p2p_time": 1}

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from ortools.sat.python import cp_model
 
-from models import Instance, Objective
-from solver.cpsat.model import PipelineModel, build_model, orders_from_starts
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import min_span_schedule
-from solver.evaluate.simulator import simulate
+from pipesat.models import Instance, Objective
+from pipesat.solver.cpsat.model import PipelineModel, build_model, orders_from_starts
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import min_span_schedule
+from pipesat.solver.evaluate.simulator import simulate
 from tests.solver.brute_force import brute_force_optimum
 from tests.strategies import assert_valid
 

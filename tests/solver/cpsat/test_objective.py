@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from models import Instance, Objective
-from solver.cpsat.model import build_model
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import min_span_schedule
+from pipesat.models import Instance, Objective
+from pipesat.solver.cpsat.model import build_model
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import min_span_schedule
 from tests.solver.cpsat.test_model import solve_model
 
 INSTANCE = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_times": 1, "p2p_time": 0.5})

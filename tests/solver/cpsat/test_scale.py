@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from models import Instance, Objective
-from solver.cpsat.scale import ceil_ticks, choose_scale, scaled_instance, to_ticks
+from pipesat.models import Instance, Objective
+from pipesat.solver.cpsat.scale import ceil_ticks, choose_scale, scaled_instance, to_ticks
 
 
 def _instance(**changes: object) -> Instance:

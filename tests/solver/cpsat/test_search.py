@@ -11,15 +11,15 @@ from google.protobuf import text_format
 from ortools.sat import sat_parameters_pb2
 from ortools.sat.python import cp_model
 
-from models import Instance
-from solver.cpsat import child as child_module
-from solver.cpsat.child import STOP_GRACE, Bound, Finished, Solution, run_search
-from solver.cpsat.model import build_model
-from solver.cpsat.search import SearchOptions, _parameters, _Record, search
-from solver.cpsat.warm_start import warm_start
-from solver.evaluate.bounds import lower_bound
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
+from pipesat.models import Instance
+from pipesat.solver.cpsat import child as child_module
+from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Finished, Solution, run_search
+from pipesat.solver.cpsat.model import build_model
+from pipesat.solver.cpsat.search import SearchOptions, _parameters, _Record, search
+from pipesat.solver.cpsat.warm_start import warm_start
+from pipesat.solver.evaluate.bounds import lower_bound
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
 from tests.strategies import assert_valid
 
 INSTANCE = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_times": 1, "memory_limit": "1x"})

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from models import Instance, Objective
-from solver.cpsat.data import model_data
-from solver.cpsat.variables import make_variables
+from pipesat.models import Instance, Objective
+from pipesat.solver.cpsat.data import model_data
+from pipesat.solver.cpsat.variables import make_variables
 
 SPLIT = {"num_devices": 2, "num_microbatches": 3, "weight_times": 1, "activation_memory": 2, "weight_memory": 0.5}
 

@@ -7,13 +7,13 @@ import math
 import pytest
 from ortools.sat.python import cp_model
 
-from models import Instance, Objective
-from solver.cpsat.model import build_model
-from solver.cpsat.warm_start import add_hint, tick_starts, warm_start
-from solver.evaluate.bounds import lower_bound
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import timed_for
-from solver.heuristics import handwritten_schedules
+from pipesat.models import Instance, Objective
+from pipesat.solver.cpsat.model import build_model
+from pipesat.solver.cpsat.warm_start import add_hint, tick_starts, warm_start
+from pipesat.solver.evaluate.bounds import lower_bound
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import timed_for
+from pipesat.solver.heuristics import handwritten_schedules
 from tests.solver.cpsat.test_model import solve_model
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from models import Instance, InstanceError
-from solver.evaluate.bounds import (
+from pipesat.models import Instance, InstanceError
+from pipesat.solver.evaluate.bounds import (
     critical_path_bound,
     lower_bound,
     max_count,

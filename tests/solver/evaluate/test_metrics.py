@@ -8,10 +8,10 @@ from fractions import Fraction
 import pytest
 from hypothesis import given
 
-from models import Instance, Schedule
-from solver.evaluate.metrics import bubble_rate, compute_metrics, memory_profiles
-from solver.evaluate.simulator import simulate
-from solver.heuristics import run_heuristic
+from pipesat.models import Instance, Schedule
+from pipesat.solver.evaluate.metrics import bubble_rate, compute_metrics, memory_profiles
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics import run_heuristic
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances, instances_with_orders
 
 # p=2, m=2, F=1, B=1, W=(0.5, 5), p2p 0.5, M_B=2, M_W=1. The slow W of stage 1 makes device 1 end last.
@@ -145,7 +145,7 @@ def test_one_f_one_b_peak_matches_the_closed_form(instance: Instance) -> None:
 
 
 def test_relative_gap_ignores_float_noise_but_not_real_differences():
-    from solver.evaluate.metrics import relative_gap
+    from pipesat.solver.evaluate.metrics import relative_gap
 
     assert relative_gap(40.2, 40.2 - 1e-14) == 0.0
     assert relative_gap(0.1 + 0.2, 0.3) == 0.0

@@ -7,12 +7,12 @@ import math
 
 from hypothesis import given
 
-from models import Instance, Objective, Schedule
-from models.ops import dependency
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import min_span_schedule, retime_for_span, retimed_for, timed_for
-from solver.evaluate.simulator import simulate
-from solver.heuristics import run_heuristic
+from pipesat.models import Instance, Objective, Schedule
+from pipesat.models.ops import dependency
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import min_span_schedule, retime_for_span, retimed_for, timed_for
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics import run_heuristic
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances_with_orders
 
 # An order whose as-soon-as-possible timing has max span 16, but 15 is possible: device 1 starts

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from models import Instance, OpKey, Schedule, ScheduleError
-from models.ops import dependency
-from solver.evaluate.simulator import simulate
-from solver.heuristics import get_heuristic, run_heuristic
+from pipesat.models import Instance, OpKey, Schedule, ScheduleError
+from pipesat.models.ops import dependency
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics import get_heuristic, run_heuristic
 from tests.strategies import (
     PROPERTY_SETTINGS,
     assert_valid,

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import Instance, Op, Schedule, ScheduleError
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.evaluate.validator import ensure_valid, validate
-from solver.heuristics import run_heuristic
+from pipesat.models import Instance, Op, Schedule, ScheduleError
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.evaluate.validator import ensure_valid, validate
+from pipesat.solver.heuristics import run_heuristic
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances_with_orders
 
 TWO_DEVICES = Instance.from_dict(

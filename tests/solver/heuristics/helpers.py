@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from models import Instance, Schedule
-from solver.evaluate.metrics import Metrics, compute_metrics
-from solver.heuristics import run_heuristic
+from pipesat.models import Instance, Schedule
+from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
+from pipesat.solver.heuristics import run_heuristic
 from tests.conftest import make_instance
 from tests.strategies import assert_valid
 

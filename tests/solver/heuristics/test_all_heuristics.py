@@ -7,8 +7,8 @@ import re
 import pytest
 from hypothesis import event, given, settings
 
-from models import Instance
-from solver.heuristics import NotApplicable, all_heuristics, run_heuristic
+from pipesat.models import Instance
+from pipesat.solver.heuristics import NotApplicable, all_heuristics, run_heuristic
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
 
 # Linear twice as often as each multi-chunk layout; three chunks too, which no other test draws.

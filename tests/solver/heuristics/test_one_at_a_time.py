@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from solver.evaluate.bounds import minimum_memory_limit
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.heuristics.one_at_a_time import one_at_a_time_orders
+from pipesat.solver.evaluate.bounds import minimum_memory_limit
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics.one_at_a_time import one_at_a_time_orders
 from tests.conftest import make_instance
 from tests.strategies import LAYOUTS, assert_valid
 

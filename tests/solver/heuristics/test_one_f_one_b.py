@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.heuristics import NotApplicable, run_heuristic
+from pipesat.solver.heuristics import NotApplicable, run_heuristic
 from tests.solver.heuristics.helpers import B, F, W, run_valid, uniform
 
 CASES = [(p, m) for p in (1, 2, 4, 8) for m in (1, max(p // 2, 1), p, 2 * p + 1)]

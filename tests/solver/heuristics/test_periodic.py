@@ -7,11 +7,11 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import Instance
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.heuristics import run_heuristic
-from solver.heuristics.periodic import periodic_orders, periodic_schedule
+from pipesat.models import Instance
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.heuristics.periodic import periodic_orders, periodic_schedule
 from tests.conftest import make_instance
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances, with_feasible_limit
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from models import Instance
-from solver.heuristics.requirements import (
+from pipesat.models import Instance
+from pipesat.solver.heuristics.requirements import (
     first_unmet,
     needs_interleaved,
     needs_linear,

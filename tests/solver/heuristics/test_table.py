@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from models import InputError, load_instance
-from models.names import SCHEDULE_TITLES
-from models.tolerance import same
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retimed_for
-from solver.heuristics import (
+from pipesat.models import InputError, load_instance
+from pipesat.models.names import SCHEDULE_TITLES
+from pipesat.models.tolerance import same
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import retimed_for
+from pipesat.solver.heuristics import (
     ALIASES,
     SCHEDULES,
     NotApplicable,
@@ -23,7 +23,7 @@ from solver.heuristics import (
     run_heuristic,
     try_every_heuristic,
 )
-from solver.solve import solve
+from pipesat.solver.solve import solve
 from tests.conftest import INSTANCES_DIR, ROOT
 from tests.solver.heuristics.helpers import uniform
 

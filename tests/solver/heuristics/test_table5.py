@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from models import Instance
+from pipesat.models import Instance
 from tests.conftest import make_instance
 from tests.solver.heuristics.helpers import run_valid
 

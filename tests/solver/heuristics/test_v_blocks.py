@@ -6,10 +6,10 @@ import itertools
 
 import pytest
 
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.heuristics.v_blocks import candidate_blocks, v_half_budget, v_min_budget
-from solver.heuristics.v_schedules import slot_orders, v_half_offsets, v_min_offsets
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics.v_blocks import candidate_blocks, v_half_budget, v_min_budget
+from pipesat.solver.heuristics.v_schedules import slot_orders, v_half_offsets, v_min_offsets
 from tests.solver.heuristics.helpers import run_valid
 from tests.solver.heuristics.vshape import vshape
 

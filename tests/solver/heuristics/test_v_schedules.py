@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from models import Instance
-from solver.heuristics import NotApplicable, run_heuristic
-from solver.heuristics.v_schedules import CYCLE, Offsets, v_half_offsets, v_min_offsets, v_zb_offsets
+from pipesat.models import Instance
+from pipesat.solver.heuristics import NotApplicable, run_heuristic
+from pipesat.solver.heuristics.v_schedules import CYCLE, Offsets, v_half_offsets, v_min_offsets, v_zb_offsets
 from tests.solver.heuristics.helpers import run_valid
 from tests.solver.heuristics.vshape import V_REFUSALS, vshape, vshape_instances
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import Instance
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.heuristics import NotApplicable, run_heuristic
-from solver.heuristics.zb_auto import POLICIES, ListScheduler
+from pipesat.models import Instance
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics import NotApplicable, run_heuristic
+from pipesat.solver.heuristics.zb_auto import POLICIES, ListScheduler
 from tests.solver.heuristics.helpers import run_valid, uniform
 from tests.strategies import PROPERTY_SETTINGS, instance_dicts
 

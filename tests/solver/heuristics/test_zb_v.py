@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from models import Instance
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retime_for_span
-from solver.evaluate.simulator import simulate
-from solver.heuristics import NotApplicable, run_heuristic
-from solver.heuristics.zb_v import greedy_orders, handwritten_orders
+from pipesat.models import Instance
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import retime_for_span
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics import NotApplicable, run_heuristic
+from pipesat.solver.heuristics.zb_v import greedy_orders, handwritten_orders
 from tests.solver.heuristics.helpers import run_valid
 from tests.solver.heuristics.vshape import V_REFUSALS, vshape, vshape_instances
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.heuristics import NotApplicable, run_heuristic
+from pipesat.solver.heuristics import NotApplicable, run_heuristic
 from tests.solver.heuristics.helpers import B, F, W, run_valid, uniform
 
 M_B, M_W = 2.0, 1.0

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from models import Instance
+from pipesat.models import Instance
 from tests.conftest import make_instance
 from tests.strategies import ZERO_OR_TIMES, instances
 

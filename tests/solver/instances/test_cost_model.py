@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from models import InstanceError
-from solver.instances.cost_model import (
+from pipesat.models import InstanceError
+from pipesat.solver.instances.cost_model import (
     ZB_PAPER_TRAINING,
     Hardware,
     Pipeline,

@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from solver.evaluate.metrics import compute_metrics
-from solver.heuristics import run_heuristic
-from solver.instances.cost_model import MIB, ZB_PAPER_TRAINING, Hardware, Pipeline, Training, Transformer
-from solver.instances.explain import command_line, explain
-from solver.instances.from_model import Description, derive, model_instance
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.instances.cost_model import MIB, ZB_PAPER_TRAINING, Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.explain import command_line, explain
+from pipesat.solver.instances.from_model import Description, derive, model_instance
 from tests.strategies import assert_valid
 
 GPT_1_5B = Transformer(layers=24, hidden=2304, heads=24, seq_len=1024, microbatch_size=1, vocab=50257)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from models import InstanceError
-from solver.instances.from_options import build_instance, parse_layer_counts, parse_numbers
+from pipesat.models import InstanceError
+from pipesat.solver.instances.from_options import build_instance, parse_layer_counts, parse_numbers
 from tests.conftest import INSTANCES_DIR
 
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import InstanceError
-from solver.instances.cost_model import Hardware, Pipeline, Training, Transformer
-from solver.instances.layer_balance import balanced_split, slowest_stage_ms
+from pipesat.models import InstanceError
+from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.layer_balance import balanced_split, slowest_stage_ms
 from tests.strategies import PROPERTY_SETTINGS
 
 H100 = Hardware(tflops=989, efficiency=0.45)

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from models import InstanceError
-from solver.instances.cost_model import Hardware, Training, Transformer, stage_costs
-from solver.instances.model_state import (
+from pipesat.models import InstanceError
+from pipesat.solver.instances.cost_model import Hardware, Training, Transformer, stage_costs
+from pipesat.solver.instances.model_state import (
     activation_budgets,
     bytes_per_parameter,
     device_states,

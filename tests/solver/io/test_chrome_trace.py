@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from models import Instance, Op, Schedule, ScheduleError
-from solver.evaluate.metrics import compute_metrics
-from solver.heuristics import run_heuristic
-from solver.io.chrome_trace import MICROSECONDS_PER_UNIT, export_chrome_trace, memory_counter_name
+from pipesat.models import Instance, Op, Schedule, ScheduleError
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.io.chrome_trace import MICROSECONDS_PER_UNIT, export_chrome_trace, memory_counter_name
 from tests.strategies import assert_valid
 
 P4_M8 = {"num_devices": 4, "num_microbatches": 8, "forward_times": [1, 1.5, 1, 1], "p2p_time": 0.5}

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from models import InputError
-from models.document import write_atomically
-from solver.io.output_file import check_outputs, write_output
+from pipesat.models import InputError
+from pipesat.models.document import write_atomically
+from pipesat.solver.io.output_file import check_outputs, write_output
 
 
 def test_writes_the_text_as_given_and_makes_the_folders(tmp_path: Path) -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from models import InputError, Instance, ScheduleError
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.simulator import simulate
-from solver.evaluate.validator import validate
-from solver.heuristics import run_heuristic
-from solver.io.schedule_file import load_schedule, save_schedule
+from pipesat.models import InputError, Instance, ScheduleError
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.io.schedule_file import load_schedule, save_schedule
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances_with_orders
 
 

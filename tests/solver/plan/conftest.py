@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from solver.plan.spec import PlanSpec, spec_from_dict
+from pipesat.solver.plan.spec import PlanSpec, spec_from_dict
 
 TINY: dict[str, Any] = {
     "model": {"layers": 8, "hidden": 512, "heads": 8, "seq_len": 512, "vocab": 1000},

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from models import InputError
-from solver.plan.executors import RAY_HINT, LocalExecutor, make_executor, require_ray
-from solver.plan.search import plan
+from pipesat.models import InputError
+from pipesat.solver.plan.executors import RAY_HINT, LocalExecutor, make_executor, require_ray
+from pipesat.solver.plan.search import plan
 from tests.solver.plan.conftest import tiny
 
 HAS_RAY = importlib.util.find_spec("ray") is not None

@@ -4,12 +4,12 @@ import dataclasses
 
 import pytest
 
-from models.plan_result import Configuration
-from solver.instances.from_model import derive
-from solver.instances.model_state import DeviceState
-from solver.plan.measure import model_flops, optimizer_ms, reduce_ms, usable_memory
-from solver.plan.search import AssessTask, assess
-from solver.plan.space import description
+from pipesat.models.plan_result import Configuration
+from pipesat.solver.instances.from_model import derive
+from pipesat.solver.instances.model_state import DeviceState
+from pipesat.solver.plan.measure import model_flops, optimizer_ms, reduce_ms, usable_memory
+from pipesat.solver.plan.search import AssessTask, assess
+from pipesat.solver.plan.space import description
 from tests.solver.plan.conftest import tiny
 
 STATES = [DeviceState(parameters=1e9, bytes=18e9), DeviceState(parameters=5e8, bytes=9e9)]

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from models import InstanceError
-from models.plan_result import Configuration, Outcome
-from models.tolerance import same
-from solver.evaluate.validator import validate
-from solver.plan.executors import LocalExecutor
-from solver.plan.search import AssessTask, assess, brute_force, plan
+from pipesat.models import InstanceError
+from pipesat.models.plan_result import Configuration, Outcome
+from pipesat.models.tolerance import same
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.plan.executors import LocalExecutor
+from pipesat.solver.plan.search import AssessTask, assess, brute_force, plan
 from tests.solver.plan.conftest import tiny
 
 

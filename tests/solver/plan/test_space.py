@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from solver.instances.from_model import derive
-from solver.plan.space import description, divisors, enumerate_space, spans_nodes
-from solver.plan.spec import load_spec
+from pipesat.solver.instances.from_model import derive
+from pipesat.solver.plan.space import description, divisors, enumerate_space, spans_nodes
+from pipesat.solver.plan.spec import load_spec
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import tiny
 

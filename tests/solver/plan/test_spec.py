@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from models import InputError
-from solver.plan.spec import PLACEMENTS, load_spec, spec_from_dict
+from pipesat.models import InputError
+from pipesat.solver.plan.spec import PLACEMENTS, load_spec, spec_from_dict
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import TINY, tiny
 

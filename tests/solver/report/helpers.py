@@ -6,8 +6,8 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from models import Instance, Schedule
-from solver.heuristics import run_heuristic
+from pipesat.models import Instance, Schedule
+from pipesat.solver.heuristics import run_heuristic
 from tests.strategies import assert_valid
 
 

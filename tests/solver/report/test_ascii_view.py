@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from models import Instance
-from solver.heuristics import run_heuristic
-from solver.report.ascii_view import render_ascii
+from pipesat.models import Instance
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.ascii_view import render_ascii
 from tests.strategies import assert_valid
 
 TOKEN = re.compile(r"\[\s*([FBWfbw])(\d+)(?:/(\d+))?\s*\]")

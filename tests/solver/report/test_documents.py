@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from models import Objective
-from solver.evaluate.metrics import compute_metrics
-from solver.heuristics import run_heuristic
-from solver.report.documents import schedule_document, solve_document
-from solver.solve import solve
+from pipesat.models import Objective
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.documents import schedule_document, solve_document
+from pipesat.solver.solve import solve
 from tests.conftest import make_instance
 from tests.strategies import assert_valid
 

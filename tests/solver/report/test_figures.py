@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from models import InputError, Instance
-from solver.heuristics import run_heuristic
-from solver.report.figures import fit_text, picture_format
-from solver.report.pareto_plot import pareto_figure
-from solver.report.schedule_plot import plot_schedule, schedule_figure, schedule_title
+from pipesat.models import InputError, Instance
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.figures import fit_text, picture_format
+from pipesat.solver.report.pareto_plot import pareto_figure
+from pipesat.solver.report.schedule_plot import plot_schedule, schedule_figure, schedule_title
 from tests.solver.report.helpers import scaled, within
 from tests.strategies import assert_valid
 

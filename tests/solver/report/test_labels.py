@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from models import Instance
-from solver.heuristics import run_heuristic
-from solver.report.figures import MIN_FONT
-from solver.report.labels import ordinal
-from solver.report.schedule_plot import schedule_figure
+from pipesat.models import Instance
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.figures import MIN_FONT
+from pipesat.solver.report.labels import ordinal
+from pipesat.solver.report.schedule_plot import schedule_figure
 from tests.solver.report.helpers import gantt_labels, scaled
 from tests.strategies import assert_valid
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import matplotlib.image
 import numpy as np
 
-from solver.report.figures import save_figure
-from solver.report.pareto_plot import pareto_figure
+from pipesat.solver.report.figures import save_figure
+from pipesat.solver.report.pareto_plot import pareto_figure
 from tests.solver.report.helpers import overlapping, within
 
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
-from solver.report.plan_plot import plot_plan
-from solver.report.plan_text import plan_document, plan_rows, plan_summary, progress_text
+from pipesat.models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
+from pipesat.solver.report.plan_plot import plot_plan
+from pipesat.solver.report.plan_text import plan_document, plan_rows, plan_summary, progress_text
 
 GIB = 2**30
 

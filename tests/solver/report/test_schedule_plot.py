@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgb
 
-from models import InputError, Instance, Schedule
-from solver.evaluate.metrics import compute_metrics
-from solver.heuristics import run_heuristic
-from solver.report.figures import KIND_COLOURS, shade
-from solver.report.schedule_plot import memory_ticks, plot_schedule, schedule_figure, schedule_title, tick_text
-from solver.report.tables import format_percent
+from pipesat.models import InputError, Instance, Schedule
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.figures import KIND_COLOURS, shade
+from pipesat.solver.report.schedule_plot import memory_ticks, plot_schedule, schedule_figure, schedule_title, tick_text
+from pipesat.solver.report.tables import format_percent
 from tests.solver.report.helpers import gantt_labels, overlapping, scaled, within
 from tests.strategies import assert_valid
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from models import Instance, Objective, Status
-from models.solve_result import Infeasibility, InfeasibleReason, NamedValue, SolveResult
-from solver.heuristics import run_heuristic
-from solver.report.solve_text import (
+from pipesat.models import Instance, Objective, Status
+from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue, SolveResult
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.solve_text import (
     goal_text,
     no_schedule_text,
     outcome_text,

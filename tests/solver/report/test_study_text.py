@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from models import Instance, Objective, Status
-from models.solve_result import SolveResult
-from solver.heuristics import run_heuristic
-from solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
+from pipesat.models import Instance, Objective, Status
+from pipesat.models.solve_result import SolveResult
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
 from tests.conftest import make_instance
 
 

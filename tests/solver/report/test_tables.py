@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from models import Instance
-from solver.heuristics import run_heuristic
-from solver.report.tables import (
+from pipesat.models import Instance
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.tables import (
     FORMATS,
     Column,
     display_name,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from models import Instance, Objective
-from solver.heuristics import run_heuristic
-from solver.report.text import (
+from pipesat.models import Instance, Objective
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.report.text import (
     chrome_trace_line,
     describe,
     field_line,

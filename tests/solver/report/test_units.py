@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.report.units import Units, units_of
+from pipesat.solver.report.units import Units, units_of
 from tests.conftest import make_instance
 
 

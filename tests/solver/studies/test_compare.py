@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from models import Instance, Objective, Status
-from models.solve_result import Infeasibility, InfeasibleReason, SolveResult
-from solver.evaluate.metrics import compute_metrics
-from solver.evaluate.retime import retime_for_span
-from solver.heuristics import all_heuristics, run_heuristic
-from solver.studies.compare import SOLVER_NAME, compare, solver_row, with_torch_rows
-from solver.torch.import_schedule import TORCH_SCHEDULES
+from pipesat.models import Instance, Objective, Status
+from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import retime_for_span
+from pipesat.solver.heuristics import all_heuristics, run_heuristic
+from pipesat.solver.studies.compare import SOLVER_NAME, compare, solver_row, with_torch_rows
+from pipesat.solver.torch.import_schedule import TORCH_SCHEDULES
 from tests.strategies import assert_valid
 
 SPLIT = {"num_devices": 3, "num_microbatches": 6, "weight_times": 1, "backward_times": 1}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from models import Instance, InstanceError
-from solver.evaluate.metrics import compute_metrics
-from solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
+from pipesat.models import Instance, InstanceError
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
 from tests.solver.brute_force import brute_force_frontier
 from tests.strategies import assert_valid
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from models import Instance, Op, Schedule, ScheduleError
-from solver.heuristics import NotApplicable, all_heuristics, run_heuristic
-from solver.torch.export import export_torch_csv, orders_to_rows, schedule_to_rows, torch_cell
+from pipesat.models import Instance, Op, Schedule, ScheduleError
+from pipesat.solver.heuristics import NotApplicable, all_heuristics, run_heuristic
+from pipesat.solver.torch.export import export_torch_csv, orders_to_rows, schedule_to_rows, torch_cell
 from tests.solver.torch.torch_fakes import load_in_torch
 from tests.strategies import assert_valid
 
@@ -135,7 +135,7 @@ def test_every_handwritten_schedule_loads_in_torch(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_solver_result_loads_in_torch(tmp_path: Path, shape: str) -> None:
-    from solver.solve import solve
+    from pipesat.solver.solve import solve
 
     instance = Instance.from_dict({**SHAPES[shape], "num_microbatches": 3})
     schedule = assert_valid(solve(instance, time_limit=5, workers=1, seed=0).schedule)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from models import InputError, Instance, InstanceError, ScheduleError
-from solver.evaluate.metrics import compute_metrics
-from solver.heuristics import NotApplicable, UnknownSchedule, run_heuristic
-from solver.heuristics.zb_v import handwritten_orders
-from solver.torch.export import export_torch_csv
-from solver.torch.import_schedule import (
+from pipesat.models import InputError, Instance, InstanceError, ScheduleError
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.heuristics import NotApplicable, UnknownSchedule, run_heuristic
+from pipesat.solver.heuristics.zb_v import handwritten_orders
+from pipesat.solver.torch.export import export_torch_csv
+from pipesat.solver.torch.import_schedule import (
     INSTALL_HINT,
     TORCH_SCHEDULES,
     import_torch_csv,

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from cli_options import EXIT_BAD_INPUT
-from models import Instance, InstanceError, load_instance
-from solver.evaluate.validator import validate
-from solver.heuristics import run_heuristic
-from solver.torch import profile as profile_module
-from solver.torch.profile import INSTALL_HINT, ProfileSpec, _StageRunner, profile_instance
+from pipesat.cli_options import EXIT_BAD_INPUT
+from pipesat.models import Instance, InstanceError, load_instance
+from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.torch import profile as profile_module
+from pipesat.solver.torch.profile import INSTALL_HINT, ProfileSpec, _StageRunner, profile_instance
 from tests.cli_helpers import cli_error, run_cli
 
 torch = pytest.importorskip("torch")
@@ -132,7 +132,7 @@ def test_profiled_instance_runs_a_heuristic_and_validates(profiled: Instance) ->
 
 
 def test_profiled_instance_solves_briefly(profiled: Instance) -> None:
-    solve_module = pytest.importorskip("solver.solve")
+    solve_module = pytest.importorskip("pipesat.solver.solve")
     result = solve_module.solve(profiled, time_limit=2, workers=1)
     assert result.schedule is not None
     assert validate(result.schedule) == []

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from models import Instance, Op, Schedule, ScheduleError
-from solver.heuristics import run_heuristic
-from solver.torch import run as torch_run_module
-from solver.torch.import_schedule import INSTALL_HINT
-from solver.torch.run import GRADIENT_TOLERANCE, format_result, torch_run
+from pipesat.models import Instance, Op, Schedule, ScheduleError
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.torch import run as torch_run_module
+from pipesat.solver.torch.import_schedule import INSTALL_HINT
+from pipesat.solver.torch.run import GRADIENT_TOLERANCE, format_result, torch_run
 from tests.strategies import assert_valid
 
 
@@ -35,7 +35,7 @@ def _check_passed(schedule: Schedule) -> None:
 
 
 def test_solver_schedule_for_two_devices_trains_like_plain_training() -> None:
-    from solver.solve import solve
+    from pipesat.solver.solve import solve
 
     instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 4, "weight_times": 1, "p2p_time": 0.5})
     schedule = assert_valid(solve(instance, time_limit=5, workers=1, seed=0).schedule)

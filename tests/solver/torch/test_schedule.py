@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from models import InputError, Instance, Op, Schedule, ScheduleError
-from solver.heuristics import run_heuristic
-from solver.io.schedule_file import save_schedule
-from solver.torch.export import schedule_to_rows
-from solver.torch.import_schedule import INSTALL_HINT, TorchMissing
-from solver.torch.schedule import torch_schedule
+from pipesat.models import InputError, Instance, Op, Schedule, ScheduleError
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.io.schedule_file import save_schedule
+from pipesat.solver.torch.export import schedule_to_rows
+from pipesat.solver.torch.import_schedule import INSTALL_HINT, TorchMissing
+from pipesat.solver.torch.schedule import torch_schedule
 from tests.conftest import ROOT
 from tests.solver.torch.torch_fakes import fake_stage
 from tests.strategies import assert_valid
@@ -99,11 +99,16 @@ def _example_code() -> str:
 
 
 def test_the_documented_training_loop_trains_under_torchrun(tmp_path: Path, zb_v: Schedule) -> None:
+    """Run from a training repository's root, which has its own `models/` and `solver/` packages (first on
+    sys.path, beside the script): pipesat's imports must not reach them."""
+    for own in ("models", "solver", "cli"):
+        (tmp_path / own).mkdir()
+        (tmp_path / own / "__init__.py").write_text(f"raise ImportError('the training repository\\'s own {own}')\n")
     script = tmp_path / "train.py"
     script.write_text(_example_code(), encoding="utf-8")
     save_schedule(zb_v, tmp_path / "zbv.json")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     done = subprocess.run(
         [*command, str(script), "zbv.json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from solver.torch.import_schedule import INSTALL_HINT
+from pipesat.solver.torch.import_schedule import INSTALL_HINT
 
 
 def fake_stage(stage_index: int, num_stages: int, group_size: int, group_rank: int = 0) -> Any:

@@ -1,0 +1,72 @@
+"""pipesat installs as one import package, `pipesat`, and nothing generic at the top level."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import pipesat
+from tests.conftest import ROOT
+
+GENERIC = {"models", "solver", "cli", "tests", "benchmarks"}
+
+
+def test_the_distribution_installs_only_pipesat_at_the_top_level() -> None:
+    top_level = metadata.distribution("pipesat").read_text("top_level.txt")
+    assert top_level is not None and top_level.split() == ["pipesat"]
+
+
+def test_every_folder_of_the_code_is_a_declared_subpackage() -> None:
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"pipesat": "."}
+    assert "py-modules" not in setuptools
+    folders = {
+        ".".join(("pipesat", *init.parent.relative_to(ROOT).parts))
+        for top in ("models", "solver")
+        for init in ROOT.joinpath(top).rglob("__init__.py")
+    }
+    assert set(setuptools["packages"]) == folders | {"pipesat"}
+
+
+def test_the_public_api_is_at_the_top() -> None:
+    assert len(set(pipesat.__all__)) == len(pipesat.__all__)
+    for name in pipesat.__all__:
+        assert getattr(pipesat, name) is not None
+    for name in ("Instance", "Schedule", "solve", "compare", "plan", "validate", "torch_schedule", "load_instance"):
+        assert name in pipesat.__all__
+
+
+def test_import_pipesat_works_from_anywhere_and_does_not_load_torch(tmp_path: Path) -> None:
+    code = "import sys, pipesat; print(len(pipesat.__all__), 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(len(pipesat.__all__)), "False"]
+
+
+SOURCES = sorted(
+    path
+    for path in ROOT.rglob("*.py")
+    if not any(part.startswith(".") or part in ("build", "dist") for part in path.relative_to(ROOT).parts)
+)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_file_imports_a_generic_top_level_name(path: Path) -> None:
+    """`import models` would reach a training repository's own `models/` package; pipesat's code says `pipesat.`."""
+    bare = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = (
+            [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+            else [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+        bare += [name for name in names if name.split(".")[0] in GENERIC - {"tests"} or name.startswith("cli_")]
+    assert not bare, f"{path.relative_to(ROOT)} imports {bare}; write pipesat.{bare[0]}"
