@@ -27,10 +27,11 @@ state are in `solver.instances.model_state`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 
 from pipesat.models import InstanceError
+from pipesat.solver.instances.keys import Keyed, key
+from pipesat.solver.instances.kinds import AMOUNT, FLAG, NUMBER, SHARE, TEXT, WHOLE, Wholes, Word
 
 TIME_UNIT = "ms"
 MEMORY_UNIT = "MiB"
@@ -40,18 +41,18 @@ MASK_BYTES = 1  # a dropout mask keeps one byte a value
 
 
 @dataclass(frozen=True)
-class Transformer:
+class Transformer(Keyed):
     """A dense decoder: `layers` blocks of attention (grouped-query with `kv_heads` < `heads`) and an
     MLP (a 4h GELU MLP, or SwiGLU of width `ffn_hidden` when given), and an output head over `vocab`."""
 
-    layers: int
-    hidden: int
-    heads: int
-    seq_len: int
-    microbatch_size: int = 1
-    vocab: int = 0
-    kv_heads: int = 0  # 0: as many as `heads` (multi-head attention)
-    ffn_hidden: int = 0  # 0: a GELU MLP of width 4h; else SwiGLU of this width
+    layers: int = key(WHOLE, "Transformer layers L.", at_least=1)
+    hidden: int = key(WHOLE, "Hidden size h.", at_least=1)
+    heads: int = key(WHOLE, "Attention (query) heads a; they must divide the hidden size.", at_least=1)
+    seq_len: int = key(WHOLE, "Sequence length s.", at_least=1)
+    microbatch_size: int = key(WHOLE, "Sequences per microbatch b.", 1, at_least=1)
+    vocab: int = key(WHOLE, "Vocabulary V of the embedding and the output head (0: neither).", 0, at_least=0)
+    kv_heads: int = key(WHOLE, "Key/value heads g, for grouped-query attention (0: as many as heads).", 0, at_least=0)
+    ffn_hidden: int = key(WHOLE, "MLP width f; given, the MLP is SwiGLU (0: a GELU MLP of width 4h).", 0, at_least=0)
 
     @property
     def swiglu(self) -> bool:
@@ -74,22 +75,24 @@ class Transformer:
 
 
 @dataclass(frozen=True)
-class Training:
+class Training(Keyed):
     """How the model is trained: precision, attention kernel, recomputation, parallelism and the
     optimizer state a parameter costs (`solver.instances.model_state`)."""
 
-    bytes_per_value: float = 2.0
-    flash_attention: bool = True
-    causal: bool = True
-    dropout: bool = False
-    recompute: str = "none"
-    tensor_parallel: int = 1
-    sequence_parallel: bool = False
-    data_parallel: int = 1
-    zero1: bool = False
-    weight_bytes: float = 2.0
-    grad_bytes: float = 4.0
-    optimizer_bytes: float = 12.0
+    bytes_per_value: float = key(NUMBER, "Bytes per activation value (2: bf16).", 2.0, above=0)
+    flash_attention: bool = key(FLAG, "Flash attention: the attention scores are recomputed in B, not kept.", True)
+    causal: bool = key(FLAG, "Causal attention (flash attention skips the masked half).", True)
+    dropout: bool = key(FLAG, "Count dropout masks (today's LLMs train without dropout).", False)
+    recompute: str = key(Word(RECOMPUTE), "Activation recomputation.", "none")
+    tensor_parallel: int = key(WHOLE, "GPUs t per pipeline device (Megatron-style tensor parallelism).", 1, at_least=1)
+    sequence_parallel: bool = key(FLAG, "Split the layer inputs, norms and dropout masks over the t GPUs too.", False)
+    data_parallel: int = key(WHOLE, "Data-parallel replicas (for zero1).", 1, at_least=1)
+    zero1: bool = key(FLAG, "Shard the optimizer state over the data-parallel replicas (ZeRO-1).", False)
+    weight_bytes: float = key(NUMBER, "Bytes per weight.", 2.0, above=0)
+    grad_bytes: float = key(NUMBER, "Bytes per gradient.", 4.0, at_least=0)
+    optimizer_bytes: float = key(
+        NUMBER, "Optimizer bytes per parameter (Adam: master weights, two moments).", 12.0, at_least=0
+    )
 
 
 ZB_PAPER_TRAINING = Training(flash_attention=False, causal=False, dropout=True)
@@ -97,30 +100,41 @@ ZB_PAPER_TRAINING = Training(flash_attention=False, causal=False, dropout=True)
 
 
 @dataclass(frozen=True)
-class Hardware:
+class Hardware(Keyed):
     """Device throughput (peak TFLOP/s and the fraction reached), the pipeline link, the tensor-parallel
     link (0: its all-reduces are not timed) and the GPU's memory (0: no budgets)."""
 
-    tflops: float
-    efficiency: float = 0.5
-    bandwidth: float = 50.0  # GB/s (1e9 bytes per second)
-    latency: float = 10.0  # microseconds
-    tp_bandwidth: float = 0.0  # GB/s per GPU for the tensor-parallel all-reduces; 0: not timed
-    gpu_memory: float = 0.0  # bytes; 0: no activation budgets
-    reserve: float = 0.1  # of gpu_memory: a fraction below 1, else bytes
+    tflops: float = key(NUMBER, "Peak throughput of one GPU.", unit="TFLOP/s", above=0)
+    efficiency: float = key(NUMBER, "The fraction of peak throughput reached.", 0.5, above=0, at_most=1)
+    bandwidth: float = key(NUMBER, "The pipeline link, one GPU's share.", 50.0, unit="GB/s", above=0)
+    latency: float = key(NUMBER, "The pipeline link's latency.", 10.0, unit="µs", at_least=0)
+    tp_bandwidth: float = key(
+        NUMBER, "The tensor-parallel link, to time its all-reduces (0: not timed).", 0.0, unit="GB/s", at_least=0
+    )
+    gpu_memory: float = key(
+        AMOUNT,
+        "Memory of one GPU; given, each device's activation budget becomes its memory limit.",
+        0.0,
+        at_least=0,
+    )
+    reserve: float = key(SHARE, "Kept back from each GPU's memory: a percentage or an amount.", 0.1, at_least=0)
 
 
 @dataclass(frozen=True)
-class Pipeline:
+class Pipeline(Keyed):
     """How the model is cut: p devices, v chunks each, m microbatches, and optionally the layers per
     stage (or `balance` to choose them)."""
 
-    devices: int
-    microbatches: int
-    chunks: int = 1
-    placement: str | None = None
-    layers_per_stage: tuple[int, ...] | None = None
-    balance: bool = False
+    devices: int = key(WHOLE, "Pipeline devices p.", short="-p", at_least=1)
+    microbatches: int = key(WHOLE, "Microbatches m per iteration.", short="-m", at_least=1)
+    chunks: int = key(WHOLE, "Stages (chunks) per device v.", 1, at_least=1)
+    placement: str | None = key(
+        TEXT, "linear, interleaved or vshape (default: linear, or interleaved with chunks).", None
+    )
+    layers_per_stage: tuple[int, ...] | None = key(
+        Wholes(), "Explicit layer counts, one per stage (p x chunks), for uneven splits.", None, at_least=0
+    )
+    balance: bool = key(FLAG, "Choose the layers per stage that make the slowest stage fastest.", False)
 
 
 @dataclass(frozen=True)
@@ -296,38 +310,15 @@ def head_cost(model: Transformer, training: Training) -> Cost:
 
 
 def check_description(model: Transformer, training: Training, hardware: Hardware, pipeline: Pipeline) -> None:
-    """Raise `InstanceError` with one line for the first thing wrong in the description."""
+    """Raise `InstanceError` with one line for the first thing wrong in how the description's keys fit
+    together (each key alone was checked when its record was made)."""
     check_model(model)
     check_training(model, training)
     check_pipeline(pipeline)
-    for name, value in (("tflops", hardware.tflops), ("bandwidth", hardware.bandwidth)):
-        _positive(name, value)
-    if not math.isfinite(hardware.efficiency) or not 0 < hardware.efficiency <= 1:
-        raise InstanceError(
-            f"efficiency must be in (0, 1] (the fraction of peak throughput reached), got {hardware.efficiency:g}"
-        )
-    for name, value in (
-        ("latency", hardware.latency),
-        ("tp_bandwidth", hardware.tp_bandwidth),
-        ("gpu_memory", hardware.gpu_memory),
-        ("reserve", hardware.reserve),
-    ):
-        if not math.isfinite(value) or value < 0:
-            raise InstanceError(f"{name} must be a non-negative number, got {value:g}")
 
 
 def check_training(model: Transformer, training: Training) -> None:
-    """Raise `InstanceError` when precision, recomputation or parallelism do not make sense for the model."""
-    for name in ("bytes_per_value", "weight_bytes"):
-        _positive(name, getattr(training, name))
-    for name in ("grad_bytes", "optimizer_bytes"):
-        value = getattr(training, name)
-        if not math.isfinite(value) or value < 0:
-            raise InstanceError(f"{name} must be a non-negative number, got {value:g}")
-    if training.recompute not in RECOMPUTE:
-        raise InstanceError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {training.recompute!r}")
-    _whole("tensor_parallel", training.tensor_parallel, minimum=1)
-    _whole("data_parallel", training.data_parallel, minimum=1)
+    """Raise `InstanceError` when the parallelism does not fit the model or itself."""
     t = training.tensor_parallel
     kv_heads = model.kv_heads or model.heads
     for what, count in (("heads", model.heads), ("kv_heads", kv_heads), ("ffn_hidden", model.mlp_width)):
@@ -346,30 +337,14 @@ def check_training(model: Transformer, training: Training) -> None:
 
 
 def check_pipeline(pipeline: Pipeline) -> None:
-    """Raise `InstanceError` when the device, chunk or microbatch count is not a positive whole number."""
-    for name, value in (
-        ("devices", pipeline.devices),
-        ("microbatches", pipeline.microbatches),
-        ("chunks", pipeline.chunks),
-    ):
-        _whole(name, value, minimum=1)
+    """Raise `InstanceError` when both an explicit split and `balance` are asked for."""
     if pipeline.balance and pipeline.layers_per_stage is not None:
         raise InstanceError("give --balance or --layers-per-stage, not both")
 
 
 def check_model(model: Transformer) -> None:
-    """Raise `InstanceError` when the transformer's sizes are not positive whole numbers or do not fit
-    together (heads dividing hidden, key/value heads dividing heads)."""
-    for name, value in (
-        ("layers", model.layers),
-        ("hidden", model.hidden),
-        ("heads", model.heads),
-        ("seq_len", model.seq_len),
-        ("microbatch_size", model.microbatch_size),
-    ):
-        _whole(name, value, minimum=1)
-    for name, value in (("vocab", model.vocab), ("kv_heads", model.kv_heads), ("ffn_hidden", model.ffn_hidden)):
-        _whole(name, value, minimum=0)
+    """Raise `InstanceError` when the transformer's sizes do not fit together (heads dividing hidden,
+    key/value heads dividing heads)."""
     if model.hidden % model.heads:
         raise InstanceError(
             f"hidden {model.hidden} is not divisible by heads {model.heads}; the head size hidden/heads must be whole"
@@ -404,15 +379,14 @@ def layer_split(model: Transformer, pipeline: Pipeline) -> tuple[int, ...]:
 
 
 def check_split(model: Transformer, pipeline: Pipeline, split: tuple[int, ...]) -> tuple[int, ...]:
-    """An explicit split, checked: one count per stage, none negative, summing to the layers."""
+    """An explicit split, checked: one count per stage (each a whole number, as its key says), summing
+    to the layers."""
     num_stages = pipeline.devices * pipeline.chunks
     if len(split) != num_stages:
         raise InstanceError(
             f"layers per stage lists {len(split)} counts but there are {pipeline.devices} x {pipeline.chunks} = "
             f"{num_stages} stages; give one count per stage"
         )
-    for s, count in enumerate(split):
-        _whole(f"layers per stage [{s}]", count, minimum=0)
     if sum(split) != model.layers:
         raise InstanceError(
             f"layers per stage sum to {sum(split)} but the model has {model.layers} layers; make them add up"
@@ -468,15 +442,3 @@ def p2p_time(model: Transformer, training: Training, hardware: Hardware) -> floa
 def significant(value: float) -> float:
     """Times keep 6 significant digits: the model is far less precise, and the files stay readable."""
     return float(f"{value:.6g}")
-
-
-def _positive(name: str, value: float) -> None:
-    if not math.isfinite(value) or value <= 0:
-        raise InstanceError(f"{name} must be a positive number, got {value:g}")
-
-
-def _whole(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InstanceError(f"{name} must be a whole number, got {value!r}")
-    if value < minimum:
-        raise InstanceError(f"{name} must be at least {minimum}, got {value}")

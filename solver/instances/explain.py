@@ -3,7 +3,7 @@ the instance file it writes), and the command line that makes the same instance 
 
 from __future__ import annotations
 
-from pipesat.models.units import MEMORY_UNITS, memory_text
+from pipesat.models.units import memory_text
 from pipesat.solver.instances.cost_model import (
     MIB,
     Tensor,
@@ -20,12 +20,15 @@ from pipesat.solver.instances.cost_model import (
     weight_gradient_inputs,
 )
 from pipesat.solver.instances.from_model import Derivation, Description
+from pipesat.solver.instances.keys import keys
 from pipesat.solver.instances.layer_balance import slowest_stage_ms
 from pipesat.solver.instances.model_state import bytes_per_parameter, layer_parameters, reserve_bytes
 
 
 def command_line(description: Description) -> str:
-    """The `pipesat instance from-model` command that makes this instance (options at their default left out)."""
+    """The `pipesat instance from-model` command that makes this instance: the model's sizes, the keys
+    not at their declared default, the pipeline and the hardware (the GPU memory and its reserve when
+    given)."""
     model, training, hardware, pipeline = (
         description.model,
         description.training,
@@ -34,59 +37,30 @@ def command_line(description: Description) -> str:
     )
     words = [
         "pipesat instance from-model",
-        f"--layers {model.layers} --hidden {model.hidden} --heads {model.heads} --seq-len {model.seq_len}",
+        *_options(model, "layers hidden heads seq_len"),
+        *_options(model, "kv_heads ffn_hidden microbatch_size vocab", changed=True),
+        *_options(training, "recompute tensor_parallel data_parallel bytes_per_value weight_bytes", changed=True),
+        *_options(training, "grad_bytes optimizer_bytes flash_attention causal dropout", changed=True),
+        *_options(training, "sequence_parallel zero1", changed=True),
+        *_options(pipeline, "balance", changed=True),
+        *_options(pipeline, "devices chunks microbatches"),
+        *_options(pipeline, "placement layers_per_stage", changed=True),
+        *_options(hardware, "tflops efficiency bandwidth latency"),
+        *_options(hardware, "tp_bandwidth", changed=True),
+        *(_options(hardware, "gpu_memory reserve") if hardware.gpu_memory > 0 else []),
     ]
-    optional = [
-        ("--kv-heads", model.kv_heads, 0),
-        ("--ffn-hidden", model.ffn_hidden, 0),
-        ("--microbatch-size", model.microbatch_size, 1),
-        ("--vocab", model.vocab, 0),
-        ("--recompute", training.recompute, "none"),
-        ("--tensor-parallel", training.tensor_parallel, 1),
-        ("--data-parallel", training.data_parallel, 1),
-        ("--bytes-per-value", training.bytes_per_value, 2.0),
-        ("--weight-bytes", training.weight_bytes, 2.0),
-        ("--grad-bytes", training.grad_bytes, 4.0),
-        ("--optimizer-bytes", training.optimizer_bytes, 12.0),
-    ]
-    words += [
-        f"{option} {value:g}" if isinstance(value, float) else f"{option} {value}"
-        for option, value, default in optional
-        if value != default
-    ]
-    flags = [
-        ("--no-flash-attention", not training.flash_attention),
-        ("--no-causal", not training.causal),
-        ("--dropout", training.dropout),
-        ("--sequence-parallel", training.sequence_parallel),
-        ("--zero1", training.zero1),
-        ("--balance", pipeline.balance),
-    ]
-    words += [flag for flag, given in flags if given]
-    words.append(f"-p {pipeline.devices} --chunks {pipeline.chunks} -m {pipeline.microbatches}")
-    if pipeline.placement is not None:
-        words.append(f"--placement {pipeline.placement}")
-    if pipeline.layers_per_stage is not None:
-        words.append("--layers-per-stage " + ",".join(str(count) for count in pipeline.layers_per_stage))
-    words.append(
-        f"--tflops {hardware.tflops:g} --efficiency {hardware.efficiency:g} --bandwidth {hardware.bandwidth:g} "
-        f"--latency {hardware.latency:g}"
-    )
-    if hardware.tp_bandwidth > 0:
-        words.append(f"--tp-bandwidth {hardware.tp_bandwidth:g}")
-    if hardware.gpu_memory > 0:
-        reserve = f"{hardware.reserve * 100:.12g}%" if hardware.reserve < 1 else _amount(hardware.reserve)
-        words.append(f"--gpu-memory {_amount(hardware.gpu_memory)} --reserve {reserve}")
     return " ".join(words)
 
 
-def _amount(size: float) -> str:
-    """Bytes as the option would be written: in the largest binary unit that keeps them exact (80GiB)."""
-    for unit in ("TiB", "GiB", "MiB", "KiB"):
-        text = f"{size / MEMORY_UNITS[unit]:.12g}"
-        if size >= MEMORY_UNITS[unit] and float(text) * MEMORY_UNITS[unit] == size:
-            return text + unit
-    return f"{size:.17g}B"
+def _options(record: object, names: str, changed: bool = False) -> list[str]:
+    """The options that give `record`'s keys `names` (space-separated); `changed`: only those not at
+    their declared default."""
+    declared = keys(type(record))
+    return [
+        declared[name].option_text(name, getattr(record, name))
+        for name in names.split()
+        if not changed or getattr(record, name) != declared[name].default
+    ]
 
 
 def explain(description: Description, derivation: Derivation) -> list[str]:
@@ -203,12 +177,14 @@ def _stage_lines(description: Description, derivation: Derivation) -> list[str]:
         + f") / {hardware.bandwidth:g} GB/s = {instance.p2p_time:.4g} ms",
         f"{'stage':>5} {'device':>6} {'layers':>6} {'F ms':>9} {'B ms':>9} {'W ms':>9} {'M_B MiB':>9} {'M_W MiB':>9}",
     ]
+    weights = instance.weight_times
+    assert weights is not None  # a derived instance always splits the backward
     for stage, cost in enumerate(derivation.stages):
         extra = " + embedding" if cost.has_embedding else ""
         extra += " + head" if cost.has_head else ""
         lines.append(
             f"{stage:>5} {instance.placement[stage]:>6} {cost.layers:>6} {instance.forward_times[stage]:>9.4g} "
-            f"{instance.backward_times[stage]:>9.4g} {instance.weight_times[stage]:>9.4g} "
+            f"{instance.backward_times[stage]:>9.4g} {weights[stage]:>9.4g} "
             f"{instance.activation_memory[stage]:>9.6g} {instance.weight_memory[stage]:>9.6g}{extra}"
         )
     return lines

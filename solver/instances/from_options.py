@@ -6,11 +6,10 @@ values `Instance.from_dict` takes and names the option when one cannot be read.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from pipesat.models import Instance, InstanceError, load_instance
-from pipesat.models.units import memory_in
 
 
 def parse_numbers(option: str, text: str | None) -> list[float] | float | None:
@@ -25,16 +24,6 @@ def parse_numbers(option: str, text: str | None) -> list[float] | float | None:
     except ValueError:
         raise InstanceError(f"{option} takes numbers, got {text!r}") from None
     return numbers[0] if len(numbers) == 1 else numbers
-
-
-def parse_layer_counts(text: str | None) -> tuple[int, ...] | None:
-    """`--layers-per-stage 2,3,3,2` (or space-separated) as whole numbers."""
-    if text is None:
-        return None
-    try:
-        return tuple(int(token) for token in text.replace(",", " ").split())
-    except ValueError:
-        raise InstanceError(f"--layers-per-stage takes whole numbers, one per stage, got {text!r}") from None
 
 
 # The command-line option that sets each instance key.
@@ -89,7 +78,7 @@ def build_instance(
         raise _blame_option(error, path, given) from None
 
 
-def _blame_option(error: InstanceError, path: Path | None, given: dict[str, object]) -> InstanceError:
+def _blame_option(error: InstanceError, path: Path | None, given: Mapping[str, object]) -> InstanceError:
     """The error, naming the command-line option when a value given there is what is wrong (the
     instance file is not to blame for it)."""
     text = str(error).removeprefix(f"{path}: " if path is not None else "")
@@ -107,30 +96,3 @@ def _placement(text: str | None) -> str | list[int] | None:
         return [int(device) for device in text.split(",")]
     except ValueError:
         raise InstanceError(f"--placement list must be device numbers, got {text!r}") from None
-
-
-def parse_gpu_memory(text: str | None) -> float:
-    """`--gpu-memory 80GiB` in bytes; 0 when not given."""
-    if text is None:
-        return 0.0
-    amount = memory_in(text, "B", "--gpu-memory")
-    if amount is None or amount <= 0:
-        raise InstanceError(f"--gpu-memory {text!r} must be a positive amount with a unit, such as 80GiB")
-    return amount
-
-
-def parse_reserve(text: str) -> float:
-    """`--reserve 10%` as the fraction 0.1, or `--reserve 6GiB` in bytes (see `Hardware.reserve`)."""
-    stripped = text.strip()
-    if stripped.endswith("%"):
-        try:
-            percent = float(stripped[:-1])
-        except ValueError:
-            percent = math.nan
-        if not 0 <= percent < 100:
-            raise InstanceError(f"--reserve {text!r} must be a percentage from 0 to below 100, such as 10%")
-        return percent / 100
-    amount = memory_in(stripped, "B", "--reserve")
-    if amount is None or amount < 1:
-        raise InstanceError(f"--reserve {text!r} must be a percentage of the GPU (10%) or an amount (6GiB)")
-    return amount

@@ -6,103 +6,65 @@ A spec has three sections (docs/plan.md lists every key, its unit and its defaul
     cluster:  {gpus: 16, gpu_memory: 40GiB, tflops: 312, efficiency: 0.5, bandwidth: 50, latency: 10}
     training: {global_batch: 64}
 
-An unknown key, a missing one or a value of the wrong kind is refused with one line that names the
-key (`model.layers`) and what to give instead. Options on the command line override keys by their
-dotted names before the checks, so they are checked the same way.
+The keys are those of the records they fill (`solver.instances.keys`): `model` is the `Transformer`
+but its microbatch size, `cluster` the `Cluster`, `training` the plan's own keys (`PlanSpec`) and
+the `Training` but its parallel degrees: the plan searches those. `training.seq_len` may stand for
+`model.seq_len`. An unknown key, a missing one or a value of the wrong kind is refused with one line
+that names the key (`model.layers`) and what to give instead. Options on the command line override
+keys by their dotted names before the checks, so they are checked the same way.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any
 
 from pipesat.models import InputError
 from pipesat.models.document import read_document
-from pipesat.models.units import memory_in
-from pipesat.solver.instances.cost_model import RECOMPUTE, Training, Transformer
-from pipesat.solver.instances.from_options import parse_reserve
+from pipesat.solver.instances.cost_model import Hardware, Training, Transformer
+from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
+from pipesat.solver.instances.kinds import NUMBER, WHOLE, Wholes, Words
 
 PLACEMENTS = ("linear", "interleaved", "vshape")
 """The placements the plan tries: linear with one chunk a device, interleaved and V with two."""
 
-WHOLE, NUMBER, FLAG, TEXT, AMOUNT, WHOLES, NAMES = "whole", "number", "flag", "text", "amount", "wholes", "names"
-
-KEYS: dict[str, dict[str, tuple[str, Any]]] = {
-    "model": {
-        "layers": (WHOLE, None),
-        "hidden": (WHOLE, None),
-        "heads": (WHOLE, None),
-        "seq_len": (WHOLE, None),
-        "vocab": (WHOLE, 0),
-        "kv_heads": (WHOLE, 0),
-        "ffn_hidden": (WHOLE, 0),
-    },
-    "cluster": {
-        "gpus": (WHOLE, None),
-        "gpu_memory": (AMOUNT, None),
-        "tflops": (NUMBER, None),
-        "efficiency": (NUMBER, 0.5),
-        "bandwidth": (NUMBER, 50.0),
-        "latency": (NUMBER, 10.0),
-        "gpus_per_node": (WHOLE, 8),
-        "node_bandwidth": (NUMBER, None),
-        "node_latency": (NUMBER, None),
-        "memory_bandwidth": (NUMBER, 1555.0),
-        "reserve": (TEXT, "10%"),
-    },
-    "training": {
-        "global_batch": (WHOLE, None),
-        "seq_len": (WHOLE, None),
-        "tensor_parallel": (WHOLES, [1]),
-        "microbatch_sizes": (WHOLES, None),
-        "placements": (NAMES, list(PLACEMENTS)),
-        "sequence_parallel": (FLAG, False),
-        "recompute": (TEXT, "none"),
-        "zero1": (FLAG, False),
-        "flash_attention": (FLAG, True),
-        "causal": (FLAG, True),
-        "dropout": (FLAG, False),
-        "bytes_per_value": (NUMBER, 2.0),
-        "weight_bytes": (NUMBER, 2.0),
-        "grad_bytes": (NUMBER, 4.0),
-        "optimizer_bytes": (NUMBER, 12.0),
-    },
-}
-"""Every key of a spec: its kind and its default (None: required, but for the optional ones below)."""
-
-OPTIONAL = {"training.seq_len", "cluster.node_bandwidth", "cluster.node_latency", "training.microbatch_sizes"}
-WHAT = {
-    WHOLE: "a whole number",
-    NUMBER: "a number",
-    FLAG: "true or false",
-    TEXT: "a word",
-    AMOUNT: "an amount with a unit, such as 40GiB",
-    WHOLES: "a whole number or a list of them, such as [1, 2]",
-    NAMES: f"a list of placements out of {', '.join(PLACEMENTS)}",
-}
-
 
 @dataclass(frozen=True)
-class Cluster:
+class Cluster(Keyed):
     """The GPUs: how many, their memory (bytes) less a reserve (a fraction below 1, else bytes), peak
     TFLOP/s and the fraction reached, nodes of `gpus_per_node`, the links across nodes (`bandwidth`
     GB/s, `latency` µs) and within a node (`node_bandwidth`, `node_latency`), and the GPU memory's
-    bandwidth (GB/s) the optimizer step runs at."""
+    bandwidth (GB/s) the optimizer step runs at. The keys shared with `Hardware` are its keys."""
 
-    gpus: int
-    gpu_memory: float
-    tflops: float
-    efficiency: float = 0.5
-    bandwidth: float = 50.0
-    latency: float = 10.0
-    gpus_per_node: int = 8
-    node_bandwidth: float = 50.0
-    node_latency: float = 10.0
-    memory_bandwidth: float = 1555.0
-    reserve: float = 0.1
+    gpus: int = key(WHOLE, "GPUs in all.", at_least=1)
+    gpu_memory: float = like(Hardware, "gpu_memory", help="One GPU's memory.", default=MISSING)
+    tflops: float = like(Hardware, "tflops")
+    efficiency: float = like(Hardware, "efficiency")
+    bandwidth: float = like(Hardware, "bandwidth", help="The link across nodes, one GPU's share.")
+    latency: float = like(Hardware, "latency", help="The latency of the link across nodes.")
+    gpus_per_node: int = key(WHOLE, "GPUs a node.", 8, at_least=1)
+    node_bandwidth: float = like(
+        Hardware,
+        "bandwidth",
+        help="The link within a node, one GPU's share (default: as across nodes).",
+        default_from="bandwidth",
+    )
+    node_latency: float = like(
+        Hardware,
+        "latency",
+        help="The latency of the link within a node (default: as across nodes).",
+        default_from="latency",
+    )
+    memory_bandwidth: float = key(
+        NUMBER,
+        "The GPU memory's bandwidth, for the optimizer step (the default is an A100-40GB's).",
+        1555.0,
+        unit="GB/s",
+        above=0,
+    )
+    reserve: float = like(Hardware, "reserve")
 
     def link(self, across_nodes: bool) -> tuple[float, float]:
         """The (bandwidth GB/s, latency µs) of a group's link: between nodes when its GPUs span
@@ -113,7 +75,7 @@ class Cluster:
 
 
 @dataclass(frozen=True)
-class PlanSpec:
+class PlanSpec(Keyed):
     """What the plan searches over: the model (its microbatch size is searched), how it is trained
     (its parallel degrees are searched), the cluster, the global batch in sequences, the
     tensor-parallel degrees allowed, the microbatch sizes allowed (None: every divisor) and the
@@ -122,14 +84,51 @@ class PlanSpec:
     model: Transformer
     training: Training
     cluster: Cluster
-    global_batch: int
-    tensor_parallel: tuple[int, ...] = (1,)
-    microbatch_sizes: tuple[int, ...] | None = None
-    placements: tuple[str, ...] = PLACEMENTS
+    global_batch: int = key(WHOLE, "Sequences an iteration.", at_least=1)
+    tensor_parallel: tuple[int, ...] = key(
+        Wholes(distinct=True), "The tensor-parallel degrees t to try.", (1,), at_least=1
+    )
+    microbatch_sizes: tuple[int, ...] | None = key(
+        Wholes(distinct=True), "The microbatch sizes b to try (default: every divisor).", None, at_least=1
+    )
+    placements: tuple[str, ...] = key(Words(PLACEMENTS, "placements"), "The placements to try.", PLACEMENTS)
 
     @property
     def tokens_per_iteration(self) -> int:
         return self.global_batch * self.model.seq_len
+
+
+SECTIONS: dict[str, tuple[type, ...]] = {
+    "model": (Transformer,),
+    "cluster": (Cluster,),
+    "training": (PlanSpec, Training),
+}
+"""The records whose keys each section holds."""
+SEARCHED: dict[type, tuple[str, ...]] = {
+    Transformer: ("microbatch_size",),
+    Training: ("tensor_parallel", "data_parallel"),
+}
+"""The keys the plan searches, which a spec does not give."""
+ALIASES = {"training.seq_len": "model.seq_len"}
+"""Keys that stand for another (they must agree when both are given)."""
+
+
+def _spec_keys() -> dict[str, dict[str, Key]]:
+    """Every key of a spec, by section, as its record declares it; an alias is its key's."""
+    sections = {
+        section: {
+            name: declared for record in records for name, declared in keys(record, SEARCHED.get(record, ())).items()
+        }
+        for section, records in SECTIONS.items()
+    }
+    for alias, dotted in ALIASES.items():
+        (section, name), (target, key_name) = alias.split("."), dotted.split(".")
+        sections[section][name] = sections[target][key_name]
+    return sections
+
+
+KEYS = _spec_keys()
+"""Every key of a spec, by section (`KEYS["model"]["layers"]`)."""
 
 
 def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> PlanSpec:
@@ -142,155 +141,46 @@ def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> P
 
 def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = None, where: str = "") -> PlanSpec:
     """A checked `PlanSpec` from the spec's sections; `where` starts every error line (the file)."""
-    sections = _sections(data, where)
-    for dotted, value in (overrides or {}).items():
-        if value is None:
-            continue
-        section, key = dotted.split(".")
-        sections[section][key] = value
-    values = {
-        f"{section}.{key}": _value(f"{section}.{key}", kind, sections[section].get(key, default), where)
-        for section, keys in KEYS.items()
-        for key, (kind, default) in keys.items()
-    }
-    return _spec(values, where)
+    given = _given(data, where)
+    given |= {dotted: value for dotted, value in (overrides or {}).items() if value is not None}
+    for alias, dotted in ALIASES.items():
+        if alias in given:
+            section, name = dotted.split(".")
+            value = KEYS[section][name].read(given.pop(alias), where + alias)
+            if given.setdefault(dotted, value) != value:
+                raise InputError(f"{where}{dotted} {given[dotted]} and {alias} {value} differ; give one")
+    model = Transformer(**_values(Transformer, "model", given, where))
+    cluster = Cluster(**_values(Cluster, "cluster", given, where))
+    search = _values(PlanSpec, "training", given, where)
+    return PlanSpec(model, Training(**_values(Training, "training", given, where)), cluster, **search)
 
 
-def _sections(data: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
-    unknown = sorted(set(data) - set(KEYS), key=str)
+def _given(data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The spec's values by their dotted names, every section and name checked."""
+    unknown = sorted(set(data) - set(SECTIONS), key=str)
     if unknown:
-        raise InputError(f"{where}unknown section {unknown[0]!r}; a spec has the sections {', '.join(KEYS)}")
-    sections: dict[str, dict[str, Any]] = {}
-    for section, keys in KEYS.items():
-        given = data.get(section, {})
-        if given is None:
-            given = {}
-        if not isinstance(given, dict):
+        raise InputError(f"{where}unknown section {unknown[0]!r}; a spec has the sections {', '.join(SECTIONS)}")
+    given: dict[str, Any] = {}
+    for section, names in KEYS.items():
+        values = data.get(section)
+        if values is None:
+            values = {}
+        if not isinstance(values, dict):
             raise InputError(f"{where}{section} must be a mapping of keys to values, such as {{layers: 24}}")
-        wrong = sorted(set(given) - set(keys), key=str)
+        wrong = sorted(set(values) - set(names), key=str)
         if wrong:
-            raise InputError(f"{where}unknown key {section}.{wrong[0]}; {section} takes {', '.join(keys)}")
-        sections[section] = dict(given)
-    return sections
+            raise InputError(f"{where}unknown key {section}.{wrong[0]}; {section} takes {', '.join(names)}")
+        given |= {f"{section}.{name}": value for name, value in values.items()}
+    return given
 
 
-def _value(key: str, kind: str, value: Any, where: str) -> Any:
-    """The value of `key` checked against its kind (None stays None for the required-check later)."""
-    if value is None:
-        if key in OPTIONAL:
-            return None
-        raise InputError(f"{where}{key} is missing; give it as {WHAT[kind]}")
-    bad = InputError(f"{where}{key} must be {WHAT[kind]}, got {value!r}")
-    if kind == WHOLE:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
-        return value
-    if kind == NUMBER:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise bad
-        return float(value)
-    if kind == FLAG:
-        if not isinstance(value, bool):
-            raise bad
-        return value
-    if kind == TEXT:
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise bad
-        return str(value)
-    if kind == AMOUNT:
-        amount = memory_in(value, "B", f"{where}{key}") if isinstance(value, str) else None
-        if amount is None or amount <= 0:
-            raise bad
-        return amount
-    if kind == WHOLES:
-        items = value if isinstance(value, list) else [value]
-        if not items or any(isinstance(item, bool) or not isinstance(item, int) or item < 1 for item in items):
-            raise InputError(f"{where}{key} must be {WHAT[kind]} of at least 1, got {value!r}")
-        return tuple(sorted(set(items)))
-    if kind == NAMES:
-        items = value if isinstance(value, list) else [value]
-        if not items or any(item not in PLACEMENTS for item in items):
-            raise bad
-        return tuple(name for name in PLACEMENTS if name in items)
-    raise AssertionError(kind)
-
-
-def _spec(values: dict[str, Any], where: str) -> PlanSpec:
-    seq_len = values["model.seq_len"]
-    if values["training.seq_len"] not in (None, seq_len):
-        raise InputError(
-            f"{where}model.seq_len {seq_len} and training.seq_len {values['training.seq_len']} differ; give one"
-        )
-    model = Transformer(
-        **{key: values[f"model.{key}"] for key in ("layers", "hidden", "heads", "vocab", "kv_heads", "ffn_hidden")},
-        seq_len=seq_len,
-    )
-    if values["training.recompute"] not in RECOMPUTE:
-        raise InputError(
-            f"{where}training.recompute must be one of {', '.join(RECOMPUTE)}, got {values['training.recompute']!r}"
-        )
-    training = Training(
-        **{
-            key: values[f"training.{key}"]
-            for key in (
-                "bytes_per_value",
-                "flash_attention",
-                "causal",
-                "dropout",
-                "recompute",
-                "sequence_parallel",
-                "zero1",
-                "weight_bytes",
-                "grad_bytes",
-                "optimizer_bytes",
-            )
-        }
-    )
-    try:
-        reserve = parse_reserve(values["cluster.reserve"])
-    except InputError as error:
-        raise InputError(f"{where}cluster.reserve: {error}") from None
-    bandwidth, latency = values["cluster.bandwidth"], values["cluster.latency"]
-    node_bandwidth, node_latency = values["cluster.node_bandwidth"], values["cluster.node_latency"]
-    cluster = Cluster(
-        gpus=values["cluster.gpus"],
-        gpu_memory=values["cluster.gpu_memory"],
-        tflops=values["cluster.tflops"],
-        efficiency=values["cluster.efficiency"],
-        bandwidth=bandwidth,
-        latency=latency,
-        gpus_per_node=values["cluster.gpus_per_node"],
-        node_bandwidth=bandwidth if node_bandwidth is None else node_bandwidth,
-        node_latency=latency if node_latency is None else node_latency,
-        memory_bandwidth=values["cluster.memory_bandwidth"],
-        reserve=reserve,
-    )
-    _check_cluster(cluster, where)
-    for key in ("model.layers", "model.hidden", "model.heads", "model.seq_len", "training.global_batch"):
-        if values[key] < 1:
-            raise InputError(f"{where}{key} must be at least 1, got {values[key]}")
-    return PlanSpec(
-        model=model,
-        training=training,
-        cluster=cluster,
-        global_batch=values["training.global_batch"],
-        tensor_parallel=values["training.tensor_parallel"],
-        microbatch_sizes=values["training.microbatch_sizes"],
-        placements=values["training.placements"],
-    )
-
-
-def _check_cluster(cluster: Cluster, where: str) -> None:
-    for key in ("gpus", "gpus_per_node"):
-        if getattr(cluster, key) < 1:
-            raise InputError(f"{where}cluster.{key} must be at least 1, got {getattr(cluster, key)}")
-    for key in ("tflops", "bandwidth", "node_bandwidth", "memory_bandwidth"):
-        if getattr(cluster, key) <= 0:
-            raise InputError(f"{where}cluster.{key} must be positive, got {getattr(cluster, key):g}")
-    for key in ("latency", "node_latency"):
-        if getattr(cluster, key) < 0:
-            raise InputError(f"{where}cluster.{key} must be at least 0, got {getattr(cluster, key):g}")
-    if not 0 < cluster.efficiency <= 1:
-        raise InputError(
-            f"{where}cluster.efficiency must be in (0, 1] (the fraction of peak reached), got {cluster.efficiency:g}"
-        )
+def _values(record: type, section: str, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The record's keys that the spec gives, read and checked; a required one missing is an error."""
+    values = {}
+    for name, declared in keys(record, SEARCHED.get(record, ())).items():
+        dotted = f"{section}.{name}"
+        if dotted in given:
+            values[name] = declared.read(given[dotted], where + dotted)
+        elif declared.required:
+            raise InputError(f"{where}{dotted} is missing; give it as {declared.kind.what}")
+    return values

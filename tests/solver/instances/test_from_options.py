@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.from_options import build_instance, parse_layer_counts, parse_numbers
+from pipesat.solver.instances.from_options import build_instance, parse_numbers
 from tests.conftest import INSTANCES_DIR
 
 
@@ -23,13 +23,6 @@ def test_parse_numbers_one_or_many() -> None:
 def test_parse_numbers_names_the_option(text: str, message: str) -> None:
     with pytest.raises(InstanceError, match=message):
         parse_numbers("-f", text)
-
-
-def test_parse_layer_counts() -> None:
-    assert parse_layer_counts(None) is None
-    assert parse_layer_counts("2,3 3,2") == (2, 3, 3, 2)
-    with pytest.raises(InstanceError, match="--layers-per-stage takes whole numbers"):
-        parse_layer_counts("2,x")
 
 
 def test_build_instance_from_options() -> None:
