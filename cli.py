@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from pipesat.cli_options import (
     LIMIT_OPTIONS,
     OBJECTIVE_OPTION,
     PICTURE_OPTIONS,
-    SAVE_ALL_OPTION,
+    SAVE_DIR_OPTION,
     SCHEDULE_FILE,
     SOLVER_OPTIONS,
     WINDOW_OPTION,
@@ -30,6 +29,7 @@ from pipesat.cli_options import (
     instance_options,
     live_progress,
     output_option,
+    picture_output,
     reads,
     stop_on_sigterm,
 )
@@ -47,7 +47,7 @@ from pipesat.cli_output import (
 )
 from pipesat.cli_plan import plan_command
 from pipesat.cli_torch import export_command, import_group, profile_command, torch_run_command
-from pipesat.models import Instance, Objective, expected_op_keys
+from pipesat.models import Instance, Minimize, Objective, Status, expected_op_keys
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.limits import check_model_size, set_max_ops
 from pipesat.solver.evaluate.retime import retimed_for
@@ -120,7 +120,7 @@ def schedule_command(
     heuristic = get_heuristic(name)
     picture = None if no_visualization else output or Path(instance.output_file or f"pipeline_{heuristic.name}.png")
     check_window(window, picture)
-    check_writes(force, {"--save": save, "the picture": picture})
+    check_writes(force, {"--save": save, "the picture": picture_output(picture, output)})
     data_out(fmt, save)
     try:
         schedule = run_heuristic(name, instance)
@@ -152,7 +152,7 @@ def render(
     picture = output if output is not None or show_ascii else schedule_file.with_suffix(".png")
     check_window(window, picture)
     reads(**{"schedule file": schedule_file})
-    check_writes(force, {"the picture": picture})
+    check_writes(force, {"the picture": picture_output(picture, output)})
     schedule = load_schedule(schedule_file)
     if validate(schedule):
         raise ScheduleError(f"{schedule_file} is not a valid schedule; `pipesat check {schedule_file}` lists why")
@@ -164,9 +164,10 @@ def render(
 @OBJECTIVE_OPTION
 @click.option(
     "--minimize",
-    type=click.Choice(["time", "memory"]),
-    default="time",
+    type=click.Choice([quantity.value for quantity in Minimize]),
+    default=Minimize.TIME.value,
     show_default=True,
+    callback=lambda _ctx, _param, value: Minimize(value),
     help="time: the objective under the memory limit; memory: the peak memory (under --makespan-cap).",
 )
 @click.option(
@@ -189,8 +190,8 @@ def render(
 @FORCE_OPTION
 def solve(
     instance: Instance,
-    objective: str,
-    minimize: str,
+    objective: Objective,
+    minimize: Minimize,
     makespan_cap: float | None,
     time_limit: float,
     workers: int,
@@ -202,6 +203,7 @@ def solve(
     save: Path | None,
     show_ascii: bool,
     progress: bool | None,
+    cpsat_params: dict[str, str],
     fmt: str,
     force: bool,
 ) -> None:
@@ -210,7 +212,7 @@ def solve(
     check_writes(force, {"--save": save, "-o": output})
     check_model_size(len(expected_op_keys(instance, instance.split_backward)))  # before the header
     data_out(fmt, save)
-    goal = goal_text(Objective(objective), minimize, makespan_cap)
+    goal = goal_text(objective, minimize, makespan_cap)
     say(f"CP-SAT ({goal}) on {describe(instance)}, {time_limit:g} s, {workers} worker(s)")
     with live_progress(progress) as line:
         result = run_solver(
@@ -224,6 +226,7 @@ def solve(
             gap=gap,
             makespan_cap=makespan_cap,
             progress=line,
+            cpsat_params=cpsat_params,
         )
     if fmt == "json":
         click.echo(json.dumps(solve_document(result, instance, objective), indent=1))
@@ -231,7 +234,7 @@ def solve(
         raise ScheduleError(no_schedule_text(result, units_of(instance)))
     for label, value in summary_fields(result, units_of(instance)):
         echo_field(label, value)
-    echo_metrics(result.schedule, objective, skip=result.objective.title)
+    echo_metrics(result.schedule, objective, skip=result.objective.label)
     emit_schedule(result.schedule, objective, save, output, show_ascii, window)
 
 
@@ -242,7 +245,7 @@ def solve(
 @click.option("--no-solve", is_flag=True, help="Only the handwritten schedules (no CP-SAT run).")
 @FORMAT_OPTION
 @click.option("--with-torch", is_flag=True, help="Add torch's built-in schedules as rows (needs torch).")
-@SAVE_ALL_OPTION
+@SAVE_DIR_OPTION
 @FORCE_OPTION
 def compare_command(
     instance: Instance,
@@ -274,9 +277,9 @@ def compare_command(
         click.echo(comparison_text(instance, format_rows(columns, rows, fmt), fmt, bound))
     if save_dir is not None:
         made = [row for row in comparison.rows if row.schedule is not None]
-        fitting = [(row.name, row.schedule) for row in made if row.fits is not False]
+        fitting = [(row.name, row.schedule) for row in made if row.schedule is not None and row.fits is not False]
         save_schedules(fitting, save_dir, fmt, not_saved=len(made) - len(fitting))
-    if comparison.solve_result is not None and comparison.solve_result.status == "infeasible":
+    if comparison.solve_result is not None and comparison.solve_result.status == Status.INFEASIBLE:
         raise ScheduleError(no_schedule_text(comparison.solve_result, units_of(instance)))
 
 
@@ -289,10 +292,10 @@ def compare_command(
     "Without it: every breakpoint of the trade-off, each proven (--time-limit per solve, two solves each).",
 )
 @SOLVER_OPTIONS
-@output_option("Plot file; default pareto.png.")
-@click.option("--no-visualization", is_flag=True, help="Do not draw the plot.")
+@output_option("Picture file (.png, .svg, .pdf) of the plot; default pareto.png.")
+@click.option("--no-visualization", is_flag=True, help="Do not draw the picture.")
 @FORMAT_OPTION
-@SAVE_ALL_OPTION
+@SAVE_DIR_OPTION
 @FORCE_OPTION
 def pareto(
     instance: Instance,
@@ -313,7 +316,7 @@ def pareto(
     per_point = search.pop("time_limit")
     picture = None if no_visualization else output or Path("pareto.png")
     files = saved_files(save_dir, [limit_name(limit) for limit in values] if values else None)
-    check_writes(force, {"the plot": picture, **files})
+    check_writes(force, {"the plot": picture_output(picture, output), **files})
     with live_progress(search.pop("progress")) as line:
         if values is None:
             sweep = pareto_frontier(instance, objective, time_limit_per_solve=per_point, progress=line, **search)
@@ -351,4 +354,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

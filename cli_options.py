@@ -1,6 +1,7 @@
 """The parts of the command line that every command shares: the error frame (one `error:` line and
-an exit code), space-separated list options, the option sets several commands take, and the live
-progress line. The commands themselves are in `cli.py`."""
+an exit code, printed by `echo_error`), space-separated list options, the option sets several
+commands take (one meaning per flag everywhere: tests/test_cli_flags.py), and the live progress line.
+The commands themselves are in `cli.py`."""
 
 from __future__ import annotations
 
@@ -9,27 +10,35 @@ import dataclasses
 import functools
 import inspect
 import math
+import os
+import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from pipesat.cli_keys import key_options
 from pipesat.models import TIME_OBJECTIVES, Objective
 from pipesat.models.errors import InputError, InstanceError, PipesatError
 from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
+from pipesat.models.log import log_shown, show_log
+from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs
 from pipesat.solver.cpsat.search import available_cores
+from pipesat.solver.instances.cost_model import Pipeline, Transformer
 from pipesat.solver.instances.from_options import build_instance
-from pipesat.solver.io.output_file import check_outputs
+from pipesat.solver.io.output_file import DefaultName, check_outputs
 from pipesat.solver.report.figures import PICTURE_SUFFIXES
 from pipesat.solver.report.schedule_plot import Window
 from pipesat.solver.report.solve_text import progress_text
-from pipesat.solver.report.tables import FORMATS
 from pipesat.solver.torch import import_schedule as torch_import
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
 
@@ -73,6 +82,13 @@ class PipesatCommand(click.Command):
         return super().parse_args(ctx, join_list_options(args))
 
 
+def echo_error(message: object) -> None:
+    """Report an error the one way pipesat does: one `error: ...` line on standard error (a message
+    of several lines is joined into one). The caller chooses the exit code."""
+    text = " ".join(line.strip() for line in str(message).splitlines() if line.strip())
+    click.echo(f"error: {text}", err=True)
+
+
 class PipesatGroup(click.Group):
     """Turns pipesat's errors into one line on stderr and an exit code (a traceback with --debug)."""
 
@@ -85,28 +101,35 @@ class PipesatGroup(click.Group):
         except PipesatError as error:
             if ctx.find_root().params.get("debug"):
                 raise
-            click.echo(f"error: {error}", err=True)
+            echo_error(error)
             ctx.exit(EXIT_BAD_INPUT if isinstance(error, InputError) else EXIT_INVALID)
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         """As click's main, but a usage error is one `error:` line too (click prints three)."""
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            result = super().main(*args, standalone_mode=False, **kwargs)
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except NO_ARGS_IS_HELP as error:
             click.echo(error.ctx.get_help() if error.ctx else str(error))
             sys.exit(0)
         except click.UsageError as error:
             where = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
             message = " ".join(error.format_message().split())  # click lists choices on lines of their own
-            click.echo(f"error: {message}{where}", err=True)
+            echo_error(f"{message}{where}")
             sys.exit(EXIT_BAD_INPUT)
         except click.ClickException as error:
-            click.echo(f"error: {error.format_message()}", err=True)
+            echo_error(error.format_message())
             sys.exit(error.exit_code)
         except click.Abort:
-            click.echo("error: aborted", err=True)
+            echo_error("aborted")
             sys.exit(EXIT_INVALID)
         sys.exit(result if isinstance(result, int) else 0)
 
@@ -128,7 +151,10 @@ class FiniteFloat(click.FloatRange):
     name = "number"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = click.types.FloatParamType.convert(self, value, param, ctx)
+        try:
+            number = float(value)  # as click's FloatParamType, before the range check
+        except ValueError:
+            self.fail(f"{value!r} is not a valid {self.name}.", param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return super().convert(number, param, ctx)
@@ -170,7 +196,11 @@ INSTANCE_OPTIONS = options(
 )
 
 
-FORCE_OPTION = click.option("--force", is_flag=True, help="Replace output files that already exist.")
+FORCE_OPTION = click.option(
+    "--force",
+    is_flag=True,
+    help="Replace output files you named that already exist (a default picture is replaced without it).",
+)
 INPUTS = "pipesat.inputs"
 MAX_WORKERS = 256
 
@@ -180,10 +210,11 @@ def reads(**inputs: Path | None) -> None:
     click.get_current_context().meta.setdefault(INPUTS, {}).update(inputs)
 
 
-def check_writes(force: bool, outputs: dict[str, Path | None]) -> None:
+def check_writes(force: bool, outputs: Mapping[str, Path | DefaultName | None]) -> None:
     """Check the files this command will write (by option: `{"--save": path}`) against the one output
     policy (`solver.io.output_file`) before any work: never an input, never twice, never over an
-    existing file without --force, only where it can be written."""
+    existing file the user named without --force (a `DefaultName`, the command's own choice, may be
+    replaced), only where it can be written."""
     files = {name: path for name, path in outputs.items() if path != Path("-")}  # `-`: standard output
     check_outputs(files, click.get_current_context().meta.get(INPUTS, {}), force)
 
@@ -210,20 +241,45 @@ OBJECTIVE_OPTION = click.option(
     help="makespan (first start to last end) or span (max per-device span, the steady-state time).",
 )
 ASCII_OPTION = click.option("--ascii", "show_ascii", is_flag=True, help="Print the schedule as text, to scale.")
-FORMAT_OPTION = click.option(
-    "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="How to print the rows."
+# `--format`: one vocabulary for what a command prints, each word meaning the same everywhere. Every
+# command that takes it prints text and json; the commands that print rows also csv and markdown.
+FORMAT_WORDS = {
+    "text": "for people",
+    "json": "one document for programs on standard output (the rest goes to standard error)",
+    "csv": "the rows as CSV",
+    "markdown": "the rows as a Markdown table",
+}
+
+
+class FormatChoice(click.Choice):
+    """`--format`'s words; `table`, the rows commands' earlier word for text, still means text."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert("text" if value == "table" else value, param, ctx)
+
+
+def format_option(*words: str, callback: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """`--format WORD`, offering `words` of FORMAT_WORDS; text by default."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=FormatChoice(words),
+        default="text",
+        show_default=True,
+        callback=callback,
+        help="What to print: " + "; ".join(f"{word}, {FORMAT_WORDS[word]}" for word in words) + ".",
+    )
+
+
+# A command that prints one schedule or solve: text or a JSON document.
+DOCUMENT_OPTION = format_option("text", "json")
+# A command that prints rows; it hands the format to `solver.report.tables`, whose name for text is `table`.
+FORMAT_OPTION = format_option(
+    "text", "json", "csv", "markdown", callback=lambda _ctx, _param, value: "table" if value == "text" else value
 )
 PICTURE_OPTIONS = options(
     click.option("--save", type=FILE, help="Write the schedule file (JSON); `-` writes it to standard output."),
     ASCII_OPTION,
-)
-DOCUMENT_OPTION = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json: one document for programs on standard output (the rest goes to standard error).",
 )
 
 
@@ -237,6 +293,13 @@ def picture_path(ctx: click.Context, param: click.Parameter, value: Path | None)
 def output_option(help_text: str) -> Callable[..., Any]:
     """`-o/--output`: a picture file whose extension picks the format."""
     return click.option("-o", "--output", type=FILE, callback=picture_path, help=help_text)
+
+
+def picture_output(picture: Path | None, output: Path | None) -> Path | DefaultName | None:
+    """The picture a command draws, as an output for `check_writes`: the file named with -o (`output`)
+    as it is, never replaced without --force; a name the command chose itself as a `DefaultName`, which
+    may replace the picture of an earlier run (so that `pipesat schedule 1f1b -s 4 -b 8` can be run again)."""
+    return DefaultName(picture) if picture is not None and output is None else picture
 
 
 class TimeWindow(click.ParamType):
@@ -283,6 +346,46 @@ def check_window(window: Window | None, picture: Path | None) -> None:
         raise InputError("--window zooms the picture, but no picture is drawn (see -o)")
 
 
+PROGRESS_OPTION = click.option(
+    "--progress/--no-progress", default=None, help="The live progress line (default: on a terminal)."
+)
+
+
+def _log_option(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """`--log`: pipesat's log on standard error until the command ends (`models.log`)."""
+    if value:
+        ctx.with_resource(show_log())
+    return value
+
+
+def _cpsat_param_option(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
+    """`--cpsat-param KEY=VALUE ...` as a mapping, checked by protobuf and CP-SAT before any work."""
+    pairs = parse_pairs(value, label="--cpsat-param")
+    cpsat_parameters(pairs, label="--cpsat-param")
+    return pairs
+
+
+# Every command that runs CP-SAT takes these (solve, compare and pareto through SOLVER_OPTIONS, and plan).
+CPSAT_OPTIONS = options(
+    click.option(
+        "-v",
+        "--log",
+        is_flag=True,
+        expose_value=False,
+        callback=_log_option,
+        help="Log to standard error what pipesat decides and why (starting schedules, lower bound, why the "
+        "search stopped) and CP-SAT's own search log (the progress line is then off by default).",
+    ),
+    click.option(
+        "--cpsat-param",
+        "cpsat_params",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_cpsat_param_option,
+        help="For experts: set a field of CP-SAT's SatParameters, after pipesat's own settings "
+        "(repeatable; linearization_level=2, extra_subsolvers=max_lp).",
+    ),
+)
 SOLVER_OPTIONS = options(
     click.option(
         "--time-limit",
@@ -305,81 +408,93 @@ SOLVER_OPTIONS = options(
         help="The same schedule for the same seed, every run: the time limit counts CP-SAT's deterministic "
         "time (the wall clock stops it only at ten times the limit).",
     ),
-    click.option("--progress/--no-progress", default=None, help="The live progress line (default: on a terminal)."),
+    PROGRESS_OPTION,
+    CPSAT_OPTIONS,
 )
 
 
+def terminal_columns() -> int:
+    """The width of the terminal: $COLUMNS when set, else that of standard error's terminal (where the
+    progress line goes), else shutil's answer (standard output's terminal, or 80)."""
+    if not os.environ.get("COLUMNS"):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            columns = os.get_terminal_size(sys.stderr.fileno()).columns
+            if columns > 0:
+                return columns
+    return shutil.get_terminal_size().columns
+
+
 class ProgressLine:
-    """The live `elapsed best bound gap` line while the solver searches (on a terminal only)."""
+    """The one live progress line on standard error, for every command that shows one: rewritten in
+    place, cut to the terminal's width so that it never wraps, cleared at the end; off unless enabled.
+    Called as the solver's callback, `(elapsed, best, bound)`, it shows the `elapsed best bound gap`
+    line; `show` writes any other text (plan's bar)."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.shown = False
+        self.width = 0  # the characters on the line now
 
     def __call__(self, elapsed: float, best: float | None, bound: float | None) -> None:
+        self.show(progress_text(elapsed, best, bound))
+
+    def show(self, text: str) -> None:
         if not self.enabled:
             return
-        click.echo("\r" + progress_text(elapsed, best, bound).ljust(72), nl=False, err=True)
-        self.shown = True
+        room = max(1, terminal_columns() - 1)  # a line filling the last column wraps on some terminals
+        text = text[:room]
+        click.echo("\r" + text.ljust(min(self.width, room)), nl=False, err=True)
+        self.width = len(text)
 
     def clear(self) -> None:
-        if self.shown:
-            click.echo("\r" + " " * 72 + "\r", nl=False, err=True)
+        if self.width:
+            click.echo("\r" + " " * min(self.width, max(1, terminal_columns() - 1)) + "\r", nl=False, err=True)
+            self.width = 0
 
 
 @contextlib.contextmanager
 def live_progress(enabled: bool | None) -> Iterator[ProgressLine]:
-    """The progress callback for the solver: shown on a terminal (or as `enabled` says), cleared after."""
-    line = ProgressLine(sys.stderr.isatty() if enabled is None else enabled)
+    """The progress line: shown when standard error is a terminal and no log is printed there (or as
+    `enabled`, from --progress/--no-progress, says), cleared after."""
+    line = ProgressLine(sys.stderr.isatty() and not log_shown() if enabled is None else enabled)
     try:
         yield line
     finally:
         line.clear()
 
 
-SAVE_ALL_OPTION = click.option(
-    "--save",
-    "save_dir",
+SAVE_DIR_OPTION = click.option(
+    "--save-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Directory to write every schedule file into (NAME.json).",
+    help="Folder to write every schedule file into (NAME.json).",
 )
 
 
 def dataclass_from_options(kind: type[T], options: dict[str, Any]) -> T:
-    """The dataclass `kind` with each field that has an option of its name set to that option's value."""
-    return kind(**{field.name: options[field.name] for field in dataclasses.fields(kind) if field.name in options})
+    """The dataclass `kind` with each field that has an option of its name set to that option's value;
+    an option left at None leaves the field's default (`profile`'s vocabulary is its own)."""
+    given = {name: value for name, value in options.items() if value is not None}
+    return kind(**{field.name: given[field.name] for field in dataclasses.fields(kind) if field.name in given})
 
 
 # The transformer's sizes, shared by `instance from-model` and `profile`.
 MODEL_OPTIONS = options(
-    click.option("--layers", type=int, required=True, help="Transformer layers."),
-    click.option("--hidden", type=int, required=True, help="Hidden size h."),
-    click.option("--heads", type=int, required=True, help="Attention heads a (must divide --hidden)."),
-    click.option(
-        "--kv-heads", type=int, default=0, help="Key/value heads g for grouped-query attention (default: --heads)."
-    ),
-    click.option(
-        "--ffn-hidden", type=int, default=0, help="MLP width f; given, the MLP is SwiGLU (default: a 4h GELU MLP)."
-    ),
-    click.option("--seq-len", type=int, required=True, help="Sequence length s."),
-    click.option("--microbatch-size", type=int, default=1, show_default=True, help="Sequences per microbatch b."),
-    click.option("-p", "--devices", type=int, required=True, help="Pipeline devices p."),
-    click.option("--chunks", type=int, default=1, show_default=True, help="Stages per device v."),
-    click.option("-m", "--microbatches", type=int, required=True, help="Microbatches per iteration."),
-    click.option("--placement", help="linear, interleaved or vshape; default linear, or interleaved with chunks."),
+    *key_options(Transformer),
+    *key_options(Pipeline, "devices", "chunks", "microbatches", "placement"),
     click.option("--name", default="", help="Instance name."),
-    click.option("-o", "--output", type=FILE, help="Instance file to write."),
+    click.option(
+        "--save-instance", "output", type=FILE, help="Write the instance file (YAML) here, not to standard output."
+    ),
     FORCE_OPTION,
 )
 
 
 def exit_without_torch() -> None:
-    """Exit 2 with the install line when torch (the optional extra) is not installed."""
+    """Refuse, as bad input (one `error:` line, exit 2), with the install line when torch (the optional
+    extra) is not installed."""
     try:
         torch_import.require_torch()
     except torch_import.TorchMissing as error:
-        click.echo(f"error: {error}", err=True)
-        click.get_current_context().exit(EXIT_BAD_INPUT)
+        raise InputError(str(error)) from None
 
 
 def defaults_from_csv(ctx: click.Context, param: click.Parameter, value: Path) -> Any:

@@ -1,5 +1,5 @@
 """What the commands print and write: fields, schedules (validated, then saved, drawn and printed),
-the files of `--save DIR`, and instance files. The commands are in `cli.py`."""
+the files of `--save-dir DIR`, and instance files. The commands are in `cli.py`."""
 
 from __future__ import annotations
 
@@ -87,15 +87,15 @@ def echo_aside(label: str, value: str, fmt: str) -> None:
     click.echo(field_line(label, value) if fmt == "table" else f"{label}: {value}", err=fmt != "table")
 
 
-def saved_files(directory: Path | None, names: list[str] | None) -> dict[str, Path | None]:
-    """The files `--save DIRECTORY` may write, one per schedule name, for the output check. Names not
+def saved_files(directory: Path | None, names: list[str] | None) -> dict[str, Path]:
+    """The files `--save-dir DIRECTORY` may write, one per schedule name, for the output check. Names not
     known before the work (None: a Pareto frontier's limits) stand for every `limit-*.json` there."""
     if directory is None:
         return {}
     if names is None:
         existing = sorted(directory.glob("limit-*.json"))
-        return {"--save": directory / "limit-.json"} | {f"--save {directory} ({p.name})": p for p in existing}
-    return {f"--save {directory} ({name}.json)": directory / f"{name}.json" for name in names}
+        return {"--save-dir": directory / "limit-.json"} | {f"--save-dir {directory} ({p.name})": p for p in existing}
+    return {f"--save-dir {directory} ({name}.json)": directory / f"{name}.json" for name in names}
 
 
 def limit_name(limit: float) -> str:

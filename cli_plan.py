@@ -4,13 +4,26 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from pipesat.cli_options import FILE, FORCE_OPTION, FORMAT_OPTION, FiniteFloat, check_writes, picture_path, reads
+from pipesat.cli_keys import spec_overrides
+from pipesat.cli_options import (
+    CPSAT_OPTIONS,
+    FILE,
+    FORCE_OPTION,
+    FORMAT_OPTION,
+    MAX_WORKERS,
+    PROGRESS_OPTION,
+    FiniteFloat,
+    check_writes,
+    live_progress,
+    options,
+    output_option,
+    reads,
+)
 from pipesat.cli_output import give_stdout_to_data, say
 from pipesat.models.errors import ScheduleError
 from pipesat.solver.cpsat.search import available_cores
@@ -22,44 +35,27 @@ from pipesat.solver.report.plan_plot import plot_plan
 from pipesat.solver.report.plan_text import plan_columns, plan_document, plan_rows, plan_summary, progress_text
 from pipesat.solver.report.tables import format_rows
 
-OVERRIDES = {
-    "gpus": "cluster.gpus",
-    "gpu_memory": "cluster.gpu_memory",
-    "gpus_per_node": "cluster.gpus_per_node",
-    "tflops": "cluster.tflops",
-    "efficiency": "cluster.efficiency",
-    "bandwidth": "cluster.bandwidth",
-    "latency": "cluster.latency",
-    "node_bandwidth": "cluster.node_bandwidth",
-    "global_batch": "training.global_batch",
-    "tensor_parallel": "training.tensor_parallel",
-}
-
-
-def _degrees(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
-    if value is None:
-        return None
-    try:
-        return [int(part) for part in value.replace(",", " ").split()]
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: give whole numbers such as 1,2,4") from None
+OVERRIDES = (
+    "cluster.gpus",
+    "cluster.gpu_memory",
+    "cluster.gpus_per_node",
+    "cluster.tflops",
+    "cluster.efficiency",
+    "cluster.bandwidth",
+    "cluster.latency",
+    "cluster.node_bandwidth",
+    "training.global_batch",
+    "training.tensor_parallel",
+)
+"""The spec keys an option overrides (`--gpus` for `cluster.gpus`)."""
 
 
 @click.command("plan")
 @click.argument("spec_file", metavar="SPEC", type=FILE)
-@click.option("--gpus", type=int, help="GPUs in the cluster (overrides cluster.gpus).")
-@click.option("--gpu-memory", help="Memory of one GPU, such as 40GiB (overrides cluster.gpu_memory).")
-@click.option("--gpus-per-node", type=int, help="GPUs a node (overrides cluster.gpus_per_node).")
-@click.option("--tflops", type=FiniteFloat(min=0, min_open=True), help="Peak TFLOP/s of one GPU.")
-@click.option("--efficiency", type=FiniteFloat(min=0, min_open=True, max=1), help="Fraction of peak reached.")
-@click.option("--bandwidth", type=FiniteFloat(min=0, min_open=True), help="Link between nodes, GB/s.")
-@click.option("--latency", type=FiniteFloat(min=0), help="Link latency between nodes, microseconds.")
-@click.option("--node-bandwidth", type=FiniteFloat(min=0, min_open=True), help="Link within a node, GB/s.")
-@click.option("--global-batch", type=int, help="Sequences an iteration (overrides training.global_batch).")
-@click.option("--tensor-parallel", callback=_degrees, help="Tensor-parallel degrees to try, such as 1,2.")
+@options(*spec_overrides(OVERRIDES))
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the ranked table.")
 @FORMAT_OPTION
-@click.option("-o", "--output", type=FILE, callback=picture_path, help="Picture: throughput against memory per GPU.")
+@output_option("Picture file (.png, .svg, .pdf): throughput against memory per GPU.")
 @click.option("--save-best", type=FILE, help="Write the best configuration's schedule file (JSON).")
 @click.option(
     "--time-budget",
@@ -69,57 +65,59 @@ def _degrees(ctx: click.Context, param: click.Parameter, value: str | None) -> l
     help="Seconds for the whole plan, shared by the solves, most promising first.",
 )
 @click.option(
-    "--workers", type=click.IntRange(min=1), help="Solves at a time (default: this machine's cores for both executors)."
+    "--jobs", type=click.IntRange(min=1), help="Solves at a time (default: this machine's cores for both executors)."
 )
 @click.option(
-    "--cpsat-workers",
-    type=click.IntRange(min=1),
-    help="CP-SAT workers a solve (default: cores / --workers, at least 1).",
+    "--workers",
+    type=click.IntRange(1, MAX_WORKERS),
+    help="CP-SAT search workers of each solve (default: the cores / --jobs, at least 1).",
 )
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="CP-SAT random seed.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
 @click.option("--ray-address", help="A running Ray cluster's head, HEAD:6379 (with --executor ray).")
-@click.option("--progress/--no-progress", default=None, help="The progress line (default: on a terminal).")
+@PROGRESS_OPTION
+@CPSAT_OPTIONS
 @FORCE_OPTION
 def plan_command(spec_file: Path, **options: Any) -> None:
     """Rank every way to train SPEC's model on its cluster: parallel degrees, placement, microbatch size
     and the best schedule of each, by tokens/s (docs/plan.md)."""
     reads(**{"spec file": spec_file})
     check_writes(options["force"], {"-o": options["output"], "--save-best": options["save_best"]})
-    overrides = {dotted: options[name] for name, dotted in OVERRIDES.items()}
+    overrides = {dotted: options[dotted.split(".")[1]] for dotted in OVERRIDES}
     spec = load_spec(spec_file, overrides)
     fmt = options["fmt"]
     if fmt == "json":
         give_stdout_to_data()
     cores = available_cores()
-    parallel = options["workers"] or cores
-    cpsat_workers = options["cpsat_workers"] or max(1, cores // parallel)
+    parallel = options["jobs"] or cores
+    cpsat_workers = options["workers"] or max(1, cores // parallel)
     executor = make_executor(options["executor"], parallel, cpsat_workers, options["ray_address"])
-    show = sys.stderr.isatty() if options["progress"] is None else options["progress"]
-    shown = False
+    with live_progress(options["progress"]) as line:
 
-    def progress(state: PlanProgress) -> None:
-        nonlocal shown
-        if show:
-            text = progress_text(state.phase, state.done, state.total, state.best_ms, state.elapsed, state.left)
-            click.echo("\r" + text.ljust(96), nl=False, err=True)
-            shown = True
+        def progress(state: PlanProgress) -> None:
+            line.show(progress_text(state.phase, state.done, state.total, state.best_ms, state.elapsed, state.left))
 
-    try:
-        result = plan(spec, executor, options["time_budget"], options["seed"], cpsat_workers, progress)
-    finally:
-        executor.close()
-        if shown:
-            click.echo("\r" + " " * 96 + "\r", nl=False, err=True)
+        try:
+            result = plan(
+                spec,
+                executor,
+                options["time_budget"],
+                options["seed"],
+                cpsat_workers,
+                progress,
+                options["cpsat_params"],
+            )
+        finally:
+            executor.close()
     if fmt == "json":
         click.echo(json.dumps(plan_document(result, options["top"]), indent=1))
     else:
         click.echo(format_rows(plan_columns(), plan_rows(result, options["top"]), fmt))
-    for line in plan_summary(result):
+    for summary in plan_summary(result):
         if fmt in ("table", "markdown"):
-            say(line if fmt == "table" else f"\n{line}")
+            say(summary if fmt == "table" else f"\n{summary}")
         else:
-            click.echo(line, err=True)
+            click.echo(summary, err=True)
     if options["output"] is not None:
         plot_plan(result, options["output"])
         click.echo(f"picture: {options['output']}", err=fmt != "table")

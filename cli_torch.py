@@ -40,7 +40,6 @@ from pipesat.solver.torch.run import format_result, torch_run
 
 @click.command("profile")
 @MODEL_OPTIONS
-@click.option("--vocab", type=int, default=256, show_default=True, help="Vocabulary V of the output head.")
 @click.option("--repeats", type=int, default=5, show_default=True, help="Samples per round (rounds until stable).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option(
@@ -48,7 +47,7 @@ from pipesat.solver.torch.run import format_result, torch_run
 )
 def profile_command(**options: Any) -> None:
     """Measure F, B, W and memory per stage of a small GPT-like model with torch (the torch extra)."""
-    check_writes(options["force"], {"-o": options["output"]})
+    check_writes(options["force"], {"--save-instance": options["output"]})
     instance = profile_instance(dataclass_from_options(ProfileSpec, options), name=options["name"])
     lines = profile_lines(instance)
     click.echo("\n".join(lines), err=options["output"] is None)

@@ -7,7 +7,9 @@
 (2) A small case solved both ways: every configuration by CP-SAT (brute force, no pruning) and the
     plan; the best of each, and how many configurations the plan pruned.
 
-    python benchmarks/bench_plan.py [--time-budget 120] [--workers 2] [--no-ray]
+    python benchmarks/bench_plan.py [--time-budget 120] [--jobs 2] [--workers 1] [--no-ray]
+
+`--jobs` solves at a time of `--workers` CP-SAT workers each (default: cores / jobs), as `pipesat plan`.
 """
 
 from __future__ import annotations
@@ -53,21 +55,22 @@ def ranking(result: PlanResult) -> list[tuple]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-budget", type=float, default=120.0)
-    parser.add_argument("--workers", type=int, default=available_cores())
+    parser.add_argument("--jobs", type=int, default=available_cores(), help="solves at a time")
+    parser.add_argument("--workers", type=int, help="CP-SAT workers of each solve (default: cores / jobs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args()
-    cpsat = max(1, available_cores() // args.workers)
-    print(f"{available_cores()} cores, {args.workers} solves at a time, {cpsat} CP-SAT workers each, seed {args.seed}")
+    cpsat = args.workers or max(1, available_cores() // args.jobs)
+    print(f"{available_cores()} cores, {args.jobs} solves at a time, {cpsat} CP-SAT workers each, seed {args.seed}")
 
     spec = load_spec(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")
     print("(1) the issue's case: 24 layers, hidden 2048, 16 GPUs of 40 GiB, global batch 64")
-    executor = LocalExecutor(args.workers)
+    executor = LocalExecutor(args.jobs)
     local = plan(spec, executor, args.time_budget, args.seed, cpsat)
     executor.close()
     print(summary("local", local))
     if not args.no_ray and importlib.util.find_spec("ray") is not None:
-        executor = make_executor("ray", args.workers, cpsat)
+        executor = make_executor("ray", args.jobs, cpsat)
         ray_result = plan(spec, executor, args.time_budget, args.seed, cpsat)
         executor.close()
         print(summary("ray", ray_result))
@@ -82,7 +85,7 @@ def main() -> None:
 
     print("(2) brute force against the plan: 8 layers, hidden 1024, 8 GPUs of 4 GiB, global batch 8")
     small = spec_from_dict(SMALL)
-    executor = LocalExecutor(args.workers)
+    executor = LocalExecutor(args.jobs)
     clock = time.monotonic()
     everything = brute_force(small, executor, time_limit=10, seed=args.seed, cpsat_workers=cpsat)
     brute_seconds = time.monotonic() - clock

@@ -1,5 +1,6 @@
 """The files commands write: never an input, never two outputs in one file, never over an existing file
-without --force, and all of it refused (exit 2, one line) before any work is done."""
+the user named without --force (a default picture is replaced), and all of it refused (exit 2, one
+line) before any work is done."""
 
 from __future__ import annotations
 
@@ -53,12 +54,36 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path) -> None:
     assert target.read_text().startswith("{")
 
 
-def test_the_default_picture_follows_the_same_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_earlier_tools_command_line_can_be_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A picture the command names itself (pipeline_NAME.png, a render's SCHEDULE.png) is replaced."""
     monkeypatch.chdir(tmp_path)
-    cli_ok(run_cli("schedule", "1f1b", *SMALL))
-    line = cli_error(run_cli("schedule", "1f1b", *SMALL))
-    assert line.startswith("error: pipeline_1f1b.png already exists; add --force")
-    cli_ok(run_cli("schedule", "1f1b", *SMALL, "--force"))
+    picture = tmp_path / "pipeline_1f1b.png"
+    picture.write_text("an earlier picture")
+    for _ in range(2):
+        assert "pipeline_1f1b.png" in cli_ok(run_cli("schedule", "1f1b", *SMALL))
+        assert picture.read_bytes().startswith(b"\x89PNG")
+    cli_ok(run_cli("schedule", "1f1b", *SMALL, "--no-visualization", "--save", "s.json"))
+    (tmp_path / "s.png").write_text("an earlier picture")
+    for _ in range(2):
+        cli_ok(run_cli("render", "s.json"))
+        assert (tmp_path / "s.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_picture_the_user_named_is_still_kept_without_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cli_ok(run_cli("schedule", "1f1b", *SMALL, "-o", "mine.png"))
+    (tmp_path / "mine.png").write_text("keep me")
+    for command in (("schedule", "1f1b", *SMALL), ("solve", *SMALL)):
+        line = cli_error(run_cli(*command, "-o", "mine.png"))
+        assert line == "error: mine.png already exists; add --force to replace it, or write to another file"
+    assert (tmp_path / "mine.png").read_text() == "keep me"
+    cli_ok(run_cli("schedule", "1f1b", *SMALL, "-o", "mine.png", "--force"))
+    assert (tmp_path / "mine.png").read_bytes().startswith(b"\x89PNG")
+    # A default picture is never the schedule file the command writes, nor a folder.
+    line = cli_error(run_cli("schedule", "1f1b", *SMALL, "--save", "pipeline_1f1b.png"))
+    assert line == "error: pipeline_1f1b.png is both --save and the picture; give each output its own file"
+    (tmp_path / "pipeline_gpipe.png").mkdir()
+    assert "is a folder" in cli_error(run_cli("schedule", "gpipe", *SMALL))
 
 
 def test_a_bad_output_place_is_found_before_the_solve(tmp_path: Path) -> None:
@@ -71,9 +96,9 @@ def test_save_dir_files_are_checked_before_the_comparison(tmp_path: Path) -> Non
     folder = tmp_path / "runs"
     folder.mkdir()
     (folder / "cp-sat.json").write_text("keep me")
-    result = run_cli("compare", *SMALL, "--save", folder)
+    result = run_cli("compare", *SMALL, "--save-dir", folder)
     assert "cp-sat.json already exists" in cli_error(result) and result.stdout == ""
-    cli_ok(run_cli("compare", *SMALL, "--save", folder, "--force"))
+    cli_ok(run_cli("compare", *SMALL, "--save-dir", folder, "--force"))
     assert (folder / "cp-sat.json").read_text().startswith("{")
-    line = cli_error(run_cli("pareto", *SMALL, "--save", folder / "cp-sat.json", "--no-visualization"))
+    line = cli_error(run_cli("pareto", *SMALL, "--save-dir", folder / "cp-sat.json", "--no-visualization"))
     assert f"Directory '{folder / 'cp-sat.json'}' is a file" in line

@@ -24,7 +24,7 @@ LLAMA_8B_TP2 = shlex.split(
 
 def test_llama_on_h100s_gets_a_budget_per_device_and_compares_in_ms_and_gib(tmp_path: Path) -> None:
     path = tmp_path / "llama.yaml"
-    output = cli_ok(run_cli(*LLAMA_8B_TP2, "-o", path))
+    output = cli_ok(run_cli(*LLAMA_8B_TP2, "--save-instance", path))
     assert output.startswith(f"wrote {path}: 4 devices, 16 microbatches")
     instance = load_instance(path)
     assert instance.memory_unit == "MiB" and instance.time_unit == "ms"
@@ -38,7 +38,7 @@ def test_llama_on_h100s_gets_a_budget_per_device_and_compares_in_ms_and_gib(tmp_
 
 def test_the_file_starts_with_the_command_that_makes_it_again(tmp_path: Path) -> None:
     path = tmp_path / "llama.yaml"
-    cli_ok(run_cli(*LLAMA_8B_TP2, "--balance", "--recompute", "selective", "-o", path, "--name", "llama"))
+    cli_ok(run_cli(*LLAMA_8B_TP2, "--balance", "--recompute", "selective", "--save-instance", path, "--name", "llama"))
     command = path.read_text().splitlines()[0].removeprefix("# pipesat ")
     again = cli_ok(run_cli(*shlex.split(command), "--name", "llama"))
     assert Instance.from_dict(yaml.safe_load(again)) == load_instance(path)
@@ -55,17 +55,17 @@ def test_explain_goes_to_stderr_when_stdout_holds_the_instance() -> None:
 def test_balance_prints_the_split_it_chose(tmp_path: Path) -> None:
     args = [a for a in LLAMA_8B_TP2 if a not in ("--tensor-parallel", "2")]
     args[args.index("-p") + 1], args[args.index("-m") + 1] = "8", "32"
-    output = cli_ok(run_cli(*args, "--balance", "-o", tmp_path / "b.yaml"))
+    output = cli_ok(run_cli(*args, "--balance", "--save-instance", tmp_path / "b.yaml"))
     assert "layers per stage: 4 4 4 4 4 5 5 2 (balanced: the slowest stage's F+B+W is" in output
 
 
 def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path) -> None:
     path = tmp_path / "llama.json"
     path.write_text("{}")
-    line = cli_error(run_cli(*LLAMA_8B_TP2, "-o", path))
+    line = cli_error(run_cli(*LLAMA_8B_TP2, "--save-instance", path))
     assert line == f"error: {path} already exists; add --force to replace it, or write to another file"
     assert path.read_text() == "{}"
-    cli_ok(run_cli(*LLAMA_8B_TP2, "-o", path, "--force"))
+    cli_ok(run_cli(*LLAMA_8B_TP2, "--save-instance", path, "--force"))
     assert load_instance(path).num_devices == 4
 
 
@@ -73,18 +73,26 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path) -> None:
     ("changes", "message"),
     [
         (["--layers=30"], "30 layers do not split evenly over 4 x 1 = 4 stages; add --balance"),
-        (["--gpu-memory", "80"], "--gpu-memory '80' must be a positive amount with a unit, such as 80GiB"),
+        (["--gpu-memory", "80"], "--gpu-memory must be a positive amount with a unit, such as 80GiB, got '80'"),
         (["--gpu-memory", "80 gigs"], "'gigs' is not a memory unit"),
         (
             ["--gpu-memory", "16GiB"],
             "device 0 holds 19.0294 GiB of weights, gradients and optimizer state plus a 1.6 GiB reserve",
         ),
-        (["--reserve", "150%"], "--reserve '150%' must be a percentage from 0 to below 100"),
-        (["--reserve", "lots"], "--reserve 'lots' must be a percentage of the GPU (10%) or an amount (6GiB)"),
+        (
+            ["--reserve", "150%"],
+            "--reserve must be a percentage of the GPU below 100 (10%) or an amount (6GiB), got '150%'",
+        ),
+        (
+            ["--reserve", "lots"],
+            "--reserve must be a percentage of the GPU below 100 (10%) or an amount (6GiB), got 'lots'",
+        ),
+        (["--heads", "0"], "--heads must be at least 1, got 0"),
+        (["--efficiency", "1.5"], "--efficiency must be in (0, 1] (the fraction of peak throughput reached), got 1.5"),
         (["--kv-heads", "5"], "heads 32 is not divisible by kv_heads 5"),
         (["--tensor-parallel", "3"], "tensor parallelism 3 does not divide heads 32"),
         (["--balance", "--layers-per-stage", "8,8,8,8"], "give --balance or --layers-per-stage, not both"),
-        (["--layers-per-stage", "3,x"], "--layers-per-stage takes whole numbers"),
+        (["--layers-per-stage", "3,x"], "--layers-per-stage must be whole numbers separated by commas, such as 1,2"),
         (["--placement", "zigzag"], "unknown placement 'zigzag'"),
         (["--recompute", "some"], "Invalid value for '--recompute'"),
     ],

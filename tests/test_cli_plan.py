@@ -16,7 +16,7 @@ from pipesat.solver.io.schedule_file import load_schedule
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.solver.plan.conftest import TINY
 
-FAST = ("--time-budget", 20, "--workers", 2, "--cpsat-workers", 1, "--seed", 0)
+FAST = ("--time-budget", 20, "--jobs", 2, "--workers", 1, "--seed", 0)
 
 
 @pytest.fixture
@@ -62,15 +62,21 @@ def test_options_override_the_spec(spec_file: Path) -> None:
     assert {row["pp"] * row["dp"] for row in document["configurations"]} == {2}
 
 
-def test_progress_goes_to_stderr(spec_file: Path) -> None:
+def test_progress_goes_to_stderr(spec_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
     result = run_cli("plan", spec_file, *FAST, "--progress")
     assert "plan [" in result.stderr and "left" in result.stderr
+    monkeypatch.setenv("COLUMNS", "40")  # the same line, cut to the terminal's width
+    shown = run_cli("plan", spec_file, *FAST, "--progress").stderr.split("\r")[1:]
+    assert shown and all(len(text) <= 39 for text in shown)
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--gpu-memory", "40"), "cluster.gpu_memory must be an amount with a unit"),
+        (("--gpu-memory", "40"), "--gpu-memory must be a positive amount with a unit, such as 80GiB, got '40'"),
+        (("--efficiency", "2"), "--efficiency must be in (0, 1] (the fraction of peak throughput reached), got 2"),
+        (("--tensor-parallel", "1,x"), "--tensor-parallel must be whole numbers separated by commas, such as 1,2"),
         (("--executor", "local", "--ray-address", "h:1"), "--ray-address goes with --executor ray"),
         (("-o", "plan.txt"), "name the picture .png, .svg or .pdf"),
     ],

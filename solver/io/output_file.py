@@ -1,36 +1,52 @@
 """The files a command writes: one policy for all of them, checked before any work, and atomic writes.
 
 The policy: a command never writes over one of its own inputs, never gives two of its outputs the
-same file, and replaces an existing file only when told to (`--force`). All of it is checked before
-the command does its work, together with whether each output's folder can be written, so a long
-solve never ends in "cannot write". The writes themselves are atomic (`models.document`).
+same file, and replaces an existing file the user named only when told to (`--force`). A file the
+command names itself, the picture it draws by default (`pipeline_1f1b.png`), is a `DefaultName`: it
+is replaced, so the same command line can be run again. All of it is checked before the command does
+its work, together with whether each output's folder can be written, so a long solve never ends in
+"cannot write". The writes themselves are atomic (`models.document`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipesat.models import InputError
 from pipesat.models.document import write_text
 
 
-def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None], force: bool) -> None:
+@dataclass(frozen=True)
+class DefaultName:
+    """An output file the command named itself, not the user: the picture drawn when no `-o` is given.
+    An existing file of that name is replaced without --force; every other rule still holds."""
+
+    path: Path
+
+
+def check_outputs(
+    outputs: Mapping[str, Path | DefaultName | None], inputs: Mapping[str, Path | None], force: bool
+) -> None:
     """Refuse (one `InputError` line) outputs that break the policy; `outputs` and `inputs` map a
-    name for each file (the option that gives it, `--save`) to its path, None for none."""
+    name for each file (the option that gives it, `--save`) to its path, None for none. A path the
+    command chose itself comes as a `DefaultName`, which may replace an existing file."""
     written: dict[Path, str] = {}
     read = {_identity(path): name for name, path in inputs.items() if path is not None}
-    for name, path in outputs.items():
-        if path is None:
+    for name, output in outputs.items():
+        if output is None:
             continue
+        named_by_user = not isinstance(output, DefaultName)
+        path = output.path if isinstance(output, DefaultName) else output
         identity = _identity(path)
         if identity in read:
             raise InputError(f"{name} {path} is the {read[identity]} this command reads; write to another file")
         if identity in written:
             raise InputError(f"{path} is both {written[identity]} and {name}; give each output its own file")
         written[identity] = name
-        _check_writable(name, path, force)
+        _check_writable(name, path, force or not named_by_user)
 
 
 def write_output(path: str | Path, text: str) -> Path:

@@ -11,7 +11,7 @@ import pytest
 
 from pipesat.models import InputError
 from pipesat.models.document import write_atomically
-from pipesat.solver.io.output_file import check_outputs, write_output
+from pipesat.solver.io.output_file import DefaultName, check_outputs, write_output
 
 
 def test_writes_the_text_as_given_and_makes_the_folders(tmp_path: Path) -> None:
@@ -93,3 +93,18 @@ def test_a_link_to_an_input_is_that_input(tmp_path: Path) -> None:
     (tmp_path / "link.yaml").symlink_to(source)
     with pytest.raises(InputError, match="is the instance file"):
         check_outputs({"--save": tmp_path / "link.yaml"}, {"instance file": source}, force=True)
+
+
+def test_a_default_name_may_be_replaced_but_keeps_every_other_rule(tmp_path: Path) -> None:
+    existing = tmp_path / "pipeline_1f1b.png"
+    existing.write_text("an earlier picture")
+    check_outputs({"the picture": DefaultName(existing)}, {}, force=False)
+    with pytest.raises(InputError, match="already exists; add --force"):
+        check_outputs({"-o": existing}, {}, force=False)  # the same file, named by the user
+    with pytest.raises(InputError, match="is the schedule file this command reads"):
+        check_outputs({"the picture": DefaultName(existing)}, {"schedule file": existing}, force=False)
+    with pytest.raises(InputError, match="is both --save and the picture"):
+        check_outputs({"--save": tmp_path / "x.png", "the picture": DefaultName(tmp_path / "x.png")}, {}, force=False)
+    (tmp_path / "folder.png").mkdir()
+    with pytest.raises(InputError, match="is a folder"):
+        check_outputs({"the picture": DefaultName(tmp_path / "folder.png")}, {}, force=False)

@@ -169,9 +169,8 @@ PROFILE_ARGS = ["profile", "-p", "2", "--chunks", "2", "-m", "4", "--layers", "4
 def test_profile_command_writes_an_instance_that_loads(tmp_path: Path) -> None:
     path = tmp_path / "measured.yaml"
     architecture = ["--kv-heads", "1", "--ffn-hidden", "48", "--dtype", "bf16"]
-    result = run_cli(
-        *PROFILE_ARGS, *architecture, "--seq-len", "16", "--repeats", "1", "--placement", "vshape", "-o", str(path)
-    )
+    options = ["--seq-len", "16", "--repeats", "1", "--placement", "vshape", "--save-instance", str(path)]
+    result = run_cli(*PROFILE_ARGS, *architecture, *options)
     assert result.exit_code == 0, result.output
     assert "measured on cpu" in result.stdout and f"wrote {path}" in result.stdout
     assert "heads 2 (1 key/value), SwiGLU MLP 48, sequence 16, microbatch 1, vocabulary 256, bf16;" in result.stdout
