@@ -4,13 +4,15 @@ The public Python API. An instance says what is scheduled; a handwritten schedul
 with its proof), `compare`, the Pareto studies and `plan` make schedules; every schedule that leaves
 pipesat has passed `validate`. `torch_schedule` hands a schedule to `torch.distributed.pipelining`
 (the `torch` extra). The repository's folders `models/` (the nouns) and `solver/` (the verbs) are the
-subpackages `pipesat.models` and `pipesat.solver`; `pipesat.cli` is the command line.
+subpackages `pipesat.models` and `pipesat.solver`; `pipesat.cli` is the command line. `with
+show_log(): ...` prints what the solves decide and CP-SAT's own search log (the `pipesat` loggers).
 """
 
 from pipesat.models import (
     InputError,
     Instance,
     InstanceError,
+    Minimize,
     Objective,
     Op,
     OpKey,
@@ -21,8 +23,9 @@ from pipesat.models import (
     Status,
     load_instance,
 )
+from pipesat.models.log import show_log
 from pipesat.models.plan_result import PlanResult
-from pipesat.models.solve_result import SolveResult
+from pipesat.models.solve_result import SolveResult, StopReason
 from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
 from pipesat.solver.evaluate.validator import Violation, ensure_valid, validate
 from pipesat.solver.heuristics import all_heuristics, run_heuristic
@@ -44,6 +47,7 @@ __all__ = [
     "InstanceError",
     "LocalExecutor",
     "Metrics",
+    "Minimize",
     "Objective",
     "Op",
     "OpKey",
@@ -57,6 +61,7 @@ __all__ = [
     "ScheduleError",
     "SolveResult",
     "Status",
+    "StopReason",
     "Violation",
     "all_heuristics",
     "compare",
@@ -73,6 +78,7 @@ __all__ = [
     "plan",
     "run_heuristic",
     "save_schedule",
+    "show_log",
     "solve",
     "torch_schedule",
     "validate",

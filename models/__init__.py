@@ -4,7 +4,7 @@ statuses, the one float tolerance, and errors. Imports nothing else of pipesat."
 from pipesat.models.errors import InputError, InstanceError, OptionError, PipesatError, ScheduleError
 from pipesat.models.instance import Instance
 from pipesat.models.instance_file import load_instance
-from pipesat.models.objective import TIME_OBJECTIVES, Objective, Status
+from pipesat.models.objective import TIME_OBJECTIVES, Minimize, Objective, Status
 from pipesat.models.ops import KINDS, OpKey, dependency, expected_op_keys, memory_change, op_duration, op_label
 from pipesat.models.schedule import Op, Schedule
 
@@ -14,6 +14,7 @@ __all__ = [
     "InputError",
     "Instance",
     "InstanceError",
+    "Minimize",
     "Objective",
     "Op",
     "OpKey",

@@ -173,7 +173,7 @@ def _check_depth(path: Path, data: Any) -> None:
             stack.extend((item, depth + 1) for item in value)
 
 
-def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
+def write_atomically(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Make `path` with `write(temporary path)`, then move it into place in one step; the folder is
     made when missing. A failure is one `InputError` line and leaves any file at `path` as it was."""
     path = Path(path)

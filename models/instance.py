@@ -193,8 +193,9 @@ class Instance:
         p = _positive_int(data, "num_devices", required=True)
         m = _positive_int(data, "num_microbatches", required=True)
         placement_raw = data.get("placement")
-        explicit = isinstance(placement_raw, (list, tuple))
-        chunks_default = len(placement_raw) // p if explicit and len(placement_raw) % p == 0 else 1
+        chunks_default = 1
+        if isinstance(placement_raw, (list, tuple)) and len(placement_raw) % p == 0:
+            chunks_default = len(placement_raw) // p
         v = _positive_int(data, "chunks", default=chunks_default)
         check_work(p, v, m, kinds=2 if data.get("weight_times") is None else 3)
         placement = _placement(placement_raw, p, v)

@@ -1,8 +1,10 @@
-"""What a solve minimises and how it ended: `Objective` and `Status`."""
+"""What a solve minimises and how it ended: `Objective`, `Minimize` and `Status`."""
 
 from __future__ import annotations
 
 from enum import Enum
+
+from pipesat.models.errors import OptionError
 
 
 class Objective(str, Enum):
@@ -13,7 +15,7 @@ class Objective(str, Enum):
     MEMORY = "memory"
 
     @property
-    def title(self) -> str:
+    def label(self) -> str:
         """How tables and messages name it."""
         return {"makespan": "makespan", "span": "max span", "memory": "peak memory"}[self.value]
 
@@ -22,6 +24,25 @@ class Objective(str, Enum):
 
 
 TIME_OBJECTIVES = (Objective.MAKESPAN, Objective.SPAN)
+
+
+def time_objective(objective: Objective | str) -> Objective:
+    """`objective` (an `Objective` or its value, as a caller may give it) as a time objective; any
+    other is an `OptionError`."""
+    if objective not in TIME_OBJECTIVES:
+        raise OptionError(f"unknown objective {objective!r}; use one of {', '.join(TIME_OBJECTIVES)}")
+    return Objective(objective)
+
+
+class Minimize(str, Enum):
+    """What a solve minimises: TIME its time objective, under the memory limit; MEMORY the peak memory,
+    ignoring the memory limit, with the time objective optionally capped."""
+
+    TIME = "time"
+    MEMORY = "memory"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class Status(str, Enum):

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pipesat.models.instance import Instance
 
 KINDS = ("F", "B", "W")
 
-OpKey = tuple[str, int, int]
-"""An op's identity: (kind, stage, microbatch)."""
+
+class OpKey(NamedTuple):
+    """An op's identity: (kind, stage, microbatch). A tuple: equal to, and hashed as, the plain one."""
+
+    kind: str
+    stage: int
+    microbatch: int
 
 
 def op_label(key: OpKey) -> str:
@@ -35,10 +42,10 @@ def dependency(key: OpKey, num_stages: int) -> OpKey | None:
     """
     kind, stage, microbatch = key
     if kind == "F":
-        return ("F", stage - 1, microbatch) if stage > 0 else None
+        return OpKey("F", stage - 1, microbatch) if stage > 0 else None
     if kind == "B":
-        return ("F", stage, microbatch) if stage == num_stages - 1 else ("B", stage + 1, microbatch)
-    return ("B", stage, microbatch)
+        return OpKey("F", stage, microbatch) if stage == num_stages - 1 else OpKey("B", stage + 1, microbatch)
+    return OpKey("B", stage, microbatch)
 
 
 def memory_change(instance: Instance, kind: str, stage: int, split_backward: bool) -> float:
@@ -61,5 +68,8 @@ def expected_op_keys(instance: Instance, split_backward: bool) -> list[OpKey]:
     """Every op a complete schedule of `instance` holds, F then B then W, by stage then microbatch."""
     kinds = KINDS if split_backward else KINDS[:2]
     return [
-        (kind, s, j) for kind in kinds for s in range(instance.num_stages) for j in range(instance.num_microbatches)
+        OpKey(kind, s, j)
+        for kind in kinds
+        for s in range(instance.num_stages)
+        for j in range(instance.num_microbatches)
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from pipesat.models.objective import Status
 from pipesat.models.schedule import Schedule
 
 
@@ -66,16 +67,16 @@ class Measure:
 @dataclass(frozen=True)
 class ConfigResult:
     """A configuration's outcome: its best schedule's measure (None when refused), the schedule's
-    maker and status (`optimal`, `feasible`), the proven lower bounds on its makespan and iteration
-    time, the gap of the makespan to its bound, the wall seconds CP-SAT was given (0: no search),
-    the memory a GPU may use (its memory less the reserve, bytes) and a line saying why it was
-    pruned or refused."""
+    maker and status (OPTIMAL or FEASIBLE; None when refused), the proven lower bounds on its makespan
+    and iteration time, the gap of the makespan to its bound, the wall seconds CP-SAT was given (0: no
+    search), the memory a GPU may use (its memory less the reserve, bytes) and a line saying why it
+    was pruned or refused."""
 
     config: Configuration
     outcome: Outcome
     measure: Measure | None = None
     made_by: str = ""
-    status: str = ""
+    status: Status | None = None
     makespan_bound: float | None = None
     iteration_bound_ms: float | None = None
     gap: float | None = None

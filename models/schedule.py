@@ -26,7 +26,7 @@ class Op(NamedTuple):
 
     @property
     def key(self) -> OpKey:
-        return (self.kind, self.stage, self.microbatch)
+        return OpKey(self.kind, self.stage, self.microbatch)
 
     def label(self) -> str:
         """`F(stage 2, mb 5)`: how messages name an op."""

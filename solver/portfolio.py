@@ -15,6 +15,7 @@ and is never reported as the best handwritten schedule.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from pipesat.solver.heuristics.one_at_a_time import NAME as ONE_AT_A_TIME
 from pipesat.solver.heuristics.one_at_a_time import one_at_a_time_orders
 from pipesat.solver.heuristics.periodic import NAME as PERIODIC
 from pipesat.solver.heuristics.periodic import periodic_schedule
+
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class Problem:
     def lower_bound(self) -> float:
         """The best lower bound on the result's objective: the analytic one, or the known one."""
         if self.minimize_memory and self.time_cap is not None:
-            analytic = memory_bound_under_cap(self.instance, self.split, self.objective.value, self.time_cap)
+            analytic = memory_bound_under_cap(self.instance, self.split, self.objective, self.time_cap)
         else:
             analytic = lower_bound(self.instance, self.result_objective, self.split)
         return analytic if self.known_bound is None else max(analytic, self.known_bound)
@@ -103,15 +106,26 @@ def starting_candidates(
     objective, plus the one-at-a-time schedule when minimising memory or when nothing else fits."""
     sources = [*handwritten, *((schedule.name or "start", schedule) for schedule in others)]
     names = {name for name, _ in handwritten}
-    found = [
-        dataclasses.replace(candidate, handwritten=candidate.name in names)
-        for name, schedule in sources
-        if (candidate := as_candidate(problem, name, schedule, clock))
-    ]
+    found = []
+    for name, schedule in sources:
+        candidate = as_candidate(problem, name, schedule, clock)
+        _log_start(name, candidate)
+        if candidate is not None:
+            found.append(dataclasses.replace(candidate, handwritten=candidate.name in names))
     if not found or problem.minimize_memory:
         one = one_at_a_time_candidate(problem, clock)
+        _log_start(ONE_AT_A_TIME, one)
         found += [one] if one else []
     return found
+
+
+def _log_start(name: str, candidate: Candidate | None) -> None:
+    """Log a starting schedule tried: its value, or that it does not fit."""
+    if candidate is None:
+        LOG.info("start %s: does not fit (memory limit, time cap or backward)", name)
+    else:
+        renamed = "" if candidate.name == name else f" as {candidate.name}"
+        LOG.info("start %s%s: %g, peak memory %g", name, renamed, candidate.value, candidate.peak)
 
 
 def one_at_a_time_candidate(problem: Problem, clock: float) -> Candidate | None:
@@ -142,7 +156,7 @@ def as_candidate(problem: Problem, name: str, schedule: Schedule, clock: float) 
         if not problem.split:
             return None  # a schedule with separate W ops is not a fused-backward schedule
         orders = [
-            [op for key in order for op in ([key, ("W", key[1], key[2])] if key[0] == "B" else [key])]
+            [op for key in order for op in ([key, key._replace(kind="W")] if key.kind == "B" else [key])]
             for order in orders
         ]
         name = f"{SCHEDULE_TITLES.get(name, name)} with W split out"

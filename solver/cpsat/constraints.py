@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import dependency
+from pipesat.models import OpKey, dependency
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.variables import ModelVariables, op_name
 
@@ -28,18 +28,18 @@ def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVa
     for key in data.keys:
         dep = dependency(key, data.instance.num_stages)
         if dep is not None:
-            latency = p2p if placement[dep[1]] != placement[key[1]] else 0
+            latency = p2p if placement[dep.stage] != placement[key.stage] else 0
             model.add(variables.starts[key] >= variables.ends[dep] + latency)
 
 
 def add_symmetry_breaking(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
     """F(0, 0) at time 0 and first-in-first-out microbatches per (kind, stage) (see the module notes)."""
     # F(0, 0) comes before every op; shifting the whole schedule puts it at 0.
-    model.add(variables.starts[("F", 0, 0)] == 0)
+    model.add(variables.starts[OpKey("F", 0, 0)] == 0)
     m = data.instance.num_microbatches
     for kind, stage, j in data.keys:
         if j + 1 < m:
-            model.add(variables.starts[(kind, stage, j + 1)] >= variables.ends[(kind, stage, j)])
+            model.add(variables.starts[OpKey(kind, stage, j + 1)] >= variables.ends[OpKey(kind, stage, j)])
 
 
 def add_no_overlaps(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
@@ -77,7 +77,7 @@ def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: 
             continue
         k = memory_limit_ticks(data, data.instance.placement[s]) // int(activation)
         for j in range(max(0, m - k)):
-            model.add(variables.starts[("F", s, j + k)] >= variables.ends[("B", s, j)])
+            model.add(variables.starts[OpKey("F", s, j + k)] >= variables.ends[OpKey("B", s, j)])
 
 
 def memory_limit_ticks(data: ModelData, device: int) -> int:

@@ -39,7 +39,7 @@ class ModelData:
     def on_device(self, device: int) -> list[OpKey]:
         """The ops that run on `device`, in `keys` order."""
         placement = self.instance.placement
-        return [key for key in self.keys if placement[key[1]] == device]
+        return [key for key in self.keys if placement[key.stage] == device]
 
     @property
     def memory_limited(self) -> bool:
@@ -74,7 +74,7 @@ def model_data(
     scale = choose_scale(instance, objective)
     ticks = scaled_instance(instance, scale)
     keys = expected_op_keys(instance, split_backward)
-    durations = {key: int(op_duration(ticks, key[0], key[1], split_backward)) for key in keys}
+    durations = {key: int(op_duration(ticks, key.kind, key.stage, split_backward)) for key in keys}
     horizon = _horizon(ticks, objective, keys, durations)
     if horizon > MAX_TICKS:
         raise InstanceError(

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
+from ortools.sat.python.cp_model import IntVar
 
 from pipesat.models import Instance, Objective, OpKey
 from pipesat.solver.cpsat.constraints import (
@@ -34,7 +35,7 @@ class PipelineModel:
     cp_model: cp_model.CpModel
     variables: ModelVariables
 
-    def orders(self, value: Callable[[cp_model.IntVar], int]) -> list[list[OpKey]]:
+    def orders(self, value: Callable[[IntVar], int]) -> list[list[OpKey]]:
         """Per-device op orders of a solution (`value` reads a variable, e.g. `solver.value`)."""
         starts = {key: value(var) for key, var in self.variables.starts.items()}
         return orders_from_starts(self.data.instance, starts, self.data.durations)
@@ -74,5 +75,5 @@ def orders_from_starts(
     """Per-device orders by start, then end (a zero-length W goes before an op starting with it)."""
     orders: list[list[OpKey]] = [[] for _ in range(instance.num_devices)]
     for key in sorted(starts, key=lambda k: (starts[k], starts[k] + duration[k])):
-        orders[instance.placement[key[1]]].append(key)
+        orders[instance.placement[key.stage]].append(key)
     return orders

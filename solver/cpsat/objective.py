@@ -55,9 +55,13 @@ def _add_max_span(model: cp_model.CpModel, data: ModelData, variables: ModelVari
         on_device = data.on_device(d)
         # The first op on d is a forward of its first stage, the last a W (or a fused B).
         openers = [
-            variables.starts[k] for k in on_device if k[:2] == ("F", first_stage) and (not last_only or k[2] == 0)
+            variables.starts[k]
+            for k in on_device
+            if k.kind == "F" and k.stage == first_stage and (not last_only or k.microbatch == 0)
         ]
-        closers = [variables.ends[k] for k in on_device if k[0] == closing_kind and (not last_only or k[2] == m - 1)]
+        closers = [
+            variables.ends[k] for k in on_device if k.kind == closing_kind and (not last_only or k.microbatch == m - 1)
+        ]
         model.add_min_equality(variables.first[d], openers)
         model.add_max_equality(variables.last[d], closers)
         model.add(variables.time_objective >= variables.last[d] - variables.first[d])

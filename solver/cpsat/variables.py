@@ -79,7 +79,7 @@ def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[
                 demand = -int(memory_change(data.tick_instance, kind, s, data.split_backward))
                 if demand <= 0:
                     continue
-                first, last = ("F", s, j), (kind, s, j)
+                first, last = OpKey("F", s, j), OpKey(kind, s, j)
                 size = model.new_int_var(0, data.horizon, f"held {op_name(first)}..{op_name(last)}")
                 held.append(HeldMemory(first, last, demand, size))
     return held

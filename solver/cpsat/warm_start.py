@@ -101,4 +101,6 @@ def _first_in_first_out(starts: Mapping[OpKey, int]) -> dict[OpKey, int]:
     groups: dict[tuple[str, int], list[int]] = {}
     for (kind, stage, _), start in starts.items():
         groups.setdefault((kind, stage), []).append(start)
-    return {(kind, stage, j): start for (kind, stage), times in groups.items() for j, start in enumerate(sorted(times))}
+    return {
+        OpKey(kind, stage, j): start for (kind, stage), times in groups.items() for j, start in enumerate(sorted(times))
+    }

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pipesat.models import Instance, InstanceError, op_duration
+from pipesat.models import Instance, InstanceError, Objective, op_duration
 from pipesat.models.tolerance import slack
 
 # Branch-and-bound nodes of one knapsack before falling back to its (still sound) fractional bound.
@@ -98,7 +98,7 @@ def zero_bubble_bound(instance: Instance, split: bool) -> float:
 def critical_path_bound(instance: Instance, split: bool) -> float:
     """The makespan of one microbatch alone: its forward chain, backward chain and last W, with p2p."""
     offsets = chain_offsets(instance, split)
-    return max(offsets[key] + op_duration(instance, key[0], key[1], split) for key in offsets)
+    return max(offset + op_duration(instance, kind, stage, split) for (kind, stage), offset in offsets.items())
 
 
 def device_span_bound(instance: Instance, split: bool, device: int) -> float:
@@ -183,7 +183,7 @@ def makespan_bound(instance: Instance, split: bool) -> float:
     return best
 
 
-def memory_bound_under_cap(instance: Instance, split: bool, objective: str, time_cap: float) -> float:
+def memory_bound_under_cap(instance: Instance, split: bool, objective: Objective, time_cap: float) -> float:
     """A lower bound on the peak memory of any schedule whose makespan (or max span) is at most
     `time_cap`: the smallest feasible limit, every device's memory energy over the cap (its span is
     at most the cap), and the largest limit whose time bound already passes the cap (by bisection:
@@ -194,7 +194,7 @@ def memory_bound_under_cap(instance: Instance, split: bool, objective: str, time
 
     def time_bound(limit: float) -> float:
         limited = instance.with_limit(limit)
-        return makespan_bound(limited, split) if objective == "makespan" else span_bound(limited, split)
+        return makespan_bound(limited, split) if objective == Objective.MAKESPAN else span_bound(limited, split)
 
     if time_bound(high) <= time_cap:
         return low
@@ -211,14 +211,16 @@ def memory_bound_under_cap(instance: Instance, split: bool, objective: str, time
     return low + slack(low)
 
 
-def lower_bound(instance: Instance, objective: str = "makespan", split_backward: bool | None = None) -> float:
-    """The best proven lower bound on `objective` ("makespan", "span" or "memory") under the instance's limit."""
+def lower_bound(
+    instance: Instance, objective: Objective = Objective.MAKESPAN, split_backward: bool | None = None
+) -> float:
+    """The best proven lower bound on `objective` (makespan, span or memory) under the instance's limit."""
     split = resolve_split(instance, split_backward)
-    if objective == "memory":
+    if objective == Objective.MEMORY:
         return minimum_memory_limit(instance)
-    if objective == "span":
+    if objective == Objective.SPAN:
         return span_bound(instance, split)
-    if objective == "makespan":
+    if objective == Objective.MAKESPAN:
         return makespan_bound(instance, split)
     raise InstanceError(f"unknown objective {objective!r}; use makespan, span or memory")
 
@@ -300,7 +302,7 @@ def _backward_items(instance: Instance, split: bool, stages: list[int]) -> list[
     for s in stages:
         activation = instance.activation_memory[s]
         if split:
-            weight_time = instance.weight_times[s]
+            weight_time = op_duration(instance, "W", s, split)
             items += [(instance.backward_times[s] + weight_time, activation), (weight_time, instance.weight_memory[s])]
         else:
             items.append((op_duration(instance, "B", s, split), activation))

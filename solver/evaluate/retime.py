@@ -92,7 +92,7 @@ class _TimingGraph:
             dep = dependency(op.key, instance.num_stages)
             if dep is not None:
                 j = index[dep]
-                latency = instance.p2p_time if instance.placement[dep[1]] != op.device else 0.0
+                latency = instance.p2p_time if instance.placement[dep.stage] != op.device else 0.0
                 self.predecessors[i].append((j, self.durations[j] + latency))
         self.first = [index[order[0]] for order in orders]
         self.last = [index[order[-1]] for order in orders]

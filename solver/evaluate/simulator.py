@@ -49,7 +49,7 @@ def simulate(
                 if dep_end is None:
                     waiting.setdefault(dep, []).append(device)
                     break
-                if placement[dep[1]] != device:
+                if placement[dep.stage] != device:
                     dep_end += p2p
                 if dep_end > start:
                     start = dep_end
@@ -70,7 +70,7 @@ def check_orders(instance: Instance, orders: Sequence[Sequence[OpKey]]) -> bool:
     """Check that the orders hold every op once on its stage's device; return whether W is split."""
     if len(orders) != instance.num_devices:
         raise ScheduleError(f"got orders for {len(orders)} devices, the instance has {instance.num_devices}")
-    split = any(key[0] == "W" for order in orders for key in order)
+    split = any(kind == "W" for order in orders for kind, _, _ in order)
     if split and not instance.split_backward:
         raise ScheduleError("the orders hold W ops but the instance has no weight_times; add weight_times")
     expected = expected_op_keys(instance, split)
@@ -89,18 +89,20 @@ def check_orders(instance: Instance, orders: Sequence[Sequence[OpKey]]) -> bool:
         raise ScheduleError("the orders are not a complete set of ops: " + "; ".join(problems))
     for device, order in enumerate(orders):
         for key in order:
-            if instance.placement[key[1]] != device:
+            _, stage, _ = key
+            if instance.placement[stage] != device:
                 raise ScheduleError(
-                    f"{op_label(key)} is ordered on device {device}, but stage {key[1]} is placed on device "
-                    f"{instance.placement[key[1]]}"
+                    f"{op_label(key)} is ordered on device {device}, but stage {stage} is placed on device "
+                    f"{instance.placement[stage]}"
                 )
     return split
 
 
 def _deadlock_message(orders: Sequence[Sequence[OpKey]], position: list[int], num_stages: int) -> str:
-    stuck = [
-        f"device {d} is stuck at {op_label(orders[d][i])} waiting for {op_label(dependency(orders[d][i], num_stages))}"
-        for d, i in enumerate(position)
-        if i < len(orders[d])
-    ]
+    stuck = []
+    for d, i in enumerate(position):
+        if i < len(orders[d]):
+            before = dependency(orders[d][i], num_stages)
+            assert before is not None  # only F of stage 0 waits for nothing, and it never waits
+            stuck.append(f"device {d} is stuck at {op_label(orders[d][i])} waiting for {op_label(before)}")
     return "the orders deadlock: " + "; ".join(stuck)

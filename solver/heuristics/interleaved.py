@@ -33,8 +33,8 @@ def interleaved_orders(instance: Instance) -> Orders:
         backwards: list[OpKey] = []
         for k in range(total):
             chunk, microbatch = _chunk_and_microbatch(k, p, v)
-            forwards.append(("F", chunk * p + rank, microbatch))
-            backwards.append(("B", (v - 1 - chunk) * p + rank, microbatch))
+            forwards.append(OpKey("F", chunk * p + rank, microbatch))
+            backwards.append(OpKey("B", (v - 1 - chunk) * p + rank, microbatch))
         warmup = min(2 * (p - rank - 1) + (v - 1) * p, total)
         order = forwards[:warmup]
         for k in range(total - warmup):

@@ -19,9 +19,9 @@ def one_at_a_time_orders(instance: Instance, split: bool) -> list[list[OpKey]]:
     stages = range(instance.num_stages)
     for j in range(instance.num_microbatches):
         for s in stages:
-            orders[instance.placement[s]].append(("F", s, j))
+            orders[instance.placement[s]].append(OpKey("F", s, j))
         for s in reversed(stages):
-            orders[instance.placement[s]].append(("B", s, j))
+            orders[instance.placement[s]].append(OpKey("B", s, j))
             if split:
-                orders[instance.placement[s]].append(("W", s, j))
+                orders[instance.placement[s]].append(OpKey("W", s, j))
     return orders

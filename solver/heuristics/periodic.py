@@ -34,11 +34,17 @@ def periodic_orders(instance: Instance, split: bool, period: float) -> list[list
     rank = {("F", s): s for s in range(num_stages)}
     rank |= {("B", s): 2 * num_stages - 1 - s for s in range(num_stages)}
     rank |= {("W", s): 2 * num_stages + s for s in range(num_stages)}
-    keys = [(kind, stage, j) for (kind, stage) in offsets for j in range(instance.num_microbatches)]
-    keys.sort(key=lambda key: (key[2] * period + offsets[key[:2]], rank[key[:2]], key[2]))
+    keys = [OpKey(kind, stage, j) for (kind, stage) in offsets for j in range(instance.num_microbatches)]
+    keys.sort(
+        key=lambda key: (
+            key.microbatch * period + offsets[key.kind, key.stage],
+            rank[key.kind, key.stage],
+            key.microbatch,
+        )
+    )
     orders: list[list[OpKey]] = [[] for _ in range(instance.num_devices)]
     for key in keys:
-        orders[instance.placement[key[1]]].append(key)
+        orders[instance.placement[key.stage]].append(key)
     return orders
 
 
@@ -50,7 +56,7 @@ def periodic_schedule(instance: Instance, split: bool, deadline: float | None = 
     one) the one-at-a-time schedule comes back, for the caller's validation to refuse.
     """
     offsets = chain_offsets(instance, split)
-    chain = max(offsets[key] + op_duration(instance, key[0], key[1], split) for key in offsets)
+    chain = max(offset + op_duration(instance, kind, stage, split) for (kind, stage), offset in offsets.items())
     # Past the chain (a zero-length last W included), microbatch j + 1 sorts after all of j.
     chain = chain * (1 + 1e-6) + 1e-6
     shortest = SHORTEST * zero_bubble_bound(instance, split) / instance.num_microbatches

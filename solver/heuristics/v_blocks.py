@@ -153,4 +153,4 @@ def _absolute(residues: list[Offsets]) -> Block:
     for kind, device in chain:
         slot = previous + 1 + (residues[device][kind] - previous - 1) % CYCLE
         slots[device][kind] = previous = slot
-    return tuple(tuple(row) for row in slots)  # type: ignore[return-value]
+    return tuple((f0, f1, b1, b0) for f0, f1, b1, b0 in slots)

@@ -96,12 +96,12 @@ class _SlotLayout:
             row: list[OpKey | None] = [None] * (max(offsets(p, i)) + CYCLE * (m - 1) + 1)
             for (kind, stage), offset in zip(kinds, offsets(p, i), strict=True):
                 for k in range(m):
-                    self._place(row, (kind, stage, k), offset + CYCLE * k)
+                    self._place(row, OpKey(kind, stage, k), offset + CYCLE * k)
             self.occupant.append(row)
 
     def delta(self, key: OpKey) -> float:
         """Memory an op adds (F) or frees (B, W: negative) on its device (the backward is split)."""
-        return self.changes[key[:2]]
+        return self.changes[key.kind, key.stage]
 
     def fill_weights(self) -> None:
         """Put each missing W into a free slot after its backward, the oldest backward's W first; the rest at the end."""
@@ -111,8 +111,8 @@ class _SlotLayout:
                 if key is None:
                     if pending:
                         self._place(row, pending.popleft(), t)
-                elif key[0] == "B" and ("W", key[1], key[2]) not in self.slot:
-                    pending.append(("W", key[1], key[2]))
+                elif key.kind == "B" and OpKey("W", key.stage, key.microbatch) not in self.slot:
+                    pending.append(OpKey("W", key.stage, key.microbatch))
             while pending:
                 row.append(None)
                 self._place(row, pending.popleft(), len(row) - 1)
@@ -130,15 +130,15 @@ class _SlotLayout:
         """
         cool_down = []
         for row in self.occupant:
-            start = max(t for t, key in enumerate(row) if key is not None and key[0] == "F")
+            start = max(t for t, key in enumerate(row) if key is not None and key.kind == "F")
             cool_down.append(start)
             for t in range(start + 1, len(row)):
                 key = row[t]
-                if key is not None and key[0] == "W":
+                if key is not None and key.kind == "W":
                     row[t] = None
                     del self.slot[key]
         placement = self.instance.placement
-        self.squeeze(lambda key, t: key[0] == "B" and t > cool_down[placement[key[1]]])
+        self.squeeze(lambda key, t: key.kind == "B" and t > cool_down[placement[key.stage]])
         self.fill_weights()
 
     def squeeze(self, movable: Callable[[OpKey, int], bool] = lambda key, t: True) -> None:
@@ -148,13 +148,13 @@ class _SlotLayout:
         peaks = [float(held.max(initial=0.0)) for held in memory]
         free = [[t for t, key in enumerate(row) if key is None] for row in self.occupant]
         placement, num_stages, slot = self.instance.placement, self.instance.num_stages, self.slot
-        chosen = sorted((t, placement[key[1]], key) for key, t in slot.items() if movable(key, t))
+        chosen = sorted((t, placement[key.stage], key) for key, t in slot.items() if movable(key, t))
         for current, device, key in chosen:
             kind, stage, k = key
             before = dependency(key, num_stages)
             earliest = 0 if before is None else slot[before] + 1
             if k > 0:
-                earliest = max(earliest, slot[kind, stage, k - 1] + 1)
+                earliest = max(earliest, slot[OpKey(kind, stage, k - 1)] + 1)
             candidates = free[device]
             first, last = bisect.bisect_left(candidates, earliest), bisect.bisect_left(candidates, current)
             if first == last:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from pipesat.models import KINDS, Instance, memory_change
+from pipesat.models import KINDS, Instance, OpKey, memory_change
 from pipesat.models.units import memory_text
 from pipesat.solver.heuristics.heuristic import Orders
 from pipesat.solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
@@ -69,7 +69,9 @@ class ListScheduler:
         self.policy = policy
         self.m, self.stages, self.comm = instance.num_microbatches, stages, instance.p2p_time
         self.limit = memory_limits(instance)
-        self.time = {"F": instance.forward_times, "B": instance.backward_times, "W": instance.weight_times}
+        weights = instance.weight_times
+        assert weights is not None, "ZB-auto needs a split backward (zb_auto_requirement)"
+        self.time = {"F": instance.forward_times, "B": instance.backward_times, "W": weights}
         self.memory = {
             kind: [memory_change(instance, kind, s, split_backward=True) for s in range(stages)] for kind in KINDS
         }
@@ -106,7 +108,7 @@ class ListScheduler:
         self.free_at[stage] = end
         self.held[stage] += self.memory[kind][stage]
         done[stage] = microbatch + 1
-        self.orders[stage].append((kind, stage, microbatch))
+        self.orders[stage].append(OpKey(kind, stage, microbatch))
 
     def pending_w(self, stage: int) -> int:
         return self.done["B"][stage] - self.done["W"][stage]

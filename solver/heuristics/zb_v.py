@@ -116,7 +116,7 @@ class _Run:
         return self.done.get((device, kind, chunk), 0)
 
     def next_key(self, device: int, kind: str, chunk: int) -> OpKey:
-        return (kind, self.stage(device, chunk), self.count(device, kind, chunk))
+        return OpKey(kind, self.stage(device, chunk), self.count(device, kind, chunk))
 
     def arrived(self, device: int, kind: str, chunk: int) -> float | None:
         """When the input of the device's next (kind, chunk) op is ready, or None while it is not placed."""
@@ -126,7 +126,7 @@ class _Run:
             return 0.0
         if before not in self.end:
             return None
-        across = self.instance.placement[before[1]] != device
+        across = self.instance.placement[before.stage] != device
         return self.end[before] + (self.instance.p2p_time if across else 0.0)
 
     def duration(self, kind: str, stage: int) -> float:
@@ -134,22 +134,22 @@ class _Run:
 
     def put(self, device: int, kind: str, chunk: int) -> None:
         key = self.next_key(device, kind, chunk)
-        if key[2] >= self.instance.num_microbatches:
+        if key.microbatch >= self.instance.num_microbatches:
             raise NotApplicable(f"ZB-V: device {device} ran out of {kind} ops while placing; {self.limit_hint()}")
         ready = self.arrived(device, kind, chunk)
         if ready is None:
             raise NotApplicable(f"ZB-V: device {device} would wait for an op never placed; {self.limit_hint()}")
-        change = memory_change(self.instance, kind, key[1], True)
+        change = memory_change(self.instance, kind, key.stage, True)
         if not fits(self.held[device] + change, self.limit[device]):
             raise NotApplicable(f"ZB-V: the warm-up does not fit the memory limit; {self.limit_hint()}")
         earliest = self.free_at[device]
         start = max(earliest, ready)
         if self.count(device, "F", 0) > 0:
             self.idle[device] += start - earliest
-        self.end[key] = self.free_at[device] = start + self.duration(kind, key[1])
+        self.end[key] = self.free_at[device] = start + self.duration(kind, key.stage)
         self.held[device] += change
         self.orders[device].append(key)
-        self.done[(device, kind, chunk)] = key[2] + 1
+        self.done[(device, kind, chunk)] = key.microbatch + 1
         if kind == "B":
             self.pending_w[device].append(chunk)
 
@@ -273,7 +273,7 @@ class _Run:
         """`arrived` for an input from another device; None for one on the same device (the order covers it)."""
         key = self.next_key(device, kind, chunk)
         before = dependency(key, self.instance.num_stages)
-        if before is None or self.instance.placement[before[1]] == device:
+        if before is None or self.instance.placement[before.stage] == device:
             return None
         return self.arrived(device, kind, chunk)
 
@@ -292,7 +292,7 @@ def _handwritten_device_order(p: int, m: int, rank: int) -> list[OpKey]:
     order: list[OpKey] = []
 
     def put(kind: str, chunk: int) -> None:
-        order.append((kind, stage[chunk], done[kind, chunk]))
+        order.append(OpKey(kind, stage[chunk], done[kind, chunk]))
         done[kind, chunk] += 1
 
     for _ in range(2 * (p - rank) - 1):

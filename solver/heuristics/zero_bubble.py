@@ -20,17 +20,17 @@ def zero_bubble_orders(instance: Instance, factor: int) -> Orders:
     for rank in range(p):
         warmup = min(factor * (p - 1 - rank), m)
         lag = factor * rank
-        order: list[OpKey] = [("F", rank, j) for j in range(warmup)]
+        order: list[OpKey] = [OpKey("F", rank, j) for j in range(warmup)]
         forwards, weights = warmup, 0
         for j in range(m):
             if forwards < m:
-                order.append(("F", rank, forwards))
+                order.append(OpKey("F", rank, forwards))
                 forwards += 1
-            order.append(("B", rank, j))
+            order.append(OpKey("B", rank, j))
             if j + 1 > lag:
-                order.append(("W", rank, weights))
+                order.append(OpKey("W", rank, weights))
                 weights += 1
-        order += [("W", rank, k) for k in range(weights, m)]
+        order += [OpKey("W", rank, k) for k in range(weights, m)]
         orders.append(order)
     return orders
 

@@ -68,7 +68,8 @@ def derive(description: Description, name: str = "") -> Derivation:
     check_description(model, training, hardware, pipeline)
     split = balanced_split(model, training, hardware, pipeline) if pipeline.balance else layer_split(model, pipeline)
     stages = stage_costs(model, training, hardware, split)
-    times = [tuple(significant(x) for x in stage_times(stage.cost, hardware)) for stage in stages]
+    raw_times = [stage_times(stage.cost, hardware) for stage in stages]
+    times = [(significant(f), significant(b), significant(w)) for f, b, w in raw_times]
     data: dict[str, Any] = {
         "name": name,
         "num_devices": pipeline.devices,

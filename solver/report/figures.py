@@ -59,7 +59,8 @@ def new_figure(width: float, height: float) -> Figure:
 def shade(colour: str, chunk: int, chunks: int) -> tuple[float, float, float]:
     """The colour of an op of `chunk`: chunk 0 is the full colour, later chunks blend towards white."""
     lightness = 0.0 if chunks <= 1 else 0.6 * chunk / (chunks - 1)
-    return tuple(c + (1.0 - c) * lightness for c in to_rgb(colour))
+    red, green, blue = (c + (1.0 - c) * lightness for c in to_rgb(colour))
+    return red, green, blue
 
 
 def text_colour(rgb: tuple[float, float, float]) -> str:
@@ -76,8 +77,10 @@ def fit_text(text: Text, width: float) -> None:
     while text.get_window_extent().width > width and columns > MIN_WRAP:
         columns = max(MIN_WRAP, int(columns * min(0.95, width / text.get_window_extent().width)))
         text.set_text("\n".join(wrapped for line in lines for wrapped in _wrap(line, columns)))
-    while text.get_window_extent().width > width and text.get_fontsize() > MIN_FONT:
-        text.set_fontsize(text.get_fontsize() - 0.5)
+    size = float(text.get_fontsize())  # points, as Text keeps it
+    while text.get_window_extent().width > width and size > MIN_FONT:
+        size -= 0.5
+        text.set_fontsize(size)
 
 
 def _wrap(line: str, columns: int) -> list[str]:

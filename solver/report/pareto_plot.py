@@ -12,15 +12,16 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from pipesat.models import Objective
+from pipesat.models import Objective, Status
+from pipesat.models.solve_result import SolveResult
 from pipesat.solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels
 from pipesat.solver.report.units import Units
 
 
 def pareto_figure(
-    points: Sequence[tuple[float, Any]],
+    points: Sequence[tuple[float, SolveResult]],
     heuristics: Sequence[tuple[str, float, float]],
-    objective: Objective = "makespan",
+    objective: Objective = Objective.MAKESPAN,
     reference: float | None = None,
     title: str = "",
     open_ended: bool = False,
@@ -41,27 +42,27 @@ def pareto_figure(
     points = [(limit * shown, result) for limit, result in points]
     heuristics = [(name, peak * shown, value) for name, peak, value in heuristics]
     reference = None if reference is None else reference * shown
-    solved = [(limit, result) for limit, result in points if result.value is not None]
+    solved = [(limit, result.value, result) for limit, result in points if result.value is not None]
     if solved:
-        limits = [limit for limit, _ in solved]
-        values = [result.value for _, result in solved]
+        limits = [limit for limit, _, _ in solved]
+        values = [value for _, value, _ in solved]
         if open_ended:
             right = max([limits[-1] * 1.1, *(peak for _, peak, _ in heuristics)])
             limits, values = [*limits, right], [*values, values[-1]]
         axes.step(limits, values, where="post", color=KIND_COLOURS["F"], linewidth=1.2, alpha=0.6)
-        for limit, result in solved:
-            optimal = result.status == "optimal"
+        for limit, value, result in solved:
+            optimal = result.status == Status.OPTIMAL
             axes.plot(
                 limit,
-                result.value,
+                value,
                 "o",
                 color=KIND_COLOURS["F"],
                 markerfacecolor=KIND_COLOURS["F"] if optimal else "white",
                 markersize=6,
             )
             if not optimal and result.bound is not None:
-                axes.vlines(limit, result.bound, result.value, color=KIND_COLOURS["F"], linewidth=1.0)
-    infeasible = [limit for limit, result in points if result.status == "infeasible"]
+                axes.vlines(limit, result.bound, value, color=KIND_COLOURS["F"], linewidth=1.0)
+    infeasible = [limit for limit, result in points if result.status == Status.INFEASIBLE]
     for limit in infeasible:
         axes.plot(limit, 0, "x", color=LIMIT_COLOUR, markersize=7, clip_on=False)
     # Heuristics at the same point share one marker and one label.
@@ -70,10 +71,10 @@ def pareto_figure(
         labels.setdefault((peak, value), []).append(name)
     for peak, value in labels:
         axes.plot(peak, value, "D", color=KIND_COLOURS["B"], markersize=6)
-    all_values = [r.value for _, r in solved] + [value for _, _, value in heuristics]
+    all_values = [value for _, value, _ in solved] + [value for _, _, value in heuristics]
     if all_values:
         axes.set_ylim(0, max(all_values) * 1.1)
-    objective_name = "makespan" if objective == "makespan" else "max span"
+    objective_name = "makespan" if objective == Objective.MAKESPAN else "max span"
     axes.set_xlabel(
         units.memory_header("memory limit per device")
         if units.memory
@@ -81,11 +82,11 @@ def pareto_figure(
     )
     axes.set_ylabel(units.time_header(objective_name))
     # A legend entry for each kind of mark the plot holds.
-    statuses = {result.status for _, result in solved}
-    entries = [
-        ("optimal" in statuses, "o", {"color": KIND_COLOURS["F"]}, "solver: optimal"),
+    statuses = {result.status for _, _, result in solved}
+    entries: list[tuple[bool, str, dict[str, Any], str]] = [
+        (Status.OPTIMAL in statuses, "o", {"color": KIND_COLOURS["F"]}, "solver: optimal"),
         (
-            bool(statuses - {"optimal"}),
+            bool(statuses - {Status.OPTIMAL}),
             "o",
             {"color": KIND_COLOURS["F"], "markerfacecolor": "white"},
             "solver: feasible, bar to bound",
@@ -99,11 +100,19 @@ def pareto_figure(
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
     if reference:
-        top = axes.secondary_xaxis("top", functions=(lambda x: x / reference, lambda x: x * reference))
+        factor = reference
+
+        def to_multiples(x: Any) -> Any:
+            return x / factor
+
+        def from_multiples(x: Any) -> Any:
+            return x * factor
+
+        top = axes.secondary_xaxis("top", functions=(to_multiples, from_multiples))
         top.set_xlabel("memory limit (x of the 1F1B peak)")
     axes.set_title(title or f"{objective_name} against memory limit", fontsize=11)
     fit_text(axes.title, 0.9 * figure.bbox.width)
     figure.tight_layout(rect=(0, legend.get_window_extent().height / figure.bbox.height, 1, 1))
-    marks = [(limit, result.value) for limit, result in solved] + [(limit, 0.0) for limit in infeasible]
+    marks = [(limit, value) for limit, value, _ in solved] + [(limit, 0.0) for limit in infeasible]
     place_labels(axes, [(peak, value, ", ".join(names)) for (peak, value), names in labels.items()], marks)
     return figure

@@ -29,13 +29,13 @@ def plan_figure(result: PlanResult, title: str = "") -> Figure:
     for item in feasible:
         assert item.measure is not None
         x, y = item.measure.memory_per_gpu / GIB, item.measure.tokens_per_s
-        solved = item.outcome == Outcome.SOLVED
+        filled = item.outcome == Outcome.SOLVED
         axes.plot(
             x,
             y,
             MARKERS.get(item.config.placement, "o"),
             color=colour[item.config.pipeline],
-            markerfacecolor=colour[item.config.pipeline] if solved else "white",
+            markerfacecolor=colour[item.config.pipeline] if filled else "white",
             markersize=7,
             alpha=0.9,
         )

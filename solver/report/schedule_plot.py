@@ -55,7 +55,7 @@ def kind_names(split_backward: bool) -> dict[str, str]:
     return {"F": "forward", "B": backward, "W": "weight gradient"}
 
 
-def schedule_title(schedule: Schedule, objective: Objective = "makespan", window: Window | None = None) -> str:
+def schedule_title(schedule: Schedule, objective: Objective = Objective.MAKESPAN, window: Window | None = None) -> str:
     """Two title lines: what the schedule is (and the time `window` shown), then its objective, bubble
     rate and peak memory."""
     instance, metrics = schedule.instance, compute_metrics(schedule)
@@ -70,7 +70,7 @@ def schedule_title(schedule: Schedule, objective: Objective = "makespan", window
     memory = f"peak memory {units.with_memory(format_number(units.memory_value(metrics.max_peak_memory)))}"
     if instance.memory_limit is not None:
         memory += f"  ·  {limit_text(instance).removeprefix('memory ')}"
-    objective_name = "makespan" if objective == "makespan" else "max span"
+    objective_name = "makespan" if objective == Objective.MAKESPAN else "max span"
     return (
         f"{name}  ·  {shape}\n"
         f"{objective_name} {units.with_time(format_number(metrics.objective(objective)))}  ·  "
@@ -120,7 +120,9 @@ def _figure_width(boxes: Sequence[Box], shown: Window) -> float:
     return float(np.clip(0.22 * span / min((box.duration for box in boxes), default=span), 10.0, 26.0))
 
 
-def schedule_figure(schedule: Schedule, objective: Objective = "makespan", window: Window | None = None) -> Figure:
+def schedule_figure(
+    schedule: Schedule, objective: Objective = Objective.MAKESPAN, window: Window | None = None
+) -> Figure:
     """The Gantt chart and memory panels of a schedule, as a matplotlib figure; `window` (START, END
     in time from the schedule's start) zooms both to that time range."""
     p = schedule.instance.num_devices
@@ -258,7 +260,7 @@ def _draw_memory(axes_list: list[Any], schedule: Schedule) -> None:
         # Several events at one time: draw only the level after the last of them (no zero-width spikes).
         last_at_time = np.append(np.diff(profile.times) > 0, True)
         times = np.concatenate([[0.0], profile.times[last_at_time] - origin, [end - origin]])
-        levels = units.memory_value(profile.memory[last_at_time])
+        levels = profile.memory[last_at_time] * units.memory_factor  # in the shown unit
         memory = np.concatenate([[0.0], levels, [levels[-1]]])
         axes.fill_between(times, memory, step="post", color=MEMORY_COLOUR, alpha=0.25, linewidth=0)
         axes.step(times, memory, where="post", color=MEMORY_COLOUR, linewidth=1.0)
@@ -282,7 +284,7 @@ def _draw_memory(axes_list: list[Any], schedule: Schedule) -> None:
 
 
 def plot_schedule(
-    schedule: Schedule, path: str | Path, objective: Objective = "makespan", window: Window | None = None
+    schedule: Schedule, path: str | Path, objective: Objective = Objective.MAKESPAN, window: Window | None = None
 ) -> Path:
     """Draw a schedule (Gantt chart and memory panels; only `window`'s time range if given) to a PNG,
     SVG or PDF file."""

@@ -41,22 +41,25 @@ def pareto_text(
     reference = instance.one_f_one_b_peak()
     units = units_of(instance)
     breakpoints = bool(memory)
-    in_memory = {"text": scaled(units.memory_factor), "unit": instance.memory_unit}
+
+    def in_memory(key: str, header: str) -> Column:
+        return Column(key, header, scaled(units.memory_factor), unit=instance.memory_unit)
+
     columns = [
-        Column("limit", units.memory_header("memory" if breakpoints else "memory limit"), **in_memory),
+        in_memory("limit", units.memory_header("memory" if breakpoints else "memory limit")),
         Column("relative_limit", "x 1F1B peak", lambda x: "-" if x is None else f"{x:.2f}x"),
         Column("status", "status", align_right=False),
-        Column("value", units.time_header(objective.title), unit=instance.time_unit),
+        Column("value", units.time_header(objective.label), unit=instance.time_unit),
         Column("bound", units.time_header("lower bound"), unit=instance.time_unit),
         Column("gap", "over bound", percent_or_dash),
     ]
     if breakpoints:
         columns += [
-            Column("memory_bound", units.memory_header("memory bound"), **in_memory),
+            in_memory("memory_bound", units.memory_header("memory bound")),
             Column("memory_gap", "memory over bound", percent_or_dash),
         ]
     else:
-        columns.append(Column("peak_memory", units.memory_header("peak memory"), **in_memory))
+        columns.append(in_memory("peak_memory", units.memory_header("peak memory")))
     rows = [_point_row(limit, result, reference) for limit, result in points]
     for row, leanest in zip(rows, memory, strict=False):
         row.update(memory_bound=leanest.bound, memory_gap=leanest.gap)
@@ -67,8 +70,8 @@ def pareto_text(
         return frontier
     heuristic_columns = [
         Column("name", "handwritten", align_right=False),
-        Column("peak", units.memory_header("peak memory"), **in_memory),
-        Column("value", units.time_header(objective.title)),
+        in_memory("peak", units.memory_header("peak memory")),
+        Column("value", units.time_header(objective.label)),
     ]
     heuristic_rows = [{"name": heuristic_title(name), "peak": peak, "value": value} for name, peak, value in heuristics]
     shown_reference = units.with_memory(format_number(units.memory_value(reference)))
@@ -78,7 +81,7 @@ def pareto_text(
 
 def pareto_title(instance: Instance, objective: Objective) -> str:
     """The Pareto plot's title: the objective and the instance without its limit."""
-    return f"{objective.title} against memory limit: {describe(instance.with_limit(None))}"
+    return f"{objective.label} against memory limit: {describe(instance.with_limit(None))}"
 
 
 def _point_row(limit: float, result: SolveResult, reference: float) -> dict[str, Any]:
@@ -116,7 +119,7 @@ def comparison_columns(
     return [
         *name,
         Column("title", "schedule", align_right=False),
-        Column("value", units.time_header(objective.title), unit=instance.time_unit),
+        Column("value", units.time_header(objective.label), unit=instance.time_unit),
         Column("bubble_rate", "bubble rate", percent_or_dash),
         Column(
             "peak_memory", units.memory_header("peak memory"), scaled(units.memory_factor), unit=instance.memory_unit

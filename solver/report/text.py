@@ -65,7 +65,7 @@ def metrics_lines(schedule: Schedule, objective: Objective, skip: str | None = N
     fields = {
         "makespan": units.with_time(format_number(metrics.makespan)),
         "max span": units.with_time(format_number(metrics.max_span)),
-        "bubble rate": f"{format_percent(metrics.bubble_rate_for(objective))} (of the {objective.title})",
+        "bubble rate": f"{format_percent(metrics.bubble_rate_for(objective))} (of the {objective.label})",
         "peak memory": f"{peak} (per device: {units.with_memory(per_device)}{of_limit})",
     }
     return [field_line(label, value) for label, value in fields.items() if label != skip]

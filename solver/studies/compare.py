@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipesat.models import Instance, Objective, Schedule, Status
+from pipesat.models.objective import time_objective
 from pipesat.models.solve_result import SolveResult
 from pipesat.solver.evaluate.metrics import compute_metrics, relative_gap
 from pipesat.solver.evaluate.retime import retimed_for
@@ -133,7 +134,7 @@ def solver_row(result: SolveResult, objective: Objective, units: Units = Units()
 
 def compare(
     instance: Instance,
-    objective: Objective = "makespan",
+    objective: Objective | str = Objective.MAKESPAN,
     time_limit: float = 10.0,
     solve: bool = True,
     **solve_kwargs: Any,
@@ -143,6 +144,7 @@ def compare(
     Rows come best first: the solver, the heuristics that fit by objective value, those over the
     limit, then those that do not apply.
     """
+    objective = time_objective(objective)
     rows = sorted(
         (heuristic_row(attempt, objective) for attempt in try_every_heuristic(instance)),
         key=lambda row: (row.value is None, row.fits is False, row.value or 0.0),
@@ -176,7 +178,7 @@ def with_torch_rows(comparison: Comparison) -> Comparison:
     for result in torch_rows(unlimited):
         title = result.name.replace(":", " ")
         if result.schedule is None:
-            kind = "n/a" if result.reason.startswith("needs") else "failed"
+            kind = "n/a" if (result.reason or "").startswith("needs") else "failed"
             rows.append(ComparisonRow(result.name, title, note=f"{kind}: {result.known_issue or result.reason}"))
             continue
         schedule = dataclasses.replace(result.schedule, instance=comparison.instance)

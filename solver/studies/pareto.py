@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipesat.models import Instance, InstanceError, Schedule, Status
+from pipesat.models import Instance, InstanceError, Minimize, Objective, Schedule, Status
 from pipesat.models.instance import parse_limit_value
+from pipesat.models.objective import time_objective
 from pipesat.models.solve_result import SolveResult
 from pipesat.models.tolerance import slack
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -44,7 +45,7 @@ class ParetoResult:
     `memory`: for a frontier, each point's least-memory solve (its value is the point's memory, its
     bound that memory's proof), in the order of `points`; empty for a grid sweep."""
 
-    objective: str
+    objective: Objective
     points: list[tuple[float, SolveResult]]
     heuristics: list[tuple[str, float, float]]
     memory: list[SolveResult] = dataclasses.field(default_factory=list)
@@ -91,11 +92,12 @@ def _limit(text: str, instance: Instance) -> float:
 def pareto_sweep(
     instance: Instance,
     limits: Sequence[float],
-    objective: str = "makespan",
+    objective: Objective | str = Objective.MAKESPAN,
     time_limit_per_point: float = 5.0,
     **solve_kwargs: Any,
 ) -> ParetoResult:
     """Solve `instance` at each memory limit (sorted, duplicates dropped) with `solve`'s options."""
+    objective = time_objective(objective)
     previous: list[Schedule] = []
     points: list[tuple[float, SolveResult]] = []
     for limit in sorted(set(limits)):
@@ -111,12 +113,13 @@ def pareto_sweep(
 
 def pareto_frontier(
     instance: Instance,
-    objective: str = "makespan",
+    objective: Objective | str = Objective.MAKESPAN,
     time_limit_per_solve: float = 5.0,
     **solve_kwargs: Any,
 ) -> ParetoResult:
     """Every breakpoint of the time/memory trade-off, from the most memory down (see the module notes)."""
-    breakpoints: list[tuple[SolveResult, SolveResult]] = []
+    objective = time_objective(objective)
+    breakpoints: list[tuple[float, SolveResult, SolveResult]] = []  # (memory, fastest, leanest)
     limit: float | None = None
     known: float | None = None
     while len(breakpoints) < MAX_POINTS:
@@ -129,7 +132,7 @@ def pareto_frontier(
         leanest = solve(
             limited,
             objective=objective,
-            minimize="memory",
+            minimize=Minimize.MEMORY,
             makespan_cap=fastest.value,
             time_limit=time_limit_per_solve,
             starts=[fastest.schedule],
@@ -137,20 +140,20 @@ def pareto_frontier(
         )
         if leanest.schedule is None or leanest.value is None:
             break
-        breakpoints.append((fastest, leanest))
+        breakpoints.append((leanest.value, fastest, leanest))
         if Status.INTERRUPTED in (fastest.status, leanest.status):
             break
         known = fastest.bound
         limit = leanest.value * (1 - BELOW)
     points = [
-        (leanest.value, dataclasses.replace(fastest, schedule=leanest.schedule))
-        for fastest, leanest in reversed(breakpoints)
+        (memory, dataclasses.replace(fastest, schedule=leanest.schedule))
+        for memory, fastest, leanest in reversed(breakpoints)
     ]
-    memory = [leanest for _, leanest in reversed(breakpoints)]
-    return ParetoResult(objective, points, heuristic_positions(instance, objective), memory)
+    leanest_solves = [leanest for _, _, leanest in reversed(breakpoints)]
+    return ParetoResult(objective, points, heuristic_positions(instance, objective), leanest_solves)
 
 
-def heuristic_positions(instance: Instance, objective: str) -> list[tuple[str, float, float]]:
+def heuristic_positions(instance: Instance, objective: Objective) -> list[tuple[str, float, float]]:
     """(name, peak memory, objective value) of each applicable heuristic, without a memory limit
     (the max span after re-timing for it, as the solver measures)."""
     unlimited = instance.with_limit(None)

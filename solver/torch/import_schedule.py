@@ -142,10 +142,10 @@ def rows_to_orders(rows: Sequence[Sequence[str]], num_microbatches: int | None =
 def _to_op_keys(action: TorchAction, split: bool) -> list[OpKey]:
     kind, stage, microbatch = action
     if kind == "I":
-        return [("B", stage, microbatch)]
+        return [OpKey("B", stage, microbatch)]
     if kind == "B" and split:
-        return [("B", stage, microbatch), ("W", stage, microbatch)]
-    return [(kind, stage, microbatch)]
+        return [OpKey("B", stage, microbatch), OpKey("W", stage, microbatch)]
+    return [OpKey(kind, stage, microbatch)]
 
 
 def read_torch_csv(path: str | Path) -> TorchOrders:
@@ -243,7 +243,7 @@ def import_torch_schedule(name: str, instance: Instance) -> Schedule:
     if instance.placement != torch_orders.placement:
         chunks, placement = placement_options(torch_orders.placement, instance.num_devices)
         raise NotApplicable(f"torch {canonical}: needs chunks {chunks} with {placement} placement")
-    split = any(key[0] == "W" for order in torch_orders.orders for key in order)
+    split = any(key.kind == "W" for order in torch_orders.orders for key in order)
     if split and not instance.split_backward:
         raise NotApplicable(f"torch {canonical}: needs a split backward (weight_times)")
     import torch

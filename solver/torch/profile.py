@@ -176,8 +176,10 @@ def profile_lines(instance: Instance) -> list[str]:
         f"{model['vocab']}, {metadata['dtype']}; p2p_time not measured (0)",
         f"{'stage':>5} {'layers':>6} {'F ms':>8} {'B ms':>8} {'W ms':>8} {'B+W ms':>8} {'bwd ms':>8} {'M_B MiB':>9} {'M_W MiB':>9}",
     ]
+    weights = instance.weight_times
+    assert weights is not None  # a profile measures W apart
     for s in range(instance.num_stages):
-        b, w = instance.backward_times[s], instance.weight_times[s]
+        b, w = instance.backward_times[s], weights[s]
         lines.append(
             f"{s:>5} {model['layers_per_stage'][s]:>6} {instance.forward_times[s]:>8.4g} {b:>8.4g} {w:>8.4g} "
             f"{b + w:>8.4g} {metadata['full_backward_times'][s]:>8.4g} {instance.activation_memory[s]:>9.4g} "
@@ -273,7 +275,8 @@ def _profile_or_explain(torch: Any, spec: ProfileSpec, device: Any, index: int, 
 @functools.cache
 def _model_classes(torch: Any) -> tuple[Any, Any]:
     """The GPT-like stage and its deferred linear layer, defined once torch is imported."""
-    nn, functional = torch.nn, torch.nn.functional
+    nn: Any = torch.nn
+    functional: Any = torch.nn.functional
 
     class DeferredLinearFunction(torch.autograd.Function):
         """A linear layer whose weight gradients wait in the store while it is deferring."""
@@ -371,6 +374,7 @@ def _model_classes(torch: Any) -> tuple[Any, Any]:
             self.head = DeferredLinear(store, h, vocab) if last else None
 
         def embed(self, tokens: Any) -> Any:
+            assert self.embedding is not None  # only the first stage embeds
             return self.embedding(tokens) + self.position
 
         def forward(self, x: Any, targets: Any) -> Any:

@@ -15,10 +15,10 @@ from pipesat.models import TIME_OBJECTIVES, Objective, Status
         (Objective.MEMORY, "memory", "peak memory"),
     ],
 )
-def test_objective_is_its_value_and_has_a_title(objective: Objective, value: str, title: str) -> None:
+def test_objective_is_its_value_and_has_a_label(objective: Objective, value: str, title: str) -> None:
     assert objective == value and Objective(value) is objective
     assert str(objective) == f"{objective}" == value
-    assert objective.title == title
+    assert objective.label == title
 
 
 def test_time_objectives_are_the_times() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ortools.sat.python import cp_model
 
-from pipesat.models import Instance, Objective
+from pipesat.models import Instance, Objective, OpKey
 from pipesat.solver.cpsat.model import PipelineModel, build_model, orders_from_starts
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import min_span_schedule
@@ -76,8 +76,9 @@ def test_the_model_with_and_without_symmetry_breaking_meets_brute_force(symmetry
 
 def test_orders_from_starts_put_a_zero_length_w_first() -> None:
     instance = _instance(num_devices=1, num_microbatches=2, weight_times=[0])
-    starts = {("F", 0, 0): 0, ("B", 0, 0): 1, ("W", 0, 0): 3, ("F", 0, 1): 3, ("B", 0, 1): 4, ("W", 0, 1): 6}
-    duration = {("F", 0, 0): 1, ("B", 0, 0): 2, ("W", 0, 0): 0, ("F", 0, 1): 1, ("B", 0, 1): 2, ("W", 0, 1): 0}
+    keys = [OpKey(kind, 0, j) for j in (0, 1) for kind in "FBW"]
+    starts = dict(zip(keys, [0, 1, 3, 3, 4, 6], strict=True))
+    duration = dict(zip(keys, [1, 2, 0, 1, 2, 0], strict=True))
     assert orders_from_starts(instance, starts, duration)[0][2:4] == [("W", 0, 0), ("F", 0, 1)]
 
 
