@@ -291,35 +291,21 @@ def _handwritten_device_order(p: int, m: int, rank: int) -> list[OpKey]:
     done = {(kind, chunk): 0 for kind in "FBW" for chunk in (0, 1)}
     order: list[OpKey] = []
 
-    def put(kind: str, chunk: int) -> None:
-        order.append(OpKey(kind, stage[chunk], done[kind, chunk]))
-        done[kind, chunk] += 1
+    def put(*ops: tuple[str, int]) -> None:
+        for kind, chunk in ops:
+            order.append(OpKey(kind, stage[chunk], done[kind, chunk]))
+            done[kind, chunk] += 1
 
-    for _ in range(2 * (p - rank) - 1):
-        put("F", 0)
-    for _ in range(rank):
-        put("F", 1)
-        put("F", 0)
-    for _ in range(p - rank):
-        put("F", 1)
-        put("B", 1)
-        put("W", 1)
+    put(*[("F", 0)] * (2 * (p - rank) - 1))
+    put(*[("F", 1), ("F", 0)] * rank)
+    put(*[("F", 1), ("B", 1), ("W", 1)] * (p - rank))
     # Steady state: m - p rounds leave exactly the p chunk-0 and r chunk-1 backwards of the cool-down.
     for _ in range(m - p):
         if done["F", 0] < m:
-            put("F", 0)
-        put("B", 0)
-        put("W", 0)
-        put("F", 1)
-        put("B", 1)
-        put("W", 1)
-    for _ in range(rank):
-        put("B", 0)
-        put("B", 1)
-    for _ in range(p - rank):
-        put("B", 0)
-        put("W", 0)
+            put(("F", 0))
+        put(("B", 0), ("W", 0), ("F", 1), ("B", 1), ("W", 1))
+    put(*[("B", 0), ("B", 1)] * rank)
+    put(*[("B", 0), ("W", 0)] * (p - rank))
     for chunk in (1, 0):
-        while done["W", chunk] < m:
-            put("W", chunk)
+        put(*[("W", chunk)] * (m - done["W", chunk]))
     return order

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pipesat.models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
 from pipesat.solver.report.plan_plot import plot_plan
@@ -9,8 +10,13 @@ from pipesat.solver.report.plan_text import plan_document, plan_rows, plan_summa
 GIB = 2**30
 
 
+def ranked(config: Configuration, outcome: Outcome, measure: Measure, **fields: Any) -> ConfigResult:
+    """A configuration with a schedule, on GPUs that may use 8 GiB."""
+    return ConfigResult(config, outcome, measure, usable_memory=8 * GIB, **fields)
+
+
 def result() -> PlanResult:
-    fast = ConfigResult(
+    fast = ranked(
         Configuration(1, 4, 1, 2, "vshape", 1, 4),
         Outcome.SOLVED,
         Measure(2.0, 0.0, 0.5, 2.5, 1000.0, 0.3, 2 * GIB),
@@ -20,9 +26,8 @@ def result() -> PlanResult:
         iteration_bound_ms=2.5,
         gap=0.0,
         search_seconds=4.0,
-        usable_memory=8 * GIB,
     )
-    slow = ConfigResult(
+    slow = ranked(
         Configuration(1, 2, 2, 1, "linear", 1, 2),
         Outcome.PRUNED,
         Measure(3.0, 1.0, 0.5, 4.5, 500.0, 0.15, 4 * GIB),
@@ -30,7 +35,6 @@ def result() -> PlanResult:
         status="feasible",
         iteration_bound_ms=4.0,
         gap=0.1,
-        usable_memory=8 * GIB,
         note="bound 4 ms >= best 2.5 ms",
     )
     refused = ConfigResult(Configuration(1, 1, 4, 1, "linear", 1, 1), Outcome.REFUSED, note="model state does not fit")
