@@ -31,6 +31,22 @@ class InfeasibleReason(str, Enum):
         return self.value
 
 
+class StopReason(str, Enum):
+    """Why a solve ended as it did."""
+
+    BOUNDS = "bounds"  # no search: a start met the lower bound (or was within the gap), or no schedule can fit
+    PROOF = "proof"  # CP-SAT proved the value optimal, or that no schedule fits
+    GAP = "gap"  # CP-SAT reached the gap asked for
+    TIME_LIMIT = "time limit"  # the time limit ran out (CP-SAT's deterministic one with --deterministic)
+    WALL_CLOCK = "wall clock"  # with --deterministic: the wall clock stopped CP-SAT at its factor of the limit
+    INTERRUPT = "interrupt"  # Ctrl-C or SIGTERM
+    MODEL_INVALID = "model invalid"  # CP-SAT refused the model or its parameters
+    CRASH = "crash"  # the CP-SAT process died without its result
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Infeasibility:
     """Why no schedule exists, with the numbers that show it.
@@ -67,6 +83,10 @@ class SolveResult:
     `resolution` is set when the value is optimal only at the model's resolution: CP-SAT proved the
     schedule's order optimal with every time rounded down to a whole multiple of `resolution`
     (instance units), so the true optimum lies between `bound` and `value`, which differ by rounding.
+
+    `stopped_by` says why the solve ended as it did and `reason` says it in words, with what CP-SAT
+    or its process said: `proven by CP-SAT`, `the time limit ran out`, `CP-SAT refused the model:
+    ...`, `the CP-SAT process was killed by signal SIGKILL; it last wrote: ...`.
     """
 
     status: Status
@@ -84,6 +104,8 @@ class SolveResult:
     smallest_feasible_limit: float | None = None
     infeasibility: Infeasibility | None = None
     resolution: float | None = None
+    stopped_by: StopReason | None = None
+    reason: str | None = None
 
     @property
     def proven_optimal(self) -> bool:

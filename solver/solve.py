@@ -18,19 +18,36 @@ known exactly (`minimum_memory_limits`), so an impossible limit is reported with
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipesat.models import TIME_OBJECTIVES, Instance, Objective, OptionError, Schedule, Status, expected_op_keys
+from pipesat.models import (
+    TIME_OBJECTIVES,
+    Instance,
+    Minimize,
+    Objective,
+    OptionError,
+    Schedule,
+    Status,
+    expected_op_keys,
+)
 from pipesat.models.limits import check_model_size
-from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult
-from pipesat.models.tolerance import fits
+from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
+from pipesat.models.tolerance import fits, same
 from pipesat.solver.cpsat.model import build_model
-from pipesat.solver.cpsat.search import Progress, SearchOptions, available_cores, search
+from pipesat.solver.cpsat.parameters import cpsat_parameters
+from pipesat.solver.cpsat.search import INTERRUPTED, Progress, SearchOptions, available_cores, search
 from pipesat.solver.cpsat.warm_start import tick_value, warm_start
-from pipesat.solver.evaluate.bounds import lower_bound, minimum_memory_limits, resolve_split
+from pipesat.solver.evaluate.bounds import (
+    critical_path_bound,
+    lower_bound,
+    minimum_memory_limits,
+    resolve_split,
+    zero_bubble_bound,
+)
 from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.heuristics import handwritten_schedules
 from pipesat.solver.portfolio import (
@@ -43,18 +60,19 @@ from pipesat.solver.portfolio import (
     starting_candidates,
 )
 
-MINIMIZE = ("time", "memory")
+MINIMIZE = tuple(Minimize)
 # Share of the time limit that a max-span solve first spends on the makespan (see `solve`).
 MAKESPAN_PHASE = 1 / 3
 # Share of the remaining time the periodic starting schedules may take when the heuristics leave room.
 PERIODIC_SHARE = 0.1
 MAKESPAN_PHASE_NAME = "cp-sat (makespan)"
+LOG = logging.getLogger(__name__)
 
 
 def solve(
     instance: Instance,
-    objective: str = "makespan",
-    minimize: str = "time",
+    objective: Objective | str = Objective.MAKESPAN,
+    minimize: Minimize | str = Minimize.TIME,
     time_limit: float = 10.0,
     workers: int | None = None,
     seed: int = 0,
@@ -67,6 +85,7 @@ def solve(
     starts: Sequence[Schedule] = (),
     known_bound: float | None = None,
     wall_factor: float = 10.0,
+    cpsat_params: Mapping[str, str] | None = None,
 ) -> SolveResult:
     """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
 
@@ -79,23 +98,32 @@ def solve(
         (for instance the previous point of a Pareto sweep), and `known_bound` a lower bound on the result's
     objective proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve first spends a third of
         the time limit on the makespan, whose model CP-SAT searches far better, and starts from that
-        order re-timed for the span when it is the best start.
+        order re-timed for the span when it is the best start. `cpsat_params` are CP-SAT's own
+        parameters for experts (`solver.cpsat.parameters`: field name to value, such as
+        `{"linearization_level": "2"}`), applied after pipesat's.
+
+        What the solve decides and why, and CP-SAT's search log, go to the `pipesat` loggers
+        (`models.log`: `with show_log(): solve(...)` prints them).
     """
     clock = time.monotonic()
     workers = available_cores() if workers is None else workers
     _check_options(objective, minimize, time_limit, workers, seed, gap, makespan_cap)
+    objective, minimize = Objective(objective), Minimize(minimize)
     split = resolve_split(instance, split_backward)
     check_model_size(len(expected_op_keys(instance, split)))
-    if minimize == "memory":
+    if minimize == Minimize.MEMORY:
         instance = instance.with_limit(None)
     problem = Problem(
-        instance, Objective(objective), minimize == "memory", split, makespan_cap, symmetry_breaking, known_bound
+        instance, objective, minimize == Minimize.MEMORY, split, makespan_cap, symmetry_breaking, known_bound
     )
+    parameters = cpsat_parameters(cpsat_params or {})
     why = _infeasibility(problem)
     if why is not None:
+        LOG.info("no search: the analytic bounds show that no schedule fits (%s)", why.reason)
         smallest = why.least if why.reason == InfeasibleReason.MEMORY_LIMIT else None
-        return _no_schedule(problem, Status.INFEASIBLE, clock, why, smallest)
-    options = SearchOptions(workers, seed, deterministic, gap, clock + time_limit, wall_factor)
+        reason = "shown by the analytic bounds; no search ran"
+        return _no_schedule(problem, Status.INFEASIBLE, clock, StopReason.BOUNDS, reason, why, smallest)
+    options = SearchOptions(workers, seed, deterministic, gap, clock + time_limit, wall_factor, parameters)
     run = _Solve(problem, options, clock, progress, tuple(starts))
     try:
         return run.run(handwritten_schedules(instance))
@@ -104,7 +132,13 @@ def solve(
 
 
 def _check_options(
-    objective: str, minimize: str, time_limit: float, workers: int, seed: int, gap: float, cap: float | None
+    objective: Objective | str,
+    minimize: Minimize | str,
+    time_limit: float,
+    workers: int,
+    seed: int,
+    gap: float,
+    cap: float | None,
 ) -> None:
     if objective not in TIME_OBJECTIVES:
         raise OptionError(f"unknown objective {objective!r}; use one of {', '.join(TIME_OBJECTIVES)}")
@@ -118,7 +152,7 @@ def _check_options(
         raise OptionError(f"the seed must be in 0..{2**31 - 1} (CP-SAT's random seed), got {seed}")
     if not (math.isfinite(gap) and gap >= 0):
         raise OptionError(f"the gap to stop at must be a fraction of at least 0 (0.05: 5% over the bound), got {gap:g}")
-    if cap is not None and minimize != "memory":
+    if cap is not None and minimize != Minimize.MEMORY:
         raise OptionError("a makespan cap applies only when minimizing memory; drop it or minimize memory")
     if cap is not None and not cap > 0:
         raise OptionError(f"the makespan cap must be positive, got {cap:g}")
@@ -163,6 +197,9 @@ class _Solve:
         """The result, naming the best handwritten schedule that fits."""
         problem = self.problem
         bound = problem.lower_bound()
+        if LOG.isEnabledFor(logging.INFO):
+            label = problem.result_objective.label
+            LOG.info("lower bound on the %s: %g, %s", label, bound, _bound_origin(problem, bound))
         candidates = starting_candidates(problem, handwritten, self.others, self.clock)
         self.found.extend(candidates)
         best_handwritten = preferred([candidate for candidate in candidates if candidate.handwritten])
@@ -177,9 +214,9 @@ class _Solve:
         problem = self.problem
         best = preferred(self.found) or one_at_a_time_candidate(problem, self.clock)
         if best is None:
-            return self._empty(Status.INTERRUPTED)
+            return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
         bound = problem.lower_bound()
-        result = self._result(best, best, min(bound, best.value), interrupted=True, searched=False)
+        result = self._result(best, best, min(bound, best.value), StopReason.INTERRUPT, INTERRUPTED, searched=False)
         best_handwritten = preferred([candidate for candidate in self.found if candidate.handwritten])
         if best_handwritten is None:
             return result
@@ -199,16 +236,20 @@ class _Solve:
             if not options.deterministic:
                 budget = time.monotonic() + (options.deadline - time.monotonic()) * PERIODIC_SHARE
             found = periodic_candidate(problem, budget, self.clock)
+            LOG.info("periodic start: %s", "none fits" if found is None else f"{found.value:g}")
             self.found.extend([found] if found is not None else [])
             best = preferred([*candidates, found] if found is not None else candidates)
+        LOG.info("best start: %s", "none" if best is None else f"{best.name} = {best.value:g}")
         if best is not None:
             if self.progress is not None:
                 try:
                     self.progress(time.monotonic() - self.clock, best.value, bound)
                 except KeyboardInterrupt:
-                    return self._result(best, best, bound, interrupted=True, searched=False)
+                    return self._result(best, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=False)
             if _meets(best.value, bound, options.gap):
-                return self._result(best, best, bound, interrupted=False, searched=False)
+                met = "meets the lower bound" if fits(best.value, bound) else "is within the gap"
+                LOG.info("no search: %s %s", best.name, met)
+                return self._result(best, best, bound, StopReason.BOUNDS, f"{best.name} {met}", searched=False)
         lead = best
         if problem.objective == Objective.SPAN and not problem.minimize_memory:
             phase = self._makespan_phase(best, bound, handwritten)
@@ -218,10 +259,11 @@ class _Solve:
             if found is not None and (lead is None or found.value < lead.value):
                 lead = found
                 self.found.append(found)
+            LOG.info("span solve, phase 2: the max span, from %s", "no schedule" if lead is None else lead.name)
             if phase.status == Status.INTERRUPTED:
                 if lead is None:
-                    return self._empty(Status.INTERRUPTED)
-                return self._result(lead, best, bound, interrupted=True, searched=True)
+                    return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
+                return self._result(lead, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
         return self._search(best, lead, bound)
 
     def _makespan_phase(
@@ -239,6 +281,7 @@ class _Solve:
                 progress(time.monotonic() - self.clock, start_value, bound)
 
         deadline = time.monotonic() + (self.options.deadline - time.monotonic()) * MAKESPAN_PHASE
+        LOG.info("span solve, phase 1: the makespan for %.3g s", deadline - time.monotonic())
         phase = dataclasses.replace(
             self,
             problem=dataclasses.replace(self.problem, objective=Objective.MAKESPAN),
@@ -253,7 +296,8 @@ class _Solve:
         """CP-SAT from `lead` (the best schedule so far; `best` is the best start, for the report)."""
         problem = self.problem
         if lead is not None and time.monotonic() >= self.options.deadline:
-            return self._result(lead, best, bound, interrupted=False, searched=True)
+            late = "the time limit ran out before the search"
+            return self._result(lead, best, bound, StopReason.TIME_LIMIT, late, searched=True)
         model = build_model(
             problem.instance,
             problem.objective,
@@ -264,6 +308,7 @@ class _Solve:
         )
         warm_start(model, None if lead is None else lead.schedule.orders())
         start_value = None if lead is None else lead.value
+        LOG.info("CP-SAT searches from %s", "no schedule" if lead is None else f"{lead.name} = {lead.value:g}")
         outcome = search(model, self.options, self.clock, bound, start_value, self.progress)
         found = None
         if outcome.orders is not None:
@@ -271,18 +316,22 @@ class _Solve:
             found = problem.candidate("cp-sat", timed, outcome.found_at or 0.0)
         chosen = found if found is not None and (lead is None or found.value < lead.value) else lead
         if chosen is None:
-            if outcome.interrupted:
-                return self._empty(Status.INTERRUPTED)
-            if outcome.infeasible:
-                why = Infeasibility(InfeasibleReason.PROVEN, problem.objective, problem.time_cap)
-                return self._empty(Status.INFEASIBLE, why)
-            return self._empty(Status.UNKNOWN)
+            status = Status.INTERRUPTED if outcome.interrupted else Status.UNKNOWN
+            why = None
+            if not outcome.interrupted and outcome.infeasible:
+                status, why = (
+                    Status.INFEASIBLE,
+                    Infeasibility(InfeasibleReason.PROVEN, problem.objective, problem.time_cap),
+                )
+            return self._empty(status, outcome.stopped_by, outcome.reason, why)
+        LOG.info("kept: %s = %g", chosen.name, chosen.value)
         first = next((start.found_at for start in (best, lead) if start is not None), outcome.first_at)
         resolution = None
         if outcome.tick_optimum is not None and tick_value(model, chosen.schedule.orders()) <= outcome.tick_optimum:
             resolution = 1 / model.data.ticks_per_unit  # the order is optimal for the times in whole ticks
+        ending = (outcome.stopped_by, outcome.reason)
         return self._result(
-            chosen, best, outcome.bound, outcome.interrupted, True, time_to_first=first, resolution=resolution
+            chosen, best, outcome.bound, *ending, searched=True, time_to_first=first, resolution=resolution
         )
 
     def _result(
@@ -290,12 +339,14 @@ class _Solve:
         chosen: Candidate,
         start: Candidate | None,
         bound: float,
-        interrupted: bool,
+        stopped_by: StopReason,
+        reason: str,
         searched: bool,
         time_to_first: float | None = None,
         resolution: float | None = None,
     ) -> SolveResult:
-        """The result returning `chosen`, proven to `bound`, `start` being the best starting schedule.
+        """The result returning `chosen`, proven to `bound`, `start` being the best starting schedule,
+        ended as `stopped_by` and `reason` say (interrupted when they say so).
 
         `resolution` (a tick, in instance units) says CP-SAT proved the chosen order optimal for the
         times in whole ticks; it makes the result optimal at that resolution when the value is not
@@ -310,7 +361,10 @@ class _Solve:
         if exact:
             bound, resolution = value, None
         gap = relative_gap(value, bound)
+        interrupted = stopped_by == StopReason.INTERRUPT
         status = Status.INTERRUPTED if interrupted else Status.OPTIMAL if optimal else Status.FEASIBLE
+        if optimal and stopped_by not in (StopReason.PROOF, StopReason.BOUNDS, StopReason.INTERRUPT):
+            reason = f"{chosen.name} meets the lower bound; {reason}"  # the search stopped before its proof
         elapsed = time.monotonic() - self.clock
         schedule = chosen.schedule.with_source(
             kind="solver",
@@ -337,16 +391,22 @@ class _Solve:
             starting_point=None if start is None else start.named_value,
             smallest_feasible_limit=value if problem.minimize_memory and optimal else None,
             resolution=resolution,
+            stopped_by=stopped_by,
+            reason=reason,
         )
 
-    def _empty(self, status: Status, infeasibility: Infeasibility | None = None) -> SolveResult:
-        return _no_schedule(self.problem, status, self.clock, infeasibility)
+    def _empty(
+        self, status: Status, stopped_by: StopReason, reason: str, infeasibility: Infeasibility | None = None
+    ) -> SolveResult:
+        return _no_schedule(self.problem, status, self.clock, stopped_by, reason, infeasibility)
 
 
 def _no_schedule(
     problem: Problem,
     status: Status,
     clock: float,
+    stopped_by: StopReason,
+    reason: str,
     infeasibility: Infeasibility | None = None,
     smallest_feasible_limit: float | None = None,
 ) -> SolveResult:
@@ -357,7 +417,28 @@ def _no_schedule(
         solve_time=time.monotonic() - clock,
         smallest_feasible_limit=smallest_feasible_limit,
         infeasibility=infeasibility,
+        stopped_by=stopped_by,
+        reason=reason,
     )
+
+
+def _bound_origin(problem: Problem, bound: float) -> str:
+    """Where the lower bound comes from, in words for the log (`solver.evaluate.bounds`)."""
+    instance, split = problem.instance, problem.split
+    if problem.known_bound is not None and same(bound, problem.known_bound):
+        return "proven by an earlier solve (a larger memory limit's optimum)"
+    if problem.minimize_memory:
+        if problem.time_cap is None:
+            return "the smallest feasible memory limit"
+        return f"the least memory whose {problem.objective.label} bound is within the cap"
+    if problem.objective == Objective.SPAN:
+        if same(bound, zero_bubble_bound(instance, split)):
+            return "the busiest device's work"
+        return "a device's span under its memory limit"
+    if same(bound, critical_path_bound(instance, split)):
+        return "the critical path (one microbatch through every stage)"
+    work = "a device's work" if instance.memory_limit is None else "a device's work or span under its memory limit"
+    return f"{work}, with the pipeline's fill and drain"
 
 
 def _meets(value: float, bound: float, gap: float) -> bool:

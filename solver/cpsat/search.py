@@ -4,21 +4,35 @@ reports, and the read-back of the best solution.
 The search gets what is left of the wall budget after building the model, less a reserve for
 reading its solution back; at that deadline the child is told to stop, and killed if it does not
 (CP-SAT itself can run far past its time limit while loading and presolving a model of thousands of
-ops). Ctrl-C and SIGTERM stop it the same way, and the best solution so far is kept.
+ops). Ctrl-C and SIGTERM stop it the same way, and the best solution so far is kept. The outcome says
+why the search stopped, in words too, and logs it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from google.protobuf import text_format
+from ortools.sat import sat_parameters_pb2
 from ortools.sat.python import cp_model
 
 from pipesat.models import OpKey
-from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Finished, Message, Solution, run_search
+from pipesat.models.solve_result import StopReason
+from pipesat.solver.cpsat.child import (
+    STOP_GRACE,
+    Bound,
+    Ended,
+    Finished,
+    Message,
+    Solution,
+    cpsat_log_wanted,
+    run_search,
+)
 from pipesat.solver.cpsat.model import PipelineModel, orders_from_starts
 
 # Kept back from the search: the grace a stopping child gets and, per op of the model, the time to read
@@ -29,6 +43,8 @@ RESERVE_SHARE = 0.1
 MIN_SEARCH_SECONDS = 0.05
 # The longest the progress line goes without a report while CP-SAT searches.
 REFRESH_SECONDS = 0.5
+LOG = logging.getLogger(__name__)
+INTERRUPTED = "stopped by Ctrl-C or SIGTERM"
 
 
 def available_cores() -> int:
@@ -48,6 +64,7 @@ class SearchOptions:
 
     `deterministic` makes the time limit CP-SAT's deterministic time (wall clock stops it only at
     `wall_factor` times that) with several workers interleaved; `gap` stops it at that relative gap.
+    `cpsat_params` are SatParameters in text form (`solver.cpsat.parameters`), applied after these.
     """
 
     workers: int
@@ -56,6 +73,7 @@ class SearchOptions:
     gap: float
     deadline: float
     wall_factor: float = 10.0
+    cpsat_params: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,7 +81,8 @@ class SearchOutcome:
     """What a search found: the best solution's per-device op orders (None when it found none) and
     when (seconds since the solve's clock), the proven bound in instance units, whether CP-SAT
     proved the model infeasible, and whether Ctrl-C (or the progress callback) interrupted it.
-    `tick_optimum` is the minimised variable's optimum in ticks when CP-SAT proved one."""
+    `tick_optimum` is the minimised variable's optimum in ticks when CP-SAT proved one. `stopped_by`
+    and `reason` say why the search stopped."""
 
     orders: list[list[OpKey]] | None
     found_at: float | None
@@ -71,6 +90,8 @@ class SearchOutcome:
     bound: float
     infeasible: bool
     interrupted: bool
+    stopped_by: StopReason
+    reason: str
     tick_optimum: int | None = None
 
 
@@ -92,7 +113,8 @@ def search(
     record = _Record(clock, data.ticks_per_unit, start_value, bound, data.proven_bound, progress)
     parameters, seconds = _parameters(options, len(data.keys))
     watched = [model.variables.starts[key] for key in keys]
-    finished, interrupted = run_search(model.cp_model, parameters, watched, seconds, record.on_message, record.refresh)
+    ended = run_search(model.cp_model, parameters, watched, seconds, record.on_message, record.refresh)
+    finished = ended.finished
     proven = record.bound
     if finished is not None and (
         finished.status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -103,21 +125,53 @@ def search(
     if record.values is not None:
         starts = dict(zip(keys, record.values, strict=True))
         orders = orders_from_starts(data.instance, starts, data.durations)
-    optimal = finished is not None and finished.status == cp_model.OPTIMAL
+    stopped_by, reason = _why_stopped(ended, options, record.objective)
+    optimal = stopped_by == StopReason.PROOF  # CP-SAT says OPTIMAL at a gap limit too
+    LOG.info("search stopped (%s): %s", stopped_by, reason)
     return SearchOutcome(
         orders=orders,
         found_at=record.found_at,
         first_at=record.first_at,
         bound=proven,
         infeasible=finished is not None and finished.status == cp_model.INFEASIBLE,
-        interrupted=interrupted,
+        interrupted=ended.interrupted,
+        stopped_by=stopped_by,
+        reason=reason,
         tick_optimum=round(record.objective) if optimal and record.objective is not None else None,
     )
 
 
+def _why_stopped(ended: Ended, options: SearchOptions, objective: float | None) -> tuple[StopReason, str]:
+    """Why the search stopped, and in words: `objective` is the best solution's (ticks), if any."""
+    finished = ended.finished
+    if ended.interrupted:
+        return StopReason.INTERRUPT, INTERRUPTED
+    if finished is None and not ended.deadline:
+        return StopReason.CRASH, f"the CP-SAT process {ended.how_ended}"
+    if finished is not None and finished.status == cp_model.MODEL_INVALID:
+        return StopReason.MODEL_INVALID, f"CP-SAT refused the model: {finished.info}"
+    if finished is not None and finished.status == cp_model.INFEASIBLE:
+        return StopReason.PROOF, "CP-SAT proved that no schedule fits"
+    if finished is not None and finished.status == cp_model.OPTIMAL:
+        if objective is not None and finished.bound < objective:
+            return StopReason.GAP, f"CP-SAT reached the gap asked for, {100 * options.gap:.3g}%"
+        return StopReason.PROOF, "proven by CP-SAT"
+    killed = "" if finished is not None else f"; CP-SAT {ended.how_ended}"
+    if options.deterministic and ended.deadline:
+        return StopReason.WALL_CLOCK, f"the wall clock ran out ({options.wall_factor:g}x the time limit){killed}"
+    ran_out = "the time limit ran out"
+    if options.cpsat_params:  # CP-SAT may have stopped at a limit the expert set (solutions, time)
+        ran_out = "CP-SAT stopped at the time limit or a limit in the expert parameters"
+    if finished is not None and finished.status == cp_model.UNKNOWN:
+        return StopReason.TIME_LIMIT, f"{ran_out} before CP-SAT found a schedule{killed}"
+    return StopReason.TIME_LIMIT, f"{ran_out}{killed}"
+
+
 def _parameters(options: SearchOptions, num_ops: int) -> tuple[str, float]:
-    """The search's SatParameters (text form) and the wall seconds it may run."""
-    params = cp_model.CpSolver().parameters
+    """The search's SatParameters (text form) and the wall seconds it may run. The expert's
+    `options.cpsat_params` come last and win, but the wall seconds stay pipesat's: the solve returns
+    by its deadline whatever time limit they give CP-SAT."""
+    params = sat_parameters_pb2.SatParameters()
     params.num_workers = options.workers
     params.random_seed = options.seed
     # CP-SAT's relative gap is (value - bound) / value; pipesat's gap is (value - bound) / bound.
@@ -131,7 +185,10 @@ def _parameters(options: SearchOptions, num_ops: int) -> tuple[str, float]:
         params.interleave_search = options.workers > 1
     else:
         params.max_time_in_seconds = remaining
-    return str(params), params.max_time_in_seconds
+    seconds = params.max_time_in_seconds
+    params.log_search_progress = cpsat_log_wanted()
+    text_format.Merge(options.cpsat_params, params)
+    return text_format.MessageToString(params), seconds
 
 
 class _Record:

@@ -79,6 +79,8 @@ def _proof(result: SolveResult) -> dict[str, Any]:
         "bound": result.bound,
         "gap": result.gap,
         "resolution": result.resolution,
+        "stopped_by": None if result.stopped_by is None else result.stopped_by.value,
+        "reason": result.reason,
     }
 
 

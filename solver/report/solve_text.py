@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipesat.models import Objective, Status
-from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult
+from pipesat.models import Minimize, Objective, Status
+from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
 from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.report.tables import format_number, format_percent, heuristic_title
 from pipesat.solver.report.units import Units
@@ -26,7 +26,7 @@ def outcome_text(result: SolveResult, units: Units = Units()) -> str:  # noqa: B
 
 def no_schedule_text(result: SolveResult, units: Units = Units()) -> str:  # noqa: B008 (frozen)
     """Why the solve returned no schedule, as an error line: the smallest feasible memory limit when
-    the limit is too small (in `units`), else the reason, or a hint to search longer."""
+    the limit is too small (in `units`), else the reason, with a hint to search longer when time ran out."""
     why = result.infeasibility
     if result.status == Status.INFEASIBLE and why is not None:
         if why.reason == InfeasibleReason.MEMORY_LIMIT and why.limit is not None and why.least is not None:
@@ -35,7 +35,9 @@ def no_schedule_text(result: SolveResult, units: Units = Units()) -> str:  # noq
                 return f"no schedule fits the memory limit {limit}; the smallest feasible limit is {least}"
             return f"no schedule fits device {why.device}'s memory limit of {limit}; it needs at least {least}"
         return f"no schedule fits: {infeasibility_text(why, units)}"
-    return f"the solver found no schedule ({result.status}) ({outcome_text(result, units)}); raise --time-limit"
+    longer = result.stopped_by in (None, StopReason.TIME_LIMIT, StopReason.WALL_CLOCK)
+    hint = "; raise --time-limit" if longer else ""
+    return f"the solver found no schedule ({result.status}) ({outcome_text(result, units)}){hint}"
 
 
 def infeasibility_text(why: Infeasibility, units: Units = Units()) -> str:  # noqa: B008 (frozen)
@@ -71,7 +73,7 @@ def summary_fields(result: SolveResult, units: Units = Units()) -> list[tuple[st
 
     fields = [
         ("status", _status_text(result)),
-        (result.objective.title, amount(result.value)),
+        (result.objective.label, amount(result.value)),
         ("lower bound", amount(result.bound)),
         ("gap", "-" if result.gap is None else f"{format_percent(result.gap)} over the lower bound"),
     ]
@@ -92,11 +94,11 @@ def summary_fields(result: SolveResult, units: Units = Units()) -> list[tuple[st
     return fields
 
 
-def goal_text(objective: Objective, minimize: str, cap: float | None) -> str:
+def goal_text(objective: Objective, minimize: Minimize, cap: float | None) -> str:
     """What a solve looks for: `least max span`, `least peak memory with makespan <= 40`."""
-    if minimize != "memory":
-        return f"least {objective.title}"
-    capped = "" if cap is None else f" with {objective.title} <= {cap:g}"
+    if minimize != Minimize.MEMORY:
+        return f"least {objective.label}"
+    capped = "" if cap is None else f" with {objective.label} <= {cap:g}"
     return f"least peak memory{capped}"
 
 
@@ -109,12 +111,13 @@ def progress_text(elapsed: float, best: float | None, bound: float | None) -> st
 
 
 def _status_text(result: SolveResult) -> str:
-    """`optimal (proven by CP-SAT)`, with the time resolution when the proof is at the model's ticks."""
-    if result.status != Status.OPTIMAL:
+    """The status and why: `optimal (proven by CP-SAT)`, `feasible (the time limit ran out)`, with the
+    time resolution when the proof is at the model's ticks."""
+    if result.reason is None:
         return str(result.status)
-    if result.resolution is not None:
-        return f"optimal (proven by CP-SAT for times rounded down to {result.resolution:g})"
-    return "optimal (proven by CP-SAT)"
+    if result.status == Status.OPTIMAL and result.resolution is not None:
+        return f"optimal ({result.reason} for times rounded down to {result.resolution:g})"
+    return f"{result.status} ({result.reason})"
 
 
 def _more(objective: Objective) -> str:
@@ -131,7 +134,8 @@ def _no_schedule_outcome(result: SolveResult, units: Units) -> str:
         return f"infeasible: {infeasibility_text(result.infeasibility, units)}"
     if result.status == Status.INTERRUPTED:
         return "interrupted before any schedule was found"
-    return f"unknown: no schedule found in {result.solve_time:.3g} s"
+    why = "" if result.reason is None else f" ({result.reason})"
+    return f"unknown: no schedule found in {result.solve_time:.3g} s{why}"
 
 
 def _percent(fraction: float) -> str:

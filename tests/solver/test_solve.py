@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import os
 import signal
 import time
 
@@ -12,13 +14,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipesat.models import Instance, InstanceError, Objective, OptionError, PipesatError
-from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue
+from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue, StopReason
+from pipesat.solver.cpsat import child as child_module
 from pipesat.solver.evaluate.bounds import minimum_memory_limit
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retime_for_span
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics import all_heuristics, run_heuristic
-from pipesat.solver.report.solve_text import outcome_text
+from pipesat.solver.report.solve_text import outcome_text, summary_fields
 from pipesat.solver.solve import solve
 from tests.conftest import make_instance
 from tests.solver.brute_force import brute_force_optimum
@@ -362,3 +365,59 @@ def test_the_best_heuristic_is_reported_as_pipesat_schedule_makes_it(times: dict
     schedule = assert_valid(run_heuristic(best.name, instance))
     metrics = compute_metrics(schedule)
     assert best.value == (metrics.max_peak_memory if "minimize" in options else metrics.makespan)
+
+
+def _dying_child(*_: object) -> None:
+    """A CP-SAT child that dies at once, as a crash in CP-SAT's C++ would end it."""
+    os._exit(3)
+
+
+def test_a_crashed_search_keeps_the_best_start_and_says_how_cpsat_ended(
+    hard_instance: Instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(child_module, "_child", _dying_child)
+    result = solve(hard_instance, **FAST)
+    assert result.status == "feasible" and result.stopped_by == StopReason.CRASH
+    assert result.reason == "the CP-SAT process exited with code 3 before its result"
+    assert result.starting_point is not None and result.value == result.starting_point.value
+    assert dict(summary_fields(result))["status"] == f"feasible ({result.reason})"
+
+
+def test_every_result_says_why_it_ended(hard_instance: Instance, one_f_one_b_instance: Instance) -> None:
+    met = solve(one_f_one_b_instance, **FAST)
+    assert met.stopped_by == StopReason.BOUNDS and met.reason == "1f1b meets the lower bound" and not met.searched
+    proven = solve(make_instance(3, 4, weight_times=1, memory_limit="0.5x"), **FAST)
+    assert proven.status == "optimal" and proven.stopped_by == StopReason.PROOF and proven.reason == "proven by CP-SAT"
+    too_small = solve(make_instance(2, 4, memory_limit=0.5), **FAST)
+    assert too_small.status == "infeasible" and too_small.stopped_by == StopReason.BOUNDS
+
+
+def test_expert_cpsat_parameters_are_checked_first_and_applied(
+    hard_instance: Instance, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(OptionError, match="num_workers"):
+        solve(hard_instance, cpsat_params={"num_workers": "-1"}, **FAST)
+    with pytest.raises(OptionError, match="no parameter 'linearisation_level'; did you mean linearization_level"):
+        solve(hard_instance, cpsat_params={"linearisation_level": "2"}, **FAST)
+    caplog.set_level(logging.DEBUG, logger="pipesat")
+    result = solve(hard_instance, time_limit=2.0, workers=1, cpsat_params={"linearization_level": "2"})
+    assert_valid(result.schedule)
+    parameters = [line for line in caplog.messages if line.startswith("Parameters:")]
+    assert parameters and "linearization_level: 2" in parameters[0]
+
+
+def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="pipesat")
+    solve(make_instance(3, 6, weight_times=1, memory_limit="0.5x"), objective="span", **FAST)
+    log = "\n".join(caplog.messages)
+    for decision in (
+        "lower bound on the max span: ",
+        "start 1f1b: does not fit",
+        "best start: ",
+        "span solve, phase 1: the makespan for ",
+        "span solve, phase 2: the max span, from ",
+        "CP-SAT searches from ",
+        "search stopped (",
+    ):
+        assert decision in log
+    assert not any(line.startswith("CpSolverResponse") for line in caplog.messages)  # CP-SAT's log is DEBUG

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import multiprocessing
+import os
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 from google.protobuf import text_format
@@ -12,10 +16,11 @@ from ortools.sat import sat_parameters_pb2
 from ortools.sat.python import cp_model
 
 from pipesat.models import Instance
+from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat import child as child_module
-from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Finished, Solution, run_search
+from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Ended, Finished, Solution, run_search
 from pipesat.solver.cpsat.model import build_model
-from pipesat.solver.cpsat.search import SearchOptions, _parameters, _Record, search
+from pipesat.solver.cpsat.search import SearchOptions, _parameters, _Record, _why_stopped, search
 from pipesat.solver.cpsat.warm_start import warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -59,8 +64,9 @@ def test_a_child_deaf_to_the_stop_is_killed(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(child_module, "_child", _deaf_child)
     model = build_model(INSTANCE, split_backward=True)
     started = time.monotonic()
-    finished, interrupted = run_search(model.cp_model, "", [], 0.2, lambda message: None)
-    assert finished is None and not interrupted
+    ended = run_search(model.cp_model, "", [], 0.2, lambda message: None)
+    assert ended.finished is None and not ended.interrupted and ended.deadline
+    assert ended.how_ended == f"did not stop within {STOP_GRACE:g} s of being asked and was killed"
     assert time.monotonic() - started < 0.2 + STOP_GRACE + 5.0  # generous: a busy machine
     assert multiprocessing.active_children() == []
 
@@ -69,8 +75,10 @@ def test_a_finished_search_reports_its_status_and_leaves_no_process() -> None:
     model = build_model(INSTANCE, split_backward=True)
     messages: list[object] = []
     watched = list(model.variables.starts.values())
-    finished, interrupted = run_search(model.cp_model, "num_workers: 1", watched, 10, messages.append)
-    assert finished is not None and finished.status == cp_model.OPTIMAL and not interrupted
+    ended = run_search(model.cp_model, "num_workers: 1", watched, 10, messages.append)
+    finished = ended.finished
+    assert finished is not None and finished.status == cp_model.OPTIMAL and not ended.interrupted
+    assert ended.how_ended is None
     assert isinstance(messages[-1], Finished) and any(isinstance(m, Solution) for m in messages)
     assert all(len(m.values) == len(watched) for m in messages if isinstance(m, Solution))
     assert multiprocessing.active_children() == []
@@ -136,8 +144,8 @@ def test_progress_refreshes_every_half_second_between_news() -> None:
 def test_the_search_loop_polls_the_progress_while_it_waits() -> None:
     model = build_model(INSTANCE, split_backward=True)
     polls: list[None] = []
-    finished, _ = run_search(model.cp_model, "num_workers: 1", [], 10, lambda message: None, lambda: polls.append(None))
-    assert finished is not None and polls
+    ended = run_search(model.cp_model, "num_workers: 1", [], 10, lambda message: None, lambda: polls.append(None))
+    assert ended.finished is not None and polls
 
 
 def test_ctrl_c_in_a_progress_refresh_stops_the_search(hard_instance: Instance) -> None:
@@ -146,8 +154,8 @@ def test_ctrl_c_in_a_progress_refresh_stops_the_search(hard_instance: Instance) 
     def interrupt() -> None:
         raise KeyboardInterrupt
 
-    _, interrupted = run_search(model.cp_model, "num_workers: 2", [], 30, lambda message: None, interrupt)
-    assert interrupted
+    ended = run_search(model.cp_model, "num_workers: 2", [], 30, lambda message: None, interrupt)
+    assert ended.interrupted
     assert multiprocessing.active_children() == []
 
 
@@ -158,3 +166,81 @@ def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
     assert params.max_deterministic_time > 50
     assert seconds == params.max_time_in_seconds == pytest.approx(2 * params.max_deterministic_time)
+
+
+def test_expert_parameters_come_after_pipesats_but_the_deadline_stays() -> None:
+    expert = 'num_workers: 3\nmax_time_in_seconds: 500\nextra_subsolvers: "max_lp"\n'
+    options = SearchOptions(1, 0, False, 0.0, time.monotonic() + 10, cpsat_params=expert)
+    text, seconds = _parameters(options, 10)
+    params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
+    assert params.num_workers == 3 and params.max_time_in_seconds == 500
+    assert list(params.extra_subsolvers) == ["max_lp"] and seconds < 10
+
+
+def test_cpsat_log_is_relayed_to_the_log_only_when_wanted(caplog: pytest.LogCaptureFixture) -> None:
+    text, _ = _parameters(_options(), 10)
+    assert not text_format.Parse(text, sat_parameters_pb2.SatParameters()).log_search_progress
+    caplog.set_level(logging.DEBUG, logger="pipesat")
+    model = build_model(INSTANCE, split_backward=True)
+    outcome = search(model, _options(), time.monotonic(), 0.0, None, None)
+    relayed = [record.getMessage() for record in caplog.records if record.name == child_module.LOG.name]
+    assert any(line.startswith("CpSolverResponse") for line in relayed)
+    assert outcome.stopped_by == StopReason.PROOF and outcome.reason == "proven by CP-SAT"
+    assert "search stopped (proof): proven by CP-SAT" in caplog.messages
+
+
+def test_a_model_cpsat_refuses_says_why() -> None:
+    model = build_model(INSTANCE, split_backward=True)
+    model.cp_model.new_int_var(5, 2, "broken")
+    outcome = search(model, _options(), time.monotonic(), 0.0, None, None)
+    assert outcome.stopped_by == StopReason.MODEL_INVALID and outcome.orders is None
+    assert outcome.reason.startswith("CP-SAT refused the model: var #") and "has no domain" in outcome.reason
+
+
+def test_a_child_killed_mid_search_says_how_it_ended(hard_instance: Instance) -> None:
+    model = build_model(hard_instance, split_backward=True)
+
+    def kill(*_: object) -> None:
+        for child in multiprocessing.active_children():
+            os.kill(child.pid or 0, signal.SIGKILL)
+
+    outcome = search(model, _options(30), time.monotonic(), 0.0, None, kill)
+    assert outcome.stopped_by == StopReason.CRASH and not outcome.interrupted
+    assert outcome.reason == "the CP-SAT process was killed by signal SIGKILL"
+    assert multiprocessing.active_children() == []
+
+
+def test_a_child_that_dies_says_what_it_last_wrote() -> None:
+    model = build_model(INSTANCE, split_backward=True)
+    beyond = SimpleNamespace(index=10**6)  # a variable the model lacks: the child raises, its traceback on stderr
+    ended = run_search(model.cp_model, "num_workers: 1", [beyond], 10, lambda message: None)  # type: ignore[list-item]
+    assert ended.finished is None and ended.how_ended is not None
+    assert ended.how_ended.startswith("exited with code 1 before its result; it last wrote: ")
+    assert ended.how_ended.endswith("out of bound index 1000000") and "\n" not in ended.how_ended
+
+
+@pytest.mark.parametrize(
+    ("finished", "deadline", "objective", "deterministic", "stopped_by", "words"),
+    [
+        (Finished(cp_model.OPTIMAL, 40.0), False, 40.0, False, StopReason.PROOF, "proven by CP-SAT"),
+        (Finished(cp_model.OPTIMAL, 38.0), False, 40.0, False, StopReason.GAP, "CP-SAT reached the gap asked for, 5%"),
+        (Finished(cp_model.INFEASIBLE, math.inf), False, None, False, StopReason.PROOF, "no schedule fits"),
+        (Finished(cp_model.FEASIBLE, 38.0), True, 40.0, False, StopReason.TIME_LIMIT, "the time limit ran out"),
+        (Finished(cp_model.UNKNOWN, 0.0), False, None, False, StopReason.TIME_LIMIT, "before CP-SAT found a schedule"),
+        (Finished(cp_model.FEASIBLE, 38.0), True, 40.0, True, StopReason.WALL_CLOCK, "the wall clock ran out (10x"),
+        (None, True, None, False, StopReason.TIME_LIMIT, "ran out; CP-SAT did not stop within"),
+    ],
+)
+def test_why_a_search_stopped(
+    finished: Finished | None,
+    deadline: bool,
+    objective: float | None,
+    deterministic: bool,
+    stopped_by: StopReason,
+    words: str,
+) -> None:
+    how = None if finished is not None else f"did not stop within {STOP_GRACE:g} s of being asked and was killed"
+    ended = Ended(finished, deadline=deadline, how_ended=how)
+    options = SearchOptions(1, 0, deterministic, 0.05, time.monotonic() + 10)
+    assert _why_stopped(ended, options, objective)[0] == stopped_by
+    assert words in _why_stopped(ended, options, objective)[1]

@@ -44,3 +44,5 @@ def test_a_solve_document_carries_the_proof_and_the_schedule() -> None:
     assert document["status"] == result.status.value and document["value"] == result.value
     assert document["bound"] == result.bound and document["makespan"] == pytest.approx(result.value)
     assert document["best_heuristic"]["value"] >= result.value
+    assert result.stopped_by is not None and result.reason
+    assert document["stopped_by"] == result.stopped_by.value and document["reason"] == result.reason

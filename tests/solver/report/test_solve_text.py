@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipesat.models import Instance, Objective, Status
-from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue, SolveResult
+from pipesat.models import Instance, Minimize, Objective, Status
+from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue, SolveResult, StopReason
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.report.solve_text import (
     goal_text,
@@ -72,6 +72,8 @@ def test_summary_names_the_best_heuristic_and_the_starting_point() -> None:
         starting_point=NamedValue("periodic", 9),
         time_to_first=0.5,
         time_to_best=1.25,
+        stopped_by=StopReason.PROOF,
+        reason="proven by CP-SAT",
     )
     assert summary_fields(result) == [
         ("status", "optimal (proven by CP-SAT)"),
@@ -87,8 +89,35 @@ def test_summary_names_the_best_heuristic_and_the_starting_point() -> None:
     assert alone["peak memory"] == "8" and "started from" not in alone and alone["solve time"] == "2.00 s"
 
 
+def test_the_status_says_why_the_solve_ended() -> None:
+    start = {"searched": False, "starting_point": NamedValue("1f1b", 9), "stopped_by": StopReason.BOUNDS}
+    met = _solved(9, 9, reason="1f1b meets the lower bound", **start)
+    assert dict(summary_fields(met))["status"] == "optimal (1f1b meets the lower bound)"
+    timed_out = _solved(9, 8, status=Status.FEASIBLE, stopped_by=StopReason.TIME_LIMIT, reason="the time limit ran out")
+    assert dict(summary_fields(timed_out))["status"] == "feasible (the time limit ran out)"
+    rounded = _solved(9, 8.99, stopped_by=StopReason.PROOF, reason="proven by CP-SAT", resolution=0.01)
+    assert dict(summary_fields(rounded))["status"] == "optimal (proven by CP-SAT for times rounded down to 0.01)"
+
+
+def test_a_solve_without_a_schedule_says_why_and_hints_only_at_what_helps() -> None:
+    late = _result(status=Status.UNKNOWN, stopped_by=StopReason.TIME_LIMIT, reason="the time limit ran out")
+    assert outcome_text(late) == "unknown: no schedule found in 2 s (the time limit ran out)"
+    assert no_schedule_text(late).endswith(
+        "(unknown: no schedule found in 2 s (the time limit ran out)); raise --time-limit"
+    )
+    invalid = "CP-SAT refused the model: var #0 has no domain()"
+    refused = _result(status=Status.UNKNOWN, stopped_by=StopReason.MODEL_INVALID, reason=invalid)
+    assert (
+        no_schedule_text(refused)
+        == f"the solver found no schedule (unknown) (unknown: no schedule found in 2 s ({invalid}))"
+    )
+    died = "the CP-SAT process was killed by signal SIGKILL; it last wrote: F0101 check failed"
+    crashed = _result(status=Status.UNKNOWN, stopped_by=StopReason.CRASH, reason=died)
+    assert died in no_schedule_text(crashed) and "--time-limit" not in no_schedule_text(crashed)
+
+
 def test_goal_and_progress_line() -> None:
-    assert goal_text(Objective.SPAN, "time", None) == "least max span"
-    assert goal_text(Objective.MAKESPAN, "memory", 40) == "least peak memory with makespan <= 40"
+    assert goal_text(Objective.SPAN, Minimize.TIME, None) == "least max span"
+    assert goal_text(Objective.MAKESPAN, Minimize.MEMORY, 40) == "least peak memory with makespan <= 40"
     assert progress_text(1.25, 10, 8) == "    1.2s  best         10  bound          8  gap 25.00%"
     assert progress_text(0, None, None) == "    0.0s  best          -  bound          -"

@@ -1,0 +1,88 @@
+"""`--log`/`-v` and `--cpsat-param` on the commands that run CP-SAT: the log on standard error only when
+asked, CP-SAT's own lines relayed from the search's child process, expert parameters applied or
+refused in one line, and every solve's reason in its output."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from tests.cli_helpers import cli_error, cli_ok, run_cli
+
+# A search runs and proves 41 in well under a second (README: the periodic start is 44).
+SEARCHED = ("-s", 4, "-b", 8, "-f", 1, "-bw", 1, "-w", 1, "--memory-limit", "0.5x", "--workers", 1, "--no-progress")
+LOG_PREFIXES = ("solve: ", "portfolio: ", "cpsat.")
+
+
+def _log_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(LOG_PREFIXES)]
+
+
+def _untimed(output: str) -> list[str]:
+    return [line for line in output.splitlines() if not line.startswith("solve time:")]
+
+
+@pytest.mark.parametrize("flag", ["--log", "-v"])
+def test_solve_log_shows_pipesats_decisions_and_cpsats_own_log(flag: str) -> None:
+    result = run_cli("solve", *SEARCHED, flag)
+    quiet = run_cli("solve", *SEARCHED)
+    assert _untimed(cli_ok(result)) == _untimed(cli_ok(quiet))  # the log goes to standard error only
+    log = _log_lines(result.stderr)
+    for line in (
+        "solve: lower bound on the makespan: 34, a device's work or span under its memory limit, with the "
+        "pipeline's fill and drain",
+        "portfolio: start zb-auto: 51, peak memory 2",
+        "solve: best start: periodic = 44",
+        "solve: CP-SAT searches from periodic = 44",
+        "cpsat.child: CpSolverResponse summary:",
+        "cpsat.search: search stopped (proof): proven by CP-SAT",
+    ):
+        assert line in log
+    assert any(line.startswith("cpsat.child: #Bound") for line in log)
+    assert _log_lines(quiet.stderr) == []
+    assert logging.getLogger("pipesat").handlers == []  # the command's handler is gone with it
+
+
+def test_a_cpsat_param_is_applied_after_pipesats_settings() -> None:
+    result = run_cli("solve", *SEARCHED, "--log", "--cpsat-param", "linearization_level=2", "--cpsat-param", "seed=7")
+    assert result.exit_code != 0  # `seed` is no field: nothing ran
+    result = run_cli(
+        "solve", *SEARCHED, "--log", "--cpsat-param", "linearization_level=2", "--cpsat-param", "num_workers=2"
+    )
+    cli_ok(result)
+    parameters = next(line for line in _log_lines(result.stderr) if line.startswith("cpsat.child: Parameters:"))
+    assert "linearization_level: 2" in parameters and "num_workers: 2" in parameters
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (("solve", "-s", 2, "-b", 2), "error: --cpsat-param linearization_level=abc: Couldn't parse integer: abc"),
+        (("compare", "-s", 2, "-b", 2), "error: --cpsat-param linearization_level=abc: Couldn't parse integer: abc"),
+        (("pareto", "-s", 2, "-b", 2), "error: --cpsat-param linearization_level=abc: Couldn't parse integer: abc"),
+        (("plan", "no-spec.yaml"), "error: --cpsat-param linearization_level=abc: Couldn't parse integer: abc"),
+    ],
+)
+def test_a_bad_cpsat_param_is_one_line_on_every_command(command: tuple[object, ...], message: str) -> None:
+    assert cli_error(run_cli(*command, "--cpsat-param", "linearization_level=abc")) == message
+
+
+def test_a_cpsat_param_cpsat_refuses_is_one_line() -> None:
+    line = cli_error(run_cli("solve", "-s", 2, "-b", 2, "--cpsat-param", "max_time_in_seconds=-1"))
+    assert line == "error: --cpsat-param: CP-SAT refuses it: Parameters max_time_in_seconds must be non-negative"
+
+
+def test_the_json_document_says_why_the_solve_ended_and_the_log_stays_off_stdout() -> None:
+    result = run_cli("solve", *SEARCHED, "--format", "json", "--log")
+    document = json.loads(cli_ok(result))
+    assert document["status"] == "optimal" and document["stopped_by"] == "proof"
+    assert document["reason"] == "proven by CP-SAT"
+    assert "cpsat.child: CpSolverResponse summary:" in _log_lines(result.stderr)
+
+
+def test_compare_logs_its_solve() -> None:
+    result = run_cli("compare", *SEARCHED, "--log")
+    cli_ok(result)
+    assert "cpsat.search: search stopped (proof): proven by CP-SAT" in _log_lines(result.stderr)
