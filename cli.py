@@ -25,6 +25,7 @@ from pipesat.cli_options import (
     PipesatGroup,
     check_window,
     check_writes,
+    enum_option,
     exit_without_torch,
     instance_options,
     live_progress,
@@ -162,13 +163,11 @@ def render(
 @cli.command()
 @instance_options
 @OBJECTIVE_OPTION
-@click.option(
+@enum_option(
     "--minimize",
-    type=click.Choice([quantity.value for quantity in Minimize]),
-    default=Minimize.TIME.value,
-    show_default=True,
-    callback=lambda _ctx, _param, value: Minimize(value),
-    help="time: the objective under the memory limit; memory: the peak memory (under --makespan-cap).",
+    Minimize,
+    Minimize.TIME,
+    "time: the objective under the memory limit; memory: the peak memory (under --makespan-cap).",
 )
 @click.option(
     "--makespan-cap",

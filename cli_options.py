@@ -14,7 +14,8 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 T = TypeVar("T", bound="DataclassInstance")
+E = TypeVar("E", bound=Enum)
+F = TypeVar("F", bound=Callable[..., Any])
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
 
@@ -232,13 +235,24 @@ def instance_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return INSTANCE_OPTIONS(with_instance)
 
 
-OBJECTIVE_OPTION = click.option(
+def enum_option(flag: str, members: Iterable[E], default: E, help: str) -> Callable[[F], F]:
+    """An option choosing one of an enum's `members` by its value, handed to the command as the member."""
+    kind = type(default)
+    return click.option(
+        flag,
+        type=click.Choice([member.value for member in members]),
+        default=default.value,
+        show_default=True,
+        callback=lambda _ctx, _param, value: kind(value),
+        help=help,
+    )
+
+
+OBJECTIVE_OPTION = enum_option(
     "--objective",
-    type=click.Choice([objective.value for objective in TIME_OBJECTIVES]),
-    default=Objective.MAKESPAN.value,
-    show_default=True,
-    callback=lambda _ctx, _param, value: Objective(value),
-    help="makespan (first start to last end) or span (max per-device span, the steady-state time).",
+    TIME_OBJECTIVES,
+    Objective.MAKESPAN,
+    "makespan (first start to last end) or span (max per-device span, the steady-state time).",
 )
 ASCII_OPTION = click.option("--ascii", "show_ascii", is_flag=True, help="Print the schedule as text, to scale.")
 # `--format`: one vocabulary for what a command prints, each word meaning the same everywhere. Every
