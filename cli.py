@@ -39,7 +39,6 @@ from pipesat.cli_output import (
     echo_aside,
     echo_field,
     echo_metrics,
-    echo_schedule,
     emit_schedule,
     limit_name,
     save_schedules,
@@ -134,7 +133,7 @@ def schedule_command(
             f"{schedule.name} does not fit the memory limit ({over[0]}); "
             "raise --memory-limit or run `pipesat solve` with this limit"
         )
-    echo_schedule(heuristic.title, schedule, objective, save, picture, show_ascii, window)
+    emit_schedule(schedule, objective, save, picture, show_ascii, window, title=heuristic.title)
     if fmt == "json":
         click.echo(json.dumps(schedule_document(schedule, objective), indent=1))
 

@@ -48,10 +48,15 @@ def emit_schedule(
     picture: Path | None,
     show_ascii: bool,
     window: Window | None = None,
+    title: str | None = None,
 ) -> None:
     """Validate a schedule, then save (`-`: to standard output), draw (only `window`'s time range if
-    given) and print it as asked. Nothing invalid leaves here."""
+    given) and print it as asked; with a `title`, first `TITLE on INSTANCE` and the schedule's metrics.
+    Nothing invalid leaves here."""
     ensure_valid(schedule)
+    if title is not None:
+        say(f"{title} on {describe(schedule.instance)}")
+        echo_metrics(schedule, objective)
     if save == STDOUT:
         click.echo(schedule_text(schedule), nl=False)
     elif save is not None:
@@ -65,21 +70,6 @@ def emit_schedule(
 
 def echo_metrics(schedule: Schedule, objective: Objective, skip: str | None = None) -> None:
     say("\n".join(metrics_lines(schedule, objective, skip)))
-
-
-def echo_schedule(
-    title: str,
-    schedule: Schedule,
-    objective: Objective,
-    save: Path | None,
-    picture: Path | None,
-    show_ascii: bool,
-    window: Window | None = None,
-) -> None:
-    """`TITLE on INSTANCE` and the schedule's metrics, then the schedule validated, saved, drawn and printed."""
-    say(f"{title} on {describe(schedule.instance)}")
-    echo_metrics(schedule, objective)
-    emit_schedule(schedule, objective, save, picture, show_ascii, window)
 
 
 def echo_aside(label: str, value: str, fmt: str) -> None:

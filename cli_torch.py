@@ -25,7 +25,7 @@ from pipesat.cli_options import (
     instance_options,
     reads,
 )
-from pipesat.cli_output import echo_schedule, emit_instance
+from pipesat.cli_output import emit_instance, emit_schedule
 from pipesat.models import Instance, Objective
 from pipesat.models.errors import InstanceError
 from pipesat.solver.heuristics import NotApplicable
@@ -99,7 +99,7 @@ def import_torch_command(
         schedule = torch_import.import_torch_schedule(name, instance)
     except NotApplicable as error:
         raise InstanceError(str(error)) from None
-    echo_schedule(schedule.name, schedule, objective, save, None, show_ascii)
+    emit_schedule(schedule, objective, save, None, show_ascii, title=schedule.name)
 
 
 @import_group.command("csv")
@@ -118,7 +118,7 @@ def import_csv_command(
     reads(**{"CSV file": csv_file})
     check_writes(force, {"--save": save})
     schedule = torch_import.import_torch_csv(csv_file, instance)
-    echo_schedule(schedule.name, schedule, objective, save, None, show_ascii)
+    emit_schedule(schedule, objective, save, None, show_ascii, title=schedule.name)
 
 
 @click.command("torch-run")
