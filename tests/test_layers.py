@@ -1,4 +1,4 @@
-"""The layers: each part of pipesat imports only the parts below it (README, "How it is built")."""
+"""The layers: each part of pipesat imports only the parts below it (docs/design.md)."""
 
 from __future__ import annotations
 
