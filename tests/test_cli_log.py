@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 
-# A search runs and proves 41 in well under a second (README: the periodic start is 44).
+# A search runs and proves 41 in well under a second (docs/design.md: the periodic start is 44).
 SEARCHED = ("-s", 4, "-b", 8, "-f", 1, "-bw", 1, "-w", 1, "--memory-limit", "0.5x", "--workers", 1, "--no-progress")
 LOG_PREFIXES = ("solve: ", "portfolio: ", "cpsat.")
 

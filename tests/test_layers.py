@@ -63,7 +63,7 @@ SOURCES = sorted(
 def test_each_module_imports_only_the_layers_below_it(path: Path) -> None:
     module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
     layer = layer_of(module)
-    assert layer in ALLOWED, f"{module} is in no known layer; add {layer} to ALLOWED and to the README"
+    assert layer in ALLOWED, f"{module} is in no known layer; add {layer} to ALLOWED and to docs/design.md"
     upward = imported_layers(path) - ALLOWED[layer] - {layer}
     assert not upward, f"{module} imports {sorted(upward)}, which {layer} may not use"
 
