@@ -192,12 +192,12 @@ def test_profile_command_writes_an_instance_that_loads(tmp_path: Path) -> None:
     [
         (["--layers", "3", "--seq-len", "16"], "3 layers do not split evenly over 2 x 2 = 4 stages"),
         (["--heads", "3", "--seq-len", "16"], "hidden 32 is not divisible by heads 3"),
-        (["--seq-len", "0"], "seq_len must be at least 1, got 0"),
+        (["--seq-len", "0"], "--seq-len must be at least 1, got 0"),
         (["--seq-len", "16", "--repeats", "0"], "repeats must be at least 1, got 0"),
         (["--seq-len", "16", "-p", "0"], "devices must be at least 1, got 0"),
         (["--seq-len", "16", "--chunks", "0"], "chunks must be at least 1, got 0"),
         (["--seq-len", "16", "--kv-heads", "3"], "heads 2 is not divisible by kv_heads 3"),
-        (["--seq-len", "16", "--ffn-hidden", "-1"], "ffn_hidden must be at least 0, got -1"),
+        (["--seq-len", "16", "--ffn-hidden", "-1"], "--ffn-hidden must be at least 0, got -1"),
         (
             ["--seq-len", "16", "--dtype", "fp8"],
             "Invalid value for '--dtype': 'fp8' is not one of 'bf16', 'fp16', 'fp32'",
