@@ -26,6 +26,7 @@ from pipesat.cli_options import (
     check_window,
     check_writes,
     enum_option,
+    exit_if_interrupted,
     exit_without_torch,
     instance_options,
     live_progress,
@@ -228,12 +229,15 @@ def solve(
         )
     if fmt == "json":
         click.echo(json.dumps(solve_document(result, instance, objective), indent=1))
+    interrupted = result.status == Status.INTERRUPTED
     if result.schedule is None:
+        exit_if_interrupted(interrupted)
         raise ScheduleError(no_schedule_text(result, units_of(instance)))
     for label, value in summary_fields(result, units_of(instance)):
         echo_field(label, value)
     echo_metrics(result.schedule, objective, skip=result.objective.label)
     emit_schedule(result.schedule, objective, save, output, show_ascii, window)
+    exit_if_interrupted(interrupted)
 
 
 @cli.command("compare")
@@ -279,6 +283,7 @@ def compare_command(
         save_schedules(fitting, save_dir, fmt, not_saved=len(made) - len(fitting))
     if comparison.solve_result is not None and comparison.solve_result.status == Status.INFEASIBLE:
         raise ScheduleError(no_schedule_text(comparison.solve_result, units_of(instance)))
+    exit_if_interrupted(comparison.solve_result is not None and comparison.solve_result.status == Status.INTERRUPTED)
 
 
 @cli.command()
@@ -339,6 +344,7 @@ def pareto(
     if save_dir is not None:
         solved = [(limit_name(limit), result.schedule) for limit, result in sweep.points if result.schedule]
         save_schedules(solved, save_dir, fmt)
+    exit_if_interrupted(any(result.status == Status.INTERRUPTED for _, result in sweep.points))
 
 
 cli.add_command(instance)

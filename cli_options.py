@@ -44,6 +44,8 @@ E = TypeVar("E", bound=Enum)
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+"""Ctrl-C or SIGTERM ended the command (the shell's 128 + SIGINT); what it had is printed and saved."""
 
 # Options that take a space-separated list, as the earlier tool's argparse `nargs="+"` did.
 LIST_OPTIONS = ("-f", "--forward-times", "-bw", "--backward-times", "-w", "--weight-times")
@@ -132,8 +134,8 @@ class PipesatGroup(click.Group):
             echo_error(error.format_message())
             sys.exit(error.exit_code)
         except click.Abort:
-            echo_error("aborted")
-            sys.exit(EXIT_INVALID)
+            echo_error("interrupted")
+            sys.exit(EXIT_INTERRUPTED)
         sys.exit(result if isinstance(result, int) else 0)
 
 
@@ -206,6 +208,8 @@ FORCE_OPTION = click.option(
 )
 INPUTS = "pipesat.inputs"
 MAX_WORKERS = 256
+WORKER_COUNT = click.IntRange(1, MAX_WORKERS)
+"""A count of workers (CP-SAT's, or plan's solves at once): each is a process or a thread with its memory."""
 
 
 def reads(**inputs: Path | None) -> None:
@@ -410,7 +414,7 @@ SOLVER_OPTIONS = options(
     ),
     click.option(
         "--workers",
-        type=click.IntRange(1, MAX_WORKERS),
+        type=WORKER_COUNT,
         default=available_cores,
         show_default="the cores this process may use",
         help="CP-SAT search workers.",
@@ -533,6 +537,13 @@ def stop_on_sigterm() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+def exit_if_interrupted(interrupted: bool) -> None:
+    """End with EXIT_INTERRUPTED when Ctrl-C or SIGTERM stopped the work; call it once what the work
+    had is printed and saved."""
+    if interrupted:
+        click.get_current_context().exit(EXIT_INTERRUPTED)
 
 
 # The caps on work every command takes (`models.limits`).

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,12 @@ from pipesat.cli_options import (
     FILE,
     FORCE_OPTION,
     FORMAT_OPTION,
-    MAX_WORKERS,
     PROGRESS_OPTION,
+    WORKER_COUNT,
     FiniteFloat,
     check_writes,
+    dataclass_from_options,
+    exit_if_interrupted,
     live_progress,
     options,
     output_option,
@@ -26,13 +30,22 @@ from pipesat.cli_options import (
 )
 from pipesat.cli_output import give_stdout_to_data, say
 from pipesat.models.errors import ScheduleError
+from pipesat.models.plan_result import PlanResult
 from pipesat.solver.cpsat.search import available_cores
 from pipesat.solver.io.schedule_file import save_schedule
-from pipesat.solver.plan.executors import make_executor
+from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.search import PlanProgress, plan
+from pipesat.solver.plan.space import PlanLimits, enumerate_space
 from pipesat.solver.plan.spec import load_spec
 from pipesat.solver.report.plan_plot import plot_plan
-from pipesat.solver.report.plan_text import plan_columns, plan_document, plan_rows, plan_summary, progress_text
+from pipesat.solver.report.plan_text import (
+    no_best_text,
+    plan_columns,
+    plan_document,
+    plan_rows,
+    plan_summary,
+    progress_text,
+)
 from pipesat.solver.report.tables import format_rows
 
 OVERRIDES = (
@@ -48,6 +61,28 @@ OVERRIDES = (
     "training.tensor_parallel",
 )
 """The spec keys an option overrides (`--gpus` for `cluster.gpus`)."""
+LIMITS = {
+    "max_gpus": "GPUs (cluster.gpus)",
+    "max_global_batch": "sequences an iteration (training.global_batch)",
+    "max_layers": "layers (model.layers)",
+    "max_configurations": "configurations",
+}
+"""What each of the plan's caps (`PlanLimits`, an option `--max-...` each) counts."""
+MAX_LIMIT = 2**40
+"""The most a cap may be raised to: a number up to 2^40 is factorised (trial division) in a tenth of a second."""
+
+
+def _limit_options() -> list[Any]:
+    return [
+        click.option(
+            "--" + field.name.replace("_", "-"),
+            type=click.IntRange(1, MAX_LIMIT),
+            default=field.default,
+            show_default=True,
+            help=f"Refuse a plan of more {LIMITS[field.name]} than this.",
+        )
+        for field in dataclasses.fields(PlanLimits)
+    ]
 
 
 @click.command("plan")
@@ -64,40 +99,50 @@ OVERRIDES = (
     show_default=True,
     help="Seconds for the whole plan, shared by the solves, most promising first.",
 )
-@click.option(
-    "--jobs", type=click.IntRange(min=1), help="Solves at a time (default: this machine's cores for both executors)."
-)
+@click.option("--jobs", type=WORKER_COUNT, help="Solves at a time (default: this machine's cores for both executors).")
 @click.option(
     "--workers",
-    type=click.IntRange(1, MAX_WORKERS),
+    type=WORKER_COUNT,
     help="CP-SAT search workers of each solve (default: the cores / --jobs, at least 1).",
 )
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="CP-SAT random seed.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
 @click.option("--ray-address", help="A running Ray cluster's head, HEAD:6379 (with --executor ray).")
+@click.option(
+    "--ray-timeout",
+    type=FiniteFloat(min=0, min_open=True),
+    default=RAY_TIMEOUT,
+    show_default=True,
+    help="Seconds to reach the Ray cluster at --ray-address.",
+)
+@options(*_limit_options())
 @PROGRESS_OPTION
 @CPSAT_OPTIONS
 @FORCE_OPTION
 def plan_command(spec_file: Path, **options: Any) -> None:
     """Rank every way to train SPEC's model on its cluster: parallel degrees, placement, microbatch size
     and the best schedule of each, by tokens/s (docs/plan.md)."""
+    started = time.monotonic()
     reads(**{"spec file": spec_file})
     check_writes(options["force"], {"-o": options["output"], "--save-best": options["save_best"]})
     overrides = {dotted: options[dotted.split(".")[1]] for dotted in OVERRIDES}
     spec = load_spec(spec_file, overrides)
+    space = enumerate_space(spec, dataclass_from_options(PlanLimits, options))
     fmt = options["fmt"]
     if fmt == "json":
         give_stdout_to_data()
     cores = available_cores()
     parallel = options["jobs"] or cores
     cpsat_workers = options["workers"] or max(1, cores // parallel)
-    executor = make_executor(options["executor"], parallel, cpsat_workers, options["ray_address"])
-    with live_progress(options["progress"]) as line:
+    executor = make_executor(
+        options["executor"], parallel, cpsat_workers, options["ray_address"], options["ray_timeout"]
+    )
+    try:
+        with live_progress(options["progress"]) as line:
 
-        def progress(state: PlanProgress) -> None:
-            line.show(progress_text(state.phase, state.done, state.total, state.best_ms, state.elapsed, state.left))
+            def progress(state: PlanProgress) -> None:
+                line.show(progress_text(state.phase, state.done, state.total, state.best_ms, state.elapsed, state.left))
 
-        try:
             result = plan(
                 spec,
                 executor,
@@ -106,9 +151,18 @@ def plan_command(spec_file: Path, **options: Any) -> None:
                 cpsat_workers,
                 progress,
                 options["cpsat_params"],
+                space,
+                started,
             )
-        finally:
-            executor.close()
+        _report(result, options)
+    finally:
+        executor.close()  # after the report: a Ray started here takes a second to stop
+
+
+def _report(result: PlanResult, options: dict[str, Any]) -> None:
+    """Print the ranking and the summary, save the best schedule, draw the picture; then end with the
+    exit code that says how the plan ended (interrupted, or with no configuration that fits)."""
+    fmt = options["fmt"]
     if fmt == "json":
         click.echo(json.dumps(plan_document(result, options["top"]), indent=1))
     else:
@@ -118,11 +172,12 @@ def plan_command(spec_file: Path, **options: Any) -> None:
             say(summary if fmt == "table" else f"\n{summary}")
         else:
             click.echo(summary, err=True)
+    if options["save_best"] is not None and result.best_schedule is not None:
+        save_schedule(result.best_schedule, options["save_best"])
+        click.echo(f"best schedule: {options['save_best']}", err=fmt != "table")
     if options["output"] is not None:
         plot_plan(result, options["output"])
         click.echo(f"picture: {options['output']}", err=fmt != "table")
-    if options["save_best"] is not None:
-        if result.best_schedule is None:
-            raise ScheduleError("no configuration fits the GPUs' memory, so there is no schedule to save")
-        save_schedule(result.best_schedule, options["save_best"])
-        click.echo(f"best schedule: {options['save_best']}", err=fmt != "table")
+    exit_if_interrupted(result.interrupted)
+    if result.best_schedule is None:
+        raise ScheduleError(no_best_text(result))

@@ -10,7 +10,9 @@ are refused.
 
 Every file pipesat writes goes first to a temporary file in the same folder, which then replaces the
 target in one step (`write_atomically`): a kill or a full disk leaves the old file whole, never a
-truncated one.
+truncated one. Only regular files are written (`writable_target`): a folder, a device, a FIFO or a
+socket at the path is refused, and a symbolic link is followed, so the file it points to is replaced
+and the link stays.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -173,29 +176,60 @@ def _check_depth(path: Path, data: Any) -> None:
             stack.extend((item, depth + 1) for item in value)
 
 
+_KINDS = {
+    stat.S_ISDIR: "a folder",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISFIFO: "a FIFO (named pipe)",
+    stat.S_ISSOCK: "a socket",
+}
+
+
+def writable_target(path: Path, name: str = "") -> Path:
+    """The file that writing `path` makes or replaces: `path`, or the file its symbolic link points to.
+    Refused (one `InputError` line, `name` the option that gives the path) when something other than a
+    regular file is there, whatever --force says: a folder, a device, a FIFO, a socket."""
+    try:
+        target = path.resolve() if path.is_symlink() else path
+        mode = target.stat().st_mode if target.exists() else stat.S_IFREG
+    except (OSError, RuntimeError) as error:  # a loop of links is a RuntimeError
+        raise InputError(f"{name} {path}: cannot follow it ({error}); name a regular file".lstrip()) from None
+    if not stat.S_ISREG(mode):
+        kind = next((kind for test, kind in _KINDS.items() if test(mode)), "a special file")
+        link = f" (a link to {target})" if target != path else ""
+        raise InputError(f"{name} {path}{link} is {kind}, not a regular file; name a file to write".lstrip())
+    return target
+
+
 def write_atomically(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Make `path` with `write(temporary path)`, then move it into place in one step; the folder is
-    made when missing. A failure is one `InputError` line and leaves any file at `path` as it was."""
+    made when missing, and a symbolic link is followed (`writable_target`). A failure (a full disk, a
+    read-only one) is one `InputError` line and leaves any file at `path` as it was."""
     path = Path(path)
+    target = writable_target(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
         os.close(handle)
     except OSError as error:
-        raise InputError(f"{path}: cannot write ({error.strerror})") from None
+        raise _cannot_write(path, error) from None
     temporary = Path(name)
     try:
         write(temporary)
         with temporary.open("rb") as file:
             os.fsync(file.fileno())
         temporary.chmod(0o666 & ~_umask())
-        temporary.replace(path)
+        temporary.replace(target)
     except OSError as error:
-        raise InputError(f"{path}: cannot write ({error.strerror})") from None
+        raise _cannot_write(path, error) from None
     finally:
         with contextlib.suppress(OSError):
             temporary.unlink()
     return path
+
+
+def _cannot_write(path: Path, error: OSError) -> InputError:
+    return InputError(f"{path}: cannot write ({error.strerror}); nothing was changed there, write to another place")
 
 
 def write_text(path: str | Path, text: str) -> Path:

@@ -43,6 +43,8 @@ class Outcome(str, Enum):
     SOLVED = "solved"  # its schedule was searched, or met its lower bound without a search
     PRUNED = "pruned"  # its lower bound was already no better than the best found: not searched
     REFUSED = "refused"  # no schedule fits its GPUs' memory, proven (model state or smallest limit)
+    UNSEARCHED = "unsearched"  # keeps its handwritten schedule, not searched: interrupted, or out of time
+    UNFINISHED = "unfinished"  # not assessed: the plan was interrupted, or its time budget ran out
 
     def __str__(self) -> str:
         return self.value
@@ -96,7 +98,8 @@ class PlanResult:
     """The plan: every configuration ranked (refused ones last), the best one's schedule (validated),
     the counts, and how it ran. `proven_best` says that no configuration can beat the best by more
     than `best_gap` (0: the best is proven). `timing_dependent` is True when the time budget ran out
-    before the planned shares were spent, so another run may differ."""
+    before the planned shares were spent, so another run may differ. `interrupted` is True when Ctrl-C
+    or SIGTERM ended the plan: the results are what was finished by then."""
 
     results: list[ConfigResult]
     best_schedule: Schedule | None
@@ -109,6 +112,7 @@ class PlanResult:
     seed: int = 0
     executor: str = "local"
     timing_dependent: bool = False
+    interrupted: bool = False
 
     @property
     def best(self) -> ConfigResult | None:

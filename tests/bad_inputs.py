@@ -1,21 +1,29 @@
 """The catalogue of bad input: every kind of bad instance, file and option, with the one line it must give.
 
-Three tables, each run at the API and at the command line (`tests/test_bad_inputs.py`, and the model
+Four tables, each run at the API and at the command line (`tests/test_bad_inputs.py`, and the model
 and CLI tests for `BAD_INSTANCES`):
 - `BAD_INSTANCES`: instance mappings `Instance.from_dict` refuses with an `InstanceError` (exit 2).
 - `BAD_FILES`: files (instance, schedule, torch CSV) that a command refuses: the line and exit code at
   the command line, and the error its loader raises.
+- `BAD_SPACES`: plan specs whose space `enumerate_space` refuses before any work (a count beyond its
+  cap, a model the cost model refuses); each is also a row of `BAD_COMMANDS`.
 - `BAD_COMMANDS`: option values and output files that a command refuses, before it does any work.
-A new kind of bad input gets a row here.
+A new kind of bad input gets a row here. Not here: what needs root (replacing a device file is
+refused like a FIFO: `tests/solver/io`), a write that fails (`tests/test_cli_files.py`), a signal
+(`tests/test_cli_plan.py`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.solver.plan.conftest import TINY
 
 BASE: dict[str, Any] = {"num_devices": 2, "num_microbatches": 3}
 
@@ -243,7 +251,60 @@ class BadCommand:
     exit_code: int = 2
 
 
+@dataclass(frozen=True)
+class BadSpace:
+    """The tiny plan spec with `changes` (by section), refused with `message` before any work: by
+    `enumerate_space(spec, PlanLimits(**limits))`, and by `pipesat plan CASE.yaml --max-...` (exit 2)."""
+
+    case: str
+    changes: dict[str, dict[str, Any]]
+    message: str
+    limits: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return {section: {**keys, **self.changes.get(section, {})} for section, keys in TINY.items()}
+
+    @property
+    def command(self) -> BadCommand:
+        options = [part for name, value in self.limits.items() for part in ("--" + name.replace("_", "-"), value)]
+        return BadCommand(f"plan-{self.case}", ("plan", f"{self.case}.yaml", *options), self.message)
+
+
+def _cap(key: str, value: int, cap: int, option: str) -> str:
+    return (
+        f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, or raise the limit with "
+        f"`pipesat plan {option} N`"
+    )
+
+
+BAD_SPACES = [
+    BadSpace("gpus-1e9", {"cluster": {"gpus": 10**9}}, _cap("cluster.gpus", 10**9, 2**20, "--max-gpus")),
+    BadSpace("gpus-2-63", {"cluster": {"gpus": 2**63}}, _cap("cluster.gpus", 2**63, 2**20, "--max-gpus")),
+    BadSpace(
+        "global-batch-1e12",
+        {"training": {"global_batch": 10**12}},
+        _cap("training.global_batch", 10**12, 2**20, "--max-global-batch"),
+    ),
+    BadSpace("layers-1e6", {"model": {"layers": 10**6}}, _cap("model.layers", 10**6, 10_000, "--max-layers")),
+    BadSpace("gpus-over-a-lowered-cap", {}, _cap("cluster.gpus", 4, 2, "--max-gpus"), {"max_gpus": 2}),
+    BadSpace(
+        "configurations",
+        {},
+        "the plan has more than 3 configurations; narrow training.tensor_parallel, microbatch_sizes or placements, "
+        "or raise the limit with `pipesat plan --max-configurations N`",
+        {"max_configurations": 3},
+    ),
+    BadSpace(
+        "heads-not-dividing-hidden",
+        {"model": {"hidden": 500}},
+        "hidden 500 is not divisible by heads 8; the head size hidden/heads must be whole",
+    ),
+]
+
 SMALL = ("-s", "2", "-b", "2")
+PLAN = ("plan", "plan.yaml", "--time-budget", "5")
+HAS_RAY = importlib.util.find_spec("ray") is not None
 SMALL_MODEL = ("instance", "from-model", "--layers", "4", "--hidden", "1024", "--heads", "8", "--seq-len", "1024")
 SMALL_MODEL += ("-p", "2", "-m", "4", "--tflops", "100")
 BAD_COMMANDS = [
@@ -285,5 +346,46 @@ BAD_COMMANDS = [
     BadCommand("two-outputs", ("solve", *SMALL, "--save", "x.png", "-o", "x.png"), "x.png is both --save and -o"),
     BadCommand("existing-output", ("solve", *SMALL, "--save", "s.json"), "s.json already exists; add --force"),
     BadCommand("output-in-a-file", ("solve", *SMALL, "--save", "cfg.yaml/x.json"), "cannot write in"),
+    BadCommand(
+        "save-to-a-fifo",
+        ("solve", *SMALL, "--save", "fifo", "--force"),
+        "--save fifo is a FIFO (named pipe), not a regular file; name a file to write",
+    ),
+    BadCommand(
+        "save-best-to-a-fifo", (*PLAN, "--save-best", "fifo"), "--save-best fifo is a FIFO (named pipe), not a regular"
+    ),
+    BadCommand(
+        "save-to-a-link-to-a-fifo",
+        ("solve", *SMALL, "--save", "to-fifo", "--force"),
+        "is a FIFO (named pipe), not a regular file",
+    ),
+    BadCommand("save-best-to-a-folder", (*PLAN, "--save-best", "folder", "--force"), "'folder' is a directory"),
+    *(
+        [
+            BadCommand(
+                "save-best-to-dev-full",
+                (*PLAN, "--save-best", "/dev/full", "--force"),
+                "--save-best /dev/full is a character device, not a regular file",
+            )
+        ]
+        if Path("/dev/full").exists()
+        else []
+    ),
+    *(space.command for space in BAD_SPACES),
+    BadCommand(
+        "plan-largest-pipeline",
+        ("--max-ops", "50", *PLAN),
+        "the largest pipeline, t1 p4 d1 interleaved b1 m4: 96 ops (4 devices x 2 chunks x 4 microbatches x 3 kinds) "
+        "is more than the limit of 50",
+    ),
+    BadCommand("plan-workers-1000", (*PLAN, "--workers", "1000"), "1000 is not in the range 1<=x<=256"),
+    BadCommand("plan-jobs-1000", (*PLAN, "--jobs", "1000"), "1000 is not in the range 1<=x<=256"),
+    BadCommand(
+        "plan-ray-unreachable",
+        (*PLAN, "--executor", "ray", "--ray-address", "127.0.0.1:1", "--ray-timeout", "2"),
+        "cannot reach the Ray cluster at 127.0.0.1:1 within 2 s" if HAS_RAY else "--executor ray needs Ray",
+    ),
 ]
-"""Run in a folder holding `cfg.yaml` (an instance) and `s.json` (a valid schedule)."""
+"""Run in a folder holding `cfg.yaml` (an instance), `s.json` (a valid schedule), `plan.yaml` (the tiny
+plan spec), `CASE.yaml` for each of `BAD_SPACES`, `fifo` (a FIFO), `to-fifo` (a link to it) and
+`folder` (an empty folder)."""

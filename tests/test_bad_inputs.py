@@ -3,15 +3,21 @@ line with the expected message, the expected exit code, no traceback, and nothin
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from pipesat.models import InputError, PipesatError, load_instance
 from pipesat.solver.io.schedule_file import load_schedule
+from pipesat.solver.plan.space import PlanLimits, enumerate_space
+from pipesat.solver.plan.spec import spec_from_dict
 from pipesat.solver.torch.import_schedule import read_torch_csv
-from tests.bad_inputs import BAD_COMMANDS, BAD_FILES, BadCommand, BadFile
+from tests.bad_inputs import BAD_COMMANDS, BAD_FILES, BAD_SPACES, BadCommand, BadFile, BadSpace
 from tests.cli_helpers import cli_error, cli_ok, run_cli
+from tests.solver.plan.conftest import TINY
 
 LOADERS = {"instance": load_instance, "schedule": load_schedule, "csv": read_torch_csv}
 
@@ -43,11 +49,32 @@ def test_a_bad_command_is_refused_before_any_work(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "cfg.yaml").write_text("num_devices: 2\nnum_microbatches: 2\n")
     cli_ok(run_cli("schedule", "1f1b", "-s", "2", "-b", "2", "--no-visualization", "--save", "s.json"))
-    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(TINY))
+    for space in BAD_SPACES:
+        (tmp_path / f"{space.case}.yaml").write_text(yaml.safe_dump(space.spec))
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "to-fifo").symlink_to("fifo")
+    (tmp_path / "folder").mkdir()
+    before = _contents(tmp_path)
     result = run_cli(*bad.args)
     assert bad.message in cli_error(result, bad.exit_code)
     assert result.stdout == ""
-    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+    assert _contents(tmp_path) == before
+
+
+def _contents(folder: Path) -> dict[str, Any]:
+    """What a folder holds: each regular file's bytes, and what each other entry is."""
+    return {
+        path.name: path.read_bytes() if path.is_file() and not path.is_symlink() else os.lstat(path).st_mode
+        for path in folder.iterdir()
+    }
+
+
+@pytest.mark.parametrize("bad", BAD_SPACES, ids=lambda bad: bad.case)
+def test_a_plan_beyond_its_limits_is_refused_at_the_api(bad: BadSpace) -> None:
+    with pytest.raises(InputError) as raised:
+        enumerate_space(spec_from_dict(bad.spec), PlanLimits(**bad.limits))
+    assert str(raised.value) == bad.message
 
 
 def test_every_error_is_a_pipesat_error_with_one_line() -> None:

@@ -8,13 +8,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 import pytest
 
-from pipesat.cli_options import EXIT_BAD_INPUT, EXIT_INVALID
+from pipesat.cli_options import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_INVALID
 from pipesat.models import Instance
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retime_for_span
@@ -501,3 +505,19 @@ def test_a_window_without_a_picture_is_refused_before_any_work() -> None:
     for args in (["schedule", "1f1b", "-s", 2, "-b", 2, "--no-visualization"], ["solve", *TINY]):
         line = cli_error(run_cli(*args, "--window", "0:5"))
         assert line == "error: --window zooms the picture, but no picture is drawn (see -o)"
+
+
+def test_an_interrupted_solve_keeps_its_best_and_exits_interrupted(tmp_path: Path) -> None:
+    saved = tmp_path / "s.json"
+    instance = INSTANCES_DIR / "zb-paper" / "1.5b-p8-m64.yaml"
+    command = [sys.executable, "-m", "pipesat.cli", "solve", str(instance), "--memory-limit", "0.5x"]
+    command += ["--time-limit", "60", "--workers", "1", "--save", str(saved), "--no-progress"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    process.stdout.readline()  # the solve has begun
+    time.sleep(2)
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=30)
+    assert process.returncode == EXIT_INTERRUPTED
+    assert _field(out, "status").startswith("interrupted")
+    assert validate(load_schedule(saved)) == []

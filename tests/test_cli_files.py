@@ -1,13 +1,19 @@
 """The files commands write: never an input, never two outputs in one file, never over an existing file
-the user named without --force (a default picture is replaced), and all of it refused (exit 2, one
-line) before any work is done."""
+the user named without --force (a default picture is replaced), only regular files (a link is
+followed), all of it refused (exit 2, one line) before any work is done, and a write that fails is
+one line, exit 2, with nothing changed."""
 
 from __future__ import annotations
 
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from pipesat.cli_options import EXIT_BAD_INPUT
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 
 SMALL = ["-s", "2", "-b", "2"]
@@ -102,3 +108,33 @@ def test_save_dir_files_are_checked_before_the_comparison(tmp_path: Path) -> Non
     assert (folder / "cp-sat.json").read_text().startswith("{")
     line = cli_error(run_cli("pareto", *SMALL, "--save-dir", folder / "cp-sat.json", "--no-visualization"))
     assert f"Directory '{folder / 'cp-sat.json'}' is a file" in line
+
+
+def test_a_link_is_followed_and_stays_a_link(tmp_path: Path) -> None:
+    target = tmp_path / "runs" / "s.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    assert "latest.json already exists; add --force" in cli_error(run_cli("solve", *SMALL, "--save", link))
+    cli_ok(run_cli("solve", *SMALL, "--save", link, "--force"))
+    assert link.is_symlink() and target.read_text().startswith("{")
+
+
+def _small_files() -> None:
+    """In the child, before pipesat starts: no file may grow past 2 KB (a write past it fails, EFBIG)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+
+def test_a_write_that_fails_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "s.json"
+    target.write_text("the old file")
+    command = [sys.executable, "-m", "pipesat.cli", "solve", "-s", "4", "-b", "8", "--save", str(target), "--force"]
+    result = subprocess.run(command, capture_output=True, text=True, preexec_fn=_small_files, timeout=120)
+    assert result.returncode == EXIT_BAD_INPUT, result.stderr
+    assert result.stderr.splitlines() == [
+        f"error: {target}: cannot write (File too large); nothing was changed there, write to another place"
+    ]
+    assert target.read_text() == "the old file"
+    assert [path.name for path in tmp_path.iterdir()] == ["s.json"]  # no partial file left

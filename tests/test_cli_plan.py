@@ -1,19 +1,26 @@
 """`pipesat plan` through the command line: the table in every format, the picture, the best schedule
-(valid, accepted by `check`), overrides, and one-line errors."""
+(valid, accepted by `check`), overrides, one-line errors, exit codes, and Ctrl-C or SIGTERM mid-plan."""
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from pipesat.cli_options import EXIT_INTERRUPTED, EXIT_INVALID
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.io.schedule_file import load_schedule
 from tests.cli_helpers import cli_error, cli_ok, run_cli
+from tests.conftest import ROOT
 from tests.solver.plan.conftest import TINY
 
 FAST = ("--time-budget", 20, "--jobs", 2, "--workers", 1, "--seed", 0)
@@ -97,3 +104,63 @@ def test_outputs_never_overwrite_the_spec_or_an_existing_file(spec_file: Path, t
     existing = tmp_path / "best.json"
     existing.write_text("{}")
     assert "--force" in cli_error(run_cli("plan", spec_file, *FAST, "--save-best", existing))
+
+
+def test_nothing_that_fits_is_exit_1_after_the_ranking(spec_file: Path, tmp_path: Path) -> None:
+    best = tmp_path / "best.json"
+    result = run_cli("plan", spec_file, *FAST, "--gpu-memory", "1MiB", "--save-best", best)
+    line = cli_error(result, EXIT_INVALID)
+    assert line.startswith("error: no configuration fits the GPUs' memory; give more GPUs or memory")
+    assert "configurations: 7 (solved 0, pruned by bound 0, refused by memory 7)" in result.stdout
+    assert not best.exists()
+
+
+def test_the_plan_keeps_its_budget_and_marks_what_it_did_not_finish() -> None:
+    # Llama 3 8B: its 230 assessments take far longer than 3 s on any machine.
+    spec = ROOT / "instances/plan/llama3-8b-32gpu.yaml"
+    result = run_cli("plan", spec, "--time-budget", 3, "--format", "json", "--top", 230)
+    document = json.loads(result.stdout)
+    assert document["run"]["wall_seconds"] <= 3 and not document["run"]["interrupted"]
+    assert document["counts"]["unfinished"] > 0 and document["best_gap"] is None
+    notes = {row["note"] for row in document["configurations"] if row["outcome"] == "not assessed"}
+    assert notes == {"not assessed: the time budget ran out"}
+    assert result.exit_code == (EXIT_INVALID if document["best"] is None else 0)
+
+
+HAS_RAY = importlib.util.find_spec("ray") is not None
+
+
+@pytest.mark.parametrize(
+    ("executor", "stop"),
+    [
+        ("local", signal.SIGINT),
+        ("local", signal.SIGTERM),
+        pytest.param("ray", signal.SIGTERM, marks=pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed")),
+    ],
+)
+def test_a_signal_ends_the_plan_with_the_ranking_so_far(tmp_path: Path, executor: str, stop: signal.Signals) -> None:
+    best = tmp_path / "best.json"
+    command = [sys.executable, "-m", "pipesat.cli", "plan", str(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")]
+    command += ["--time-budget", "120", "--jobs", "2", "--workers", "1", "--executor", executor]
+    command += ["--progress", "--save-best", str(best)]
+    errors = tmp_path / "stderr.txt"
+    with errors.open("w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
+        started = time.monotonic()
+        while "solving" not in errors.read_text() and time.monotonic() - started < 60 and process.poll() is None:
+            time.sleep(0.2)  # until the solves run (the progress line says so)
+        sent = time.monotonic()
+        process.send_signal(stop)
+        try:
+            out, _ = process.communicate(timeout=30)
+        finally:
+            process.kill()
+    ended = time.monotonic() - sent
+    assert process.returncode == EXIT_INTERRUPTED, errors.read_text()[-2000:]
+    assert ended < 10
+    assert out.splitlines()[0].split()[:4] == ["rank", "t", "p", "d"]
+    assert "interrupted: the ranking of what the plan had" in out
+    assert validate(load_schedule(best)) == []
+    time.sleep(0.5)
+    left = subprocess.run(["ps", "-o", "pid=", "-g", str(process.pid)], capture_output=True, text=True).stdout
+    assert left.split() == []  # no worker outlives the plan

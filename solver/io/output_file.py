@@ -5,7 +5,11 @@ same file, and replaces an existing file the user named only when told to (`--fo
 command names itself, the picture it draws by default (`pipeline_1f1b.png`), is a `DefaultName`: it
 is replaced, so the same command line can be run again. All of it is checked before the command does
 its work, together with whether each output's folder can be written, so a long solve never ends in
-"cannot write". The writes themselves are atomic (`models.document`).
+"cannot write". Outputs are regular files: a folder, a device, a FIFO or a socket at the path is
+refused, --force or not; a symbolic link is followed, so the file it points to is the output (it
+must not be an input) and is replaced, and the link stays. The writes themselves are atomic
+(`models.document`); a write that fails (a full disk, a read-only one) is one line and changes
+nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipesat.models import InputError
-from pipesat.models.document import write_text
+from pipesat.models.document import writable_target, write_text
 
 
 @dataclass(frozen=True)
@@ -60,11 +64,10 @@ def _identity(path: Path) -> Path:
 
 
 def _check_writable(name: str, path: Path, force: bool) -> None:
-    if path.is_dir():
-        raise InputError(f"{name} {path} is a folder; name a file")
-    if path.exists() and not force:
+    target = writable_target(path, name)
+    if target.exists() and not force:
         raise InputError(f"{path} already exists; add --force to replace it, or write to another file")
-    folder = path.expanduser().absolute().parent
+    folder = target.expanduser().absolute().parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):

@@ -15,6 +15,11 @@ CP-SAT only where a configuration may still beat the best found.
    run at once; each wave gets an equal share of what is left of the budget for the waves left
    (so pruning gives later waves more), and after each wave the queue is pruned again.
 
+The whole plan keeps to its budget: the assessments and the solves still running near its end are
+stopped (`executors`), a solve keeping its best schedule, and what was not finished is marked so in
+the ranking (not assessed, not searched) and leaves the best unproven. Ctrl-C and SIGTERM end the
+plan the same way, at once: the ranking of what it has, `interrupted`.
+
 Every schedule is validated before it is measured. Runs are deterministic for a seed: solves use
 CP-SAT's deterministic time, the shares are computed from the budget and the counts (not from the
 clock) unless the budget runs out, and every order is a total order on the configurations.
@@ -23,12 +28,13 @@ clock) unless the budget runs out, and every order is a total order on the confi
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from pipesat.models import InstanceError, Objective, PipesatError, Schedule
+from pipesat.models import InstanceError, Objective, PipesatError, Schedule, Status
 from pipesat.models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
 from pipesat.models.tolerance import fits
 from pipesat.models.units import memory_text
@@ -37,19 +43,25 @@ from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import handwritten_schedules
 from pipesat.solver.instances.from_model import Derivation, derive
-from pipesat.solver.plan.executors import Executor
+from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted
 from pipesat.solver.plan.measure import fixed_ms, measure, usable_memory
-from pipesat.solver.plan.space import description, enumerate_space
+from pipesat.solver.plan.space import Space, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec
 from pipesat.solver.portfolio import Problem, preferred, starting_candidates
 from pipesat.solver.solve import solve
 
+LOG = logging.getLogger(__name__)
 PHASE1_SHARE = 0.2
 """The share of the budget kept for the assessments; the solves share the rest."""
 MIN_SOLVE_SECONDS = 0.5
 """A solve given less than this is not started: its configuration keeps its handwritten schedule."""
-WALL_MARGIN = 1.0
-"""Seconds kept back from the budget for measuring, ranking and saving after the last wave."""
+WALL_MARGIN = 1.5
+"""Seconds before the end of the budget by which the last wave of solves is planned to end."""
+END_MARGIN = STOP_WAIT + 0.1
+"""Tasks still running this long before the end of the budget are stopped: they answer within
+STOP_WAIT, and a tenth of a second is left to rank what the plan has."""
+INTERRUPTED = "interrupted"
+OUT_OF_TIME = "the time budget ran out"
 WALL_LIMITED = 0.95
 """A solve that ran this part of its wall-time share or more was (taken as) stopped by the wall clock."""
 DETERMINISTIC_SHARE = 0.5
@@ -67,7 +79,7 @@ class Found:
     config: Configuration
     schedule: Schedule
     made_by: str
-    status: str
+    status: Status
     makespan_bound: float
     fixed_ms: float
     measure: Measure
@@ -106,6 +118,7 @@ class SolveTask:
     time_limit: float
     seed: int
     workers: int
+    cpsat_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,7 @@ def _derive(spec: PlanSpec, config: Configuration) -> Derivation:
 def assess(task: AssessTask) -> Assessment:
     """Step 1 for one configuration (runs in a worker)."""
     spec, config = task.spec, task.config
+    LOG.info("assess %s", config.label)
     try:
         derivation = _derive(spec, config)
     except InstanceError as error:
@@ -138,7 +152,7 @@ def assess(task: AssessTask) -> Assessment:
             return Assessment(config, refused=str(error), shape=True)
         return Assessment(config, refused=f"model state does not fit: {error}")
     instance = derivation.instance
-    limits = instance.memory_limit or []
+    limits = instance.memory_limit or ()
     for device, (least, limit) in enumerate(zip(minimum_memory_limits(instance), limits, strict=True)):
         if not fits(least, limit):
             return Assessment(
@@ -153,13 +167,18 @@ def assess(task: AssessTask) -> Assessment:
     schedule = ensure_valid(best.schedule)
     fixed = fixed_ms(spec, config, derivation.states)
     bound = problem.lower_bound()
-    found = Found(config, schedule, best.name, "", bound, fixed, measure(spec, config, derivation, schedule))
-    return Assessment(config, found=dataclasses.replace(found, status="optimal" if found.optimal else "feasible"))
+    found = Found(
+        config, schedule, best.name, Status.FEASIBLE, bound, fixed, measure(spec, config, derivation, schedule)
+    )
+    return Assessment(
+        config, found=dataclasses.replace(found, status=Status.OPTIMAL if found.optimal else Status.FEASIBLE)
+    )
 
 
 def solve_config(task: SolveTask) -> Found:
     """Step 3 for one configuration: CP-SAT for `time_limit` seconds (runs in a worker)."""
     spec, config = task.spec, task.config
+    LOG.info("solve %s for %.3g s", config.label, task.time_limit)
     derivation = _derive(spec, config)
     result = solve(
         derivation.instance,
@@ -169,9 +188,12 @@ def solve_config(task: SolveTask) -> Found:
         seed=task.seed,
         deterministic=True,
         wall_factor=1 / DETERMINISTIC_SHARE,
+        cpsat_params=task.cpsat_params,
     )
     if result.schedule is None or result.bound is None:
-        raise PipesatError(f"{config.label}: the solve found no schedule ({result.status.value})")
+        if result.status == Status.INTERRUPTED:
+            raise KeyboardInterrupt  # stopped before it had a schedule: no result (`executors`)
+        raise PipesatError(f"{config.label}: the solve found no schedule ({result.status.value}: {result.reason})")
     schedule = ensure_valid(result.schedule)
     fixed = fixed_ms(spec, config, derivation.states)
     made_by = str(schedule.source.get("made_by") or "cp-sat")
@@ -179,7 +201,7 @@ def solve_config(task: SolveTask) -> Found:
         config,
         schedule,
         made_by,
-        result.status.value,
+        result.status,
         result.bound,
         fixed,
         measure(spec, config, derivation, schedule),
@@ -194,114 +216,199 @@ def plan(
     seed: int = 0,
     cpsat_workers: int = 1,
     progress: Callable[[PlanProgress], None] | None = None,
+    cpsat_params: Mapping[str, str] | None = None,
+    space: Space | None = None,
+    started: float | None = None,
 ) -> PlanResult:
-    """The best configuration of `spec` and its schedule, every configuration ranked (module notes)."""
-    clock = time.monotonic()
-    configs, skipped = enumerate_space(spec)
+    """The best configuration of `spec` and its schedule, every configuration ranked (module notes).
+    `cpsat_params` are CP-SAT's own parameters for every solve (`solve`'s). `space` is what to search
+    (`enumerate_space(spec)` when not given), and the budget counts from `started` (a
+    `time.monotonic()`, now when not given). Ctrl-C or SIGTERM ends the plan within a second with what
+    it has: the running solves' best schedules, and what was not finished marked so (`interrupted`)."""
+    run = _Run(spec, executor, time_budget, started, progress)
+    configs, skipped = space or enumerate_space(spec)
     if not configs:
         why = f": {skipped[0]}" if skipped else ""
         raise InstanceError(f"no configuration of {spec.cluster.gpus} GPUs fits this model and batch{why}")
-    tracker = _Tracker(clock, time_budget, executor.parallel, progress)
+    try:
+        run.assess(configs)
+        run.solve(seed, cpsat_workers, cpsat_params or {})
+    except KeyboardInterrupt:
+        run.interrupted = True
+    return run.result(configs, skipped, seed, cpsat_workers)
 
-    tracker.phase("assess", len(configs), None)
-    assessments = executor.run(assess, [AssessTask(spec, config) for config in configs], tracker.poll)
-    results: dict[Configuration, ConfigResult] = {}
-    found: dict[Configuration, Found] = {}
-    for assessment in assessments:
-        if assessment.shape:
-            skipped.append(f"{assessment.config.label}: {assessment.refused}")
-        elif assessment.found is None:
-            results[assessment.config] = ConfigResult(
-                assessment.config, Outcome.REFUSED, usable_memory=usable_memory(spec), note=assessment.refused
-            )
-        else:
-            found[assessment.config] = assessment.found
-    best = _best(found.values())
-    queue = sorted(
-        (item for item in found.values() if not item.optimal), key=lambda item: (item.iteration_bound, item.config)
-    )
-    searched: dict[Configuration, float] = {}
 
-    spent = time.monotonic() - clock
-    solve_budget = time_budget * (1 - PHASE1_SHARE)
-    timing_dependent = False
-    if spent > time_budget * PHASE1_SHARE:
-        solve_budget = max(0.0, time_budget - spent - WALL_MARGIN)
-        timing_dependent = True
-    workers = cpsat_workers
-    queue, pruned = _prune(queue, best)
-    tracker.phase("solve", len(queue), best)
-    done = 0
-    while queue:
-        queue, newly = _prune(queue, best)
-        pruned.update(newly)
-        tracker.total = done + len(queue)
-        if not queue:
-            break
-        waves = math.ceil(len(queue) / executor.parallel)
-        share = math.floor(solve_budget / waves * 10) / 10
-        wall_left = time_budget - (time.monotonic() - clock) - WALL_MARGIN
-        if share > wall_left:
-            share, timing_dependent = math.floor(wall_left * 10) / 10, True
-        if share < MIN_SOLVE_SECONDS:
-            break
-        wave, queue = queue[: executor.parallel], queue[executor.parallel :]
-        tracker.wave(share, solve_budget - share)
-        tasks = [SolveTask(spec, item.config, share, seed, workers) for item in wave]
-        solved = executor.run(solve_config, tasks, lambda n, done=done: tracker.poll(done + n))
-        done += len(wave)
-        solve_budget -= share
+class _Run:
+    """A plan as it goes: what each configuration has come to so far, from which the result is made
+    whenever the plan ends (done, out of time, or interrupted between any two steps)."""
+
+    def __init__(
+        self,
+        spec: PlanSpec,
+        executor: Executor,
+        budget: float,
+        started: float | None,
+        progress: Callable[[PlanProgress], None] | None,
+    ) -> None:
+        self.spec, self.executor, self.budget = spec, executor, budget
+        self.clock = time.monotonic() if started is None else started
+        self.end = self.clock + budget - executor.closing  # the executor closes within the budget too
+        self.stop_at = self.end - END_MARGIN
+        self.tracker = _Tracker(self.clock, budget, executor.parallel, progress)
+        self.found: dict[Configuration, Found] = {}
+        self.refused: dict[Configuration, str] = {}
+        self.shapes: dict[Configuration, str] = {}
+        self.unfinished: dict[Configuration, str] = {}  # not assessed, and why
+        self.unsearched: dict[Configuration, str] = {}  # not searched (or its solve gave no result), and why
+        self.pruned: dict[Configuration, str] = {}
+        self.searched: dict[Configuration, float] = {}
+        self.best: Found | None = None
+        self.timing_dependent = False
+        self.interrupted = False
+
+    def assess(self, configs: list[Configuration]) -> None:
+        """Step 1, until the budget's end."""
+        self.tracker.phase("assess", len(configs), None)
+        tasks = [AssessTask(self.spec, config) for config in configs]
+        try:
+            assessments = self.executor.run(assess, tasks, self.tracker.poll, self.stop_at)
+        except Interrupted as stop:
+            self._assessed(configs, stop.results, INTERRUPTED)
+            raise
+        self._assessed(configs, assessments, OUT_OF_TIME)
+
+    def _assessed(self, configs: list[Configuration], assessments: list[Assessment | None], why: str) -> None:
+        for config, assessment in zip(configs, assessments, strict=True):
+            if assessment is None:
+                self.unfinished[config] = why
+            elif assessment.shape:
+                self.shapes[config] = assessment.refused
+            elif assessment.found is None:
+                self.refused[config] = assessment.refused
+            else:
+                self.found[config] = assessment.found
+        self.best = _best(self.found.values())
+
+    def solve(self, seed: int, workers: int, cpsat_params: Mapping[str, str]) -> None:
+        """Steps 2 and 3: prune, and solve the rest in waves, each with its share of the budget left."""
+        queue = sorted(
+            (item for item in self.found.values() if not item.optimal),
+            key=lambda item: (item.iteration_bound, item.config),
+        )
+        spent = time.monotonic() - self.clock
+        solve_budget = self.budget * (1 - PHASE1_SHARE)
+        if spent > self.budget * PHASE1_SHARE:
+            solve_budget = max(0.0, self.budget - spent - WALL_MARGIN)
+            self.timing_dependent = True
+        queue = self._prune(queue)
+        self.tracker.phase("solve", len(queue), self.best)
+        done = 0
+        parallel = self.executor.parallel
+        while queue:
+            queue = self._prune(queue)
+            self.tracker.total = done + len(queue)
+            if not queue:
+                break
+            share = math.floor(solve_budget / math.ceil(len(queue) / parallel) * 10) / 10
+            wall_left = self.end - WALL_MARGIN - time.monotonic()
+            if share > wall_left:
+                share, self.timing_dependent = math.floor(wall_left * 10) / 10, True
+            if share < MIN_SOLVE_SECONDS:
+                break
+            wave, queue = queue[:parallel], queue[parallel:]
+            self.tracker.wave(share, solve_budget - share)
+            tasks = [SolveTask(self.spec, item.config, share, seed, workers, cpsat_params) for item in wave]
+            try:
+                solved = self.executor.run(solve_config, tasks, self.tracker.poll_after(done), self.stop_at)
+            except Interrupted as stop:
+                self._solved(wave, stop.results, share, INTERRUPTED)
+                raise
+            self._solved(wave, solved, share, OUT_OF_TIME)
+            done += len(wave)
+            solve_budget -= share
+        for item in queue:  # no time left for them: they keep their handwritten schedules
+            self.unsearched[item.config] = OUT_OF_TIME
+
+    def _prune(self, queue: list[Found]) -> list[Found]:
+        queue, pruned = _prune(queue, self.best)
+        self.pruned.update(pruned)
+        return queue
+
+    def _solved(self, wave: list[Found], solved: list[Found | None], share: float, why: str) -> None:
         for before, after in zip(wave, solved, strict=True):
-            searched[after.config] = share
-            timing_dependent |= after.wall_limited
-            found[after.config] = _kept(before, after)
-        best = _best(found.values())
-        tracker.best = best
-    for item in queue:
-        pruned.setdefault(item.config, "")  # out of time: keeps its handwritten schedule, unsearched
+            if after is None:
+                self.unsearched[before.config] = why
+                continue
+            self.searched[after.config] = share
+            self.timing_dependent |= after.wall_limited
+            self.found[after.config] = _kept(before, after)
+        self.best = self.tracker.best = _best(self.found.values())
 
-    for config, item in found.items():
-        if pruned.get(config):
-            outcome, note = Outcome.PRUNED, pruned[config]
-        elif config in pruned:
-            outcome, note = Outcome.SOLVED, "not searched: the time budget ran out"
-            timing_dependent = True
-        else:
-            outcome, note = Outcome.SOLVED, "" if config in searched else "met its lower bound"
-        results[config] = ConfigResult(
+    def result(self, configs: list[Configuration], skipped: list[str], seed: int, workers: int) -> PlanResult:
+        """The ranking of what the plan has now; refused (one line) when the cost model refused every
+        configuration."""
+        usable = usable_memory(self.spec)
+        results = []
+        for config in configs:
+            if config in self.shapes:
+                continue
+            item = self.found.get(config)
+            if config in self.refused:
+                results.append(ConfigResult(config, Outcome.REFUSED, usable_memory=usable, note=self.refused[config]))
+            elif item is None:
+                why = self.unfinished.get(config, INTERRUPTED)
+                note = f"not assessed: {why}"
+                results.append(ConfigResult(config, Outcome.UNFINISHED, usable_memory=usable, note=note))
+            else:
+                results.append(self._ranked(item, usable))
+        if not results:
+            why = next(iter(self.shapes.values()))
+            raise InstanceError(f"no configuration of {self.spec.cluster.gpus} GPUs fits this model: {why}")
+        out_of_time = OUT_OF_TIME in (*self.unfinished.values(), *self.unsearched.values())
+        best, best_gap = self.best, None
+        if best is not None and all(result.outcome != Outcome.UNFINISHED for result in results):
+            least = min(item.iteration_bound for item in self.found.values())
+            best_gap = relative_gap(best.measure.iteration_ms, min(least, best.measure.iteration_ms))
+        return PlanResult(
+            results=sorted(results, key=lambda result: result.rank_key),
+            best_schedule=None
+            if best is None
+            else best.schedule.with_source(plan=best.config.label, iteration_ms=best.measure.iteration_ms),
+            skipped_shapes=[*skipped, *(f"{config.label}: {why}" for config, why in self.shapes.items())],
+            best_gap=best_gap,
+            wall_seconds=time.monotonic() - self.clock,
+            time_budget=self.budget,
+            parallel=self.executor.parallel,
+            cpsat_workers=workers,
+            seed=seed,
+            executor=self.executor.name,
+            timing_dependent=self.timing_dependent or out_of_time,
+            interrupted=self.interrupted,
+        )
+
+    def _ranked(self, item: Found, usable: float) -> ConfigResult:
+        """The result of a configuration with a schedule: solved, pruned, or not searched (and why)."""
+        config = item.config
+        outcome, note = Outcome.SOLVED, ""
+        if config in self.pruned:
+            outcome, note = Outcome.PRUNED, self.pruned[config]
+        elif config not in self.searched and item.optimal:
+            note = "met its lower bound"
+        elif config not in self.searched:
+            outcome, note = Outcome.UNSEARCHED, f"not searched: {self.unsearched.get(config, INTERRUPTED)}"
+        return ConfigResult(
             config,
             outcome,
             measure=item.measure,
             made_by=item.made_by,
-            status="optimal" if item.optimal else item.status or "feasible",
+            status=Status.OPTIMAL if item.optimal else item.status,
             makespan_bound=item.makespan_bound,
             iteration_bound_ms=item.iteration_bound,
             gap=relative_gap(item.measure.makespan_ms, item.makespan_bound),
-            search_seconds=searched.get(config, 0.0),
-            usable_memory=usable_memory(spec),
+            search_seconds=self.searched.get(config, 0.0),
+            usable_memory=usable,
             note=note,
         )
-    ranked = sorted(results.values(), key=lambda result: result.rank_key)
-    best_gap = None
-    if best is not None:
-        least = min(item.iteration_bound for item in found.values())
-        best_gap = relative_gap(best.measure.iteration_ms, min(least, best.measure.iteration_ms))
-    best_schedule = None
-    if best is not None:
-        best_schedule = best.schedule.with_source(plan=best.config.label, iteration_ms=best.measure.iteration_ms)
-    return PlanResult(
-        results=ranked,
-        best_schedule=best_schedule,
-        skipped_shapes=skipped,
-        best_gap=best_gap,
-        wall_seconds=time.monotonic() - clock,
-        time_budget=time_budget,
-        parallel=executor.parallel,
-        cpsat_workers=workers,
-        seed=seed,
-        executor=executor.name,
-        timing_dependent=timing_dependent,
-    )
 
 
 def _kept(before: Found, after: Found) -> Found:
@@ -339,7 +446,8 @@ class _Tracker:
         self, clock: float, budget: float, parallel: int, progress: Callable[[PlanProgress], None] | None
     ) -> None:
         self.clock, self.budget, self.parallel, self.progress = clock, budget, parallel, progress
-        self.name, self.total, self.best = "assess", 0, None
+        self.name, self.total = "assess", 0
+        self.best: Found | None = None
         self.phase_start = clock
         self.wave_end: float | None = None
         self.planned_after = 0.0
@@ -352,6 +460,10 @@ class _Tracker:
         """A wave of `share` seconds starts; at most `planned_after` seconds of waves follow it."""
         self.wave_end = time.monotonic() + share
         self.planned_after = planned_after
+
+    def poll_after(self, before: int) -> Callable[[int], None]:
+        """`poll` for tasks counted from `before` done."""
+        return lambda done: self.poll(before + done)
 
     def poll(self, done: int) -> None:
         if self.progress is None:
@@ -376,8 +488,8 @@ def brute_force(
     as the plan ranks: what the plan's pruning must agree with (the tests and benchmarks/bench_plan.py)."""
     configs, _ = enumerate_space(spec)
     assessments = executor.run(assess, [AssessTask(spec, config) for config in configs])
-    fitting = [a.found for a in assessments if a.found is not None]
+    fitting = [a.found for a in assessments if a is not None and a.found is not None]
     tasks = [SolveTask(spec, item.config, time_limit, seed, cpsat_workers) for item in fitting]
     solved = executor.run(solve_config, tasks)
-    best = [_kept(before, after) for before, after in zip(fitting, solved, strict=True)]
+    best = [before if after is None else _kept(before, after) for before, after in zip(fitting, solved, strict=True)]
     return sorted(best, key=lambda item: (item.measure.iteration_ms, item.config))

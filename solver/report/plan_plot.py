@@ -65,7 +65,7 @@ def plan_figure(result: PlanResult, title: str = "") -> Figure:
     if usable > 0:
         handles.append(axes.plot([], [], "--", color=LIMIT_COLOUR, label="usable memory")[0])
     legend = figure.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8, frameon=False)
-    solved, pruned, refused = (result.count(outcome) for outcome in Outcome)
+    solved, pruned, refused = (result.count(outcome) for outcome in (Outcome.SOLVED, Outcome.PRUNED, Outcome.REFUSED))
     default = (
         f"throughput against memory per GPU: {len(result.results)} configurations "
         f"({solved} solved, {pruned} pruned by bound, {refused} refused by memory)"

@@ -11,6 +11,8 @@ from pipesat.models.plan_result import ConfigResult, Outcome, PlanResult
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
 GIB = 2**30
+NOT_FINISHED = {Outcome.UNSEARCHED: "not searched", Outcome.UNFINISHED: "not assessed"}
+"""How the table and the counts name what an interrupted plan, or one out of time, did not finish."""
 FORMAT = "pipesat-plan/1"
 BAR = 20
 
@@ -57,7 +59,7 @@ def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
         "microbatch_size": config.microbatch_size,
         "microbatches": config.microbatches,
         "schedule": schedule_title(result.made_by) if result.made_by else None,
-        "status": result.status or None,
+        "status": result.status,
         "gap": result.gap,
         "outcome": outcome_text(result),
         "note": result.note,
@@ -77,11 +79,16 @@ def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
 
 
 def outcome_text(result: ConfigResult) -> str:
-    """`solved (optimal)`, `solved, 8 s CP-SAT`, `pruned by bound`, `refused by memory`."""
+    """`solved (optimal, CP-SAT 8 s)`, `pruned by bound`, `refused by memory`, `not searched (feasible)`,
+    `not assessed`."""
     if result.outcome == Outcome.PRUNED:
         return "pruned by bound"
     if result.outcome == Outcome.REFUSED:
         return "refused by memory"
+    if result.outcome == Outcome.UNFINISHED:
+        return NOT_FINISHED[Outcome.UNFINISHED]
+    if result.outcome == Outcome.UNSEARCHED:
+        return f"{NOT_FINISHED[Outcome.UNSEARCHED]} ({result.status})"
     how = f"CP-SAT {result.search_seconds:g} s" if result.search_seconds else "no search"
     return f"solved ({result.status}, {how})"
 
@@ -98,9 +105,13 @@ def plan_rows(result: PlanResult, top: int | None = None) -> list[dict[str, Any]
 
 
 def counts_line(result: PlanResult) -> str:
-    total = len(result.results)
-    solved, pruned, refused = (result.count(outcome) for outcome in Outcome)
-    line = f"configurations: {total} (solved {solved}, pruned by bound {pruned}, refused by memory {refused})"
+    counts = {outcome: result.count(outcome) for outcome in Outcome}
+    line = (
+        f"configurations: {len(result.results)} (solved {counts[Outcome.SOLVED]}, pruned by bound "
+        f"{counts[Outcome.PRUNED]}, refused by memory {counts[Outcome.REFUSED]}"
+    )
+    line += "".join(f", {words} {counts[outcome]}" for outcome, words in NOT_FINISHED.items() if counts[outcome])
+    line += ")"
     if result.skipped_shapes:
         line += f"; {len(result.skipped_shapes)} shapes left out (the cost model refuses them)"
     return line
@@ -109,9 +120,11 @@ def counts_line(result: PlanResult) -> str:
 def plan_summary(result: PlanResult) -> list[str]:
     """The lines under the table: the counts, the best and how good it is proven, how the plan ran."""
     lines = [counts_line(result)]
+    if result.interrupted:
+        lines.append("interrupted: the ranking of what the plan had; what it had not finished is marked so")
     best = result.best
     if best is None or best.measure is None:
-        lines.append("best: none; no configuration fits the GPUs' memory")
+        lines.append(f"best: none; {no_best_text(result)}")
     else:
         measure = best.measure
         lines.append(
@@ -138,18 +151,30 @@ def plan_summary(result: PlanResult) -> list[str]:
     return lines
 
 
+def no_best_text(result: PlanResult) -> str:
+    """Why a plan has no best configuration, and what to do about it."""
+    unfinished = result.count(Outcome.UNFINISHED)
+    why = "interrupted" if result.interrupted else f"the time budget of {result.time_budget:g} s ran out; raise it"
+    if unfinished == len(result.results):
+        return f"no configuration was assessed: {why}"
+    if unfinished:
+        assessed = len(result.results) - unfinished
+        return f"none of the {assessed} configurations assessed fits the GPUs' memory, {unfinished} were not: {why}"
+    return (
+        "no configuration fits the GPUs' memory; give more GPUs or memory (--gpus, --gpu-memory), "
+        "or a smaller model or global batch"
+    )
+
+
 def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
     """The plan for programs (`--format json`)."""
     best = result.best
-    solved, pruned, refused = (result.count(outcome) for outcome in Outcome)
     return {
         "format": FORMAT,
         "units": {"time": "ms", "memory": "B", "throughput": "tokens/s"},
         "counts": {
             "configurations": len(result.results),
-            "solved": solved,
-            "pruned": pruned,
-            "refused": refused,
+            **{outcome.value: result.count(outcome) for outcome in Outcome},
             "shapes_left_out": len(result.skipped_shapes),
         },
         "best": None if best is None else plan_row(1, best),
@@ -164,6 +189,7 @@ def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
             "cpsat_workers": result.cpsat_workers,
             "seed": result.seed,
             "timing_dependent": result.timing_dependent,
+            "interrupted": result.interrupted,
         },
     }
 

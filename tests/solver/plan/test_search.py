@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+
 import pytest
 
 from pipesat.models import InstanceError
@@ -8,6 +13,9 @@ from pipesat.models.tolerance import same
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.plan.executors import LocalExecutor
 from pipesat.solver.plan.search import AssessTask, assess, brute_force, plan
+from pipesat.solver.plan.spec import load_spec
+from pipesat.solver.report.plan_text import no_best_text
+from tests.conftest import ROOT
 from tests.solver.plan.conftest import tiny
 
 
@@ -80,3 +88,50 @@ def test_no_configuration_at_all_is_one_line() -> None:
     spec = tiny(training={"global_batch": 1}, cluster={"gpus": 2})
     with pytest.raises(InstanceError, match="no configuration of 2 GPUs"):
         plan(spec, LocalExecutor(1), time_budget=5)
+
+
+def test_nothing_that_fits_is_a_plan_without_a_best() -> None:
+    result = plan(tiny(cluster={"gpu_memory": "1MiB"}), LocalExecutor(1), time_budget=10)
+    assert result.best is None and result.best_schedule is None and not result.interrupted
+    assert result.count(Outcome.REFUSED) == len(result.results) == 7
+    assert no_best_text(result).startswith("no configuration fits the GPUs' memory")
+
+
+def test_a_model_the_cost_model_refuses_is_its_reason() -> None:
+    with pytest.raises(InstanceError, match=r"^hidden 500 is not divisible by heads 8"):
+        plan(tiny(model={"hidden": 500}), LocalExecutor(1), time_budget=10)
+
+
+def test_the_assessments_stop_at_the_end_of_the_budget() -> None:
+    spec = load_spec(ROOT / "instances/plan/llama3-8b-32gpu.yaml")  # 230 assessments: far more than 3 s
+    executor = LocalExecutor(2)
+    try:
+        result = plan(spec, executor, time_budget=3)
+    finally:
+        executor.close()
+    assert result.wall_seconds <= 3 and not result.interrupted and result.timing_dependent
+    unfinished = [item for item in result.results if item.outcome == Outcome.UNFINISHED]
+    assert unfinished and {item.note for item in unfinished} == {"not assessed: the time budget ran out"}
+    assert result.best_gap is None  # what was not assessed might be better
+
+
+def test_a_signal_ends_the_plan_with_what_it_has() -> None:
+    spec = load_spec(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")  # about 5 s of assessments, then solves
+    executor = LocalExecutor(2)
+    sent: list[float] = []
+
+    def interrupt() -> None:
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(8, interrupt)
+    timer.start()
+    try:
+        result = plan(spec, executor, time_budget=120)
+    finally:
+        timer.cancel()
+        executor.close()
+    assert sent and result.interrupted and time.monotonic() - sent[0] < 10
+    assert result.best is not None and result.best_schedule is not None
+    assert validate(result.best_schedule) == []
+    assert all(item.note != "not searched: the time budget ran out" for item in result.results)

@@ -1,7 +1,13 @@
 from __future__ import annotations
 
+import time
+
+import pytest
+
+from pipesat.models import InstanceError
+from pipesat.models.limits import allow_ops
 from pipesat.solver.instances.from_model import derive
-from pipesat.solver.plan.space import description, divisors, enumerate_space, spans_nodes
+from pipesat.solver.plan.space import PlanLimits, description, divisors, enumerate_space, spans_nodes
 from pipesat.solver.plan.spec import load_spec
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import tiny
@@ -58,3 +64,23 @@ def test_descriptions_use_the_node_link_within_a_node_and_derive() -> None:
     assert inside.hardware.bandwidth == 300
     derivation = derive(inside)
     assert derivation.instance.num_devices == 4 and derivation.instance.memory_limit is not None
+
+
+def test_divisors_come_from_the_prime_factors() -> None:
+    assert [divisors(n) for n in (1, 2, 12, 49)] == [[1], [1, 2], [1, 2, 3, 4, 6, 12], [1, 7, 49]]
+    assert all(divisors(n) == [k for k in range(1, n + 1) if n % k == 0] for n in range(1, 500))
+    start = time.monotonic()
+    assert divisors(2**40 - 87) == [1, 2**40 - 87]  # a prime: the most trial divisions a plan's cap allows
+    assert len(divisors(2**20 * 3**10)) == 21 * 11
+    assert time.monotonic() - start < 5
+
+
+def test_the_space_is_checked_before_any_work() -> None:
+    spec = tiny(cluster={"gpus": 1024}, training={"global_batch": 4096})
+    configs, _ = enumerate_space(spec)
+    assert len(configs) == 24
+    largest = r"^the largest pipeline, t1 p8 d128 linear b1 m32: 768 ops \(8 devices x 1 chunks x 32 microbatches"
+    with pytest.raises(InstanceError, match=largest), allow_ops(700):
+        enumerate_space(spec)
+    limits = PlanLimits(max_configurations=len(configs))
+    assert enumerate_space(spec, limits).configs == configs  # the cap itself is allowed

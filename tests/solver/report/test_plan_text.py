@@ -70,6 +70,8 @@ def test_the_document_and_the_progress_line() -> None:
         "solved": 1,
         "pruned": 1,
         "refused": 1,
+        "unsearched": 0,
+        "unfinished": 0,
         "shapes_left_out": 1,
     }
     assert document["best"]["iteration_ms"] == 2.5
