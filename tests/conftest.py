@@ -37,3 +37,13 @@ def hard_instance() -> Instance:
     long enough to be interrupted, stopped at a gap or compared between two runs."""
     times = {"forward_times": [5, 4, 6, 5], "backward_times": [6, 7, 5, 6], "weight_times": [4, 3, 4, 5]}
     return make_instance(4, 12, **times, p2p_time=1, memory_limit="1.3x")
+
+
+def linked_file(folder: Path) -> tuple[Path, Path]:
+    """`folder/latest.json`, a symbolic link to an existing file `folder/runs/best.json` (link, target)."""
+    target = folder / "runs" / "best.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    link = folder / "latest.json"
+    link.symlink_to(target)
+    return link, target

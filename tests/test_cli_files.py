@@ -15,6 +15,7 @@ import pytest
 
 from pipesat.cli_options import EXIT_BAD_INPUT
 from tests.cli_helpers import cli_error, cli_ok, run_cli
+from tests.conftest import linked_file
 
 SMALL = ["-s", "2", "-b", "2"]
 
@@ -111,11 +112,7 @@ def test_save_dir_files_are_checked_before_the_comparison(tmp_path: Path) -> Non
 
 
 def test_a_link_is_followed_and_stays_a_link(tmp_path: Path) -> None:
-    target = tmp_path / "runs" / "s.json"
-    target.parent.mkdir()
-    target.write_text("old")
-    link = tmp_path / "latest.json"
-    link.symlink_to(target)
+    link, target = linked_file(tmp_path)
     assert "latest.json already exists; add --force" in cli_error(run_cli("solve", *SMALL, "--save", link))
     cli_ok(run_cli("solve", *SMALL, "--save", link, "--force"))
     assert link.is_symlink() and target.read_text().startswith("{")

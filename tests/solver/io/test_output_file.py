@@ -14,6 +14,7 @@ import pytest
 from pipesat.models import InputError
 from pipesat.models.document import write_atomically
 from pipesat.solver.io.output_file import DefaultName, check_outputs, write_output
+from tests.conftest import linked_file
 
 
 def test_writes_the_text_as_given_and_makes_the_folders(tmp_path: Path) -> None:
@@ -139,11 +140,7 @@ def test_a_device_is_never_an_output() -> None:
 
 
 def test_a_link_is_followed_its_target_replaced_and_the_link_kept(tmp_path: Path) -> None:
-    target = tmp_path / "runs" / "best.json"
-    target.parent.mkdir()
-    target.write_text("old")
-    link = tmp_path / "latest.json"
-    link.symlink_to(target)
+    link, target = linked_file(tmp_path)
     with pytest.raises(InputError, match=r"latest\.json already exists; add --force"):
         check_outputs({"--save": link}, {}, force=False)
     check_outputs({"--save": link}, {}, force=True)
