@@ -548,18 +548,19 @@ def exit_if_interrupted(interrupted: bool) -> None:
 
 # The caps on work every command takes (`models.limits`).
 LIMIT_OPTIONS = options(
-    click.option(
-        "--max-ops",
-        type=click.IntRange(min=1),
-        default=DEFAULT_MAX_OPS,
-        show_default=True,
-        help="Refuse instances of more ops than this (a guard against sizes that would fill the memory).",
-    ),
-    click.option(
-        "--max-model-ops",
-        type=click.IntRange(min=1),
-        default=DEFAULT_MAX_MODEL_OPS,
-        show_default=True,
-        help="Refuse to build CP-SAT models of more ops than this (about 7.5 KB of memory an op).",
-    ),
+    *(
+        click.option(flag, type=click.IntRange(min=1), default=default, show_default=True, help=help)
+        for flag, default, help in (
+            (
+                "--max-ops",
+                DEFAULT_MAX_OPS,
+                "Refuse instances of more ops than this (a guard against sizes that would fill the memory).",
+            ),
+            (
+                "--max-model-ops",
+                DEFAULT_MAX_MODEL_OPS,
+                "Refuse to build CP-SAT models of more ops than this (about 7.5 KB of memory an op).",
+            ),
+        )
+    )
 )
