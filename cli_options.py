@@ -291,10 +291,8 @@ def format_option(*words: str, callback: Callable[..., Any] | None = None) -> Ca
 
 # A command that prints one schedule or solve: text or a JSON document.
 DOCUMENT_OPTION = format_option("text", "json")
-# A command that prints rows; it hands the format to `solver.report.tables`, whose name for text is `table`.
-FORMAT_OPTION = format_option(
-    "text", "json", "csv", "markdown", callback=lambda _ctx, _param, value: "table" if value == "text" else value
-)
+# A command that prints rows (`solver.report.tables` reads the same words).
+FORMAT_OPTION = format_option("text", "json", "csv", "markdown")
 PICTURE_OPTIONS = options(
     click.option("--save", type=FILE, help="Write the schedule file (JSON); `-` writes it to standard output."),
     ASCII_OPTION,

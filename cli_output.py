@@ -74,7 +74,7 @@ def echo_metrics(schedule: Schedule, objective: Objective, skip: str | None = No
 
 def echo_aside(label: str, value: str, fmt: str) -> None:
     """A field under a text table; on stderr in the other formats, so that stdout holds only the rows."""
-    click.echo(field_line(label, value) if fmt == "table" else f"{label}: {value}", err=fmt != "table")
+    click.echo(field_line(label, value) if fmt == "text" else f"{label}: {value}", err=fmt != "text")
 
 
 def saved_files(directory: Path | None, names: list[str] | None) -> dict[str, Path]:

@@ -168,16 +168,16 @@ def _report(result: PlanResult, options: dict[str, Any]) -> None:
     else:
         click.echo(format_rows(plan_columns(), plan_rows(result, options["top"]), fmt))
     for summary in plan_summary(result):
-        if fmt in ("table", "markdown"):
-            say(summary if fmt == "table" else f"\n{summary}")
+        if fmt in ("text", "markdown"):
+            say(summary if fmt == "text" else f"\n{summary}")
         else:
             click.echo(summary, err=True)
     if options["save_best"] is not None and result.best_schedule is not None:
         save_schedule(result.best_schedule, options["save_best"])
-        click.echo(f"best schedule: {options['save_best']}", err=fmt != "table")
+        click.echo(f"best schedule: {options['save_best']}", err=fmt != "text")
     if options["output"] is not None:
         plot_plan(result, options["output"])
-        click.echo(f"picture: {options['output']}", err=fmt != "table")
+        click.echo(f"picture: {options['output']}", err=fmt != "text")
     exit_if_interrupted(result.interrupted)
     if result.best_schedule is None:
         raise ScheduleError(no_best_text(result))

@@ -16,7 +16,7 @@ from pipesat.solver.report.units import units_of
 def comparison_text(instance: Instance, table: str, fmt: str, lower_bound: float | None) -> str:
     """The compare table; a text table comes under the instance, with a note when the gaps are to
     `lower_bound` because the optimum is not proven."""
-    if fmt != "table":
+    if fmt != "text":
         return table
     lines = [describe(instance), "", table]
     if lower_bound is not None:
@@ -66,7 +66,7 @@ def pareto_text(
         if row["status"] == Status.OPTIMAL and leanest.status != Status.OPTIMAL:
             row["status"] = leanest.status
     frontier = format_rows(columns, rows, fmt)
-    if fmt != "table":
+    if fmt != "text":
         return frontier
     heuristic_columns = [
         Column("name", "handwritten", align_right=False),

@@ -18,7 +18,7 @@ from typing import Any
 from pipesat.models import Schedule
 from pipesat.models.names import SCHEDULE_TITLES
 
-FORMATS = ("table", "csv", "json", "markdown")
+FORMATS = ("text", "csv", "json", "markdown")
 
 
 def heuristic_title(name: str) -> str:
@@ -97,7 +97,7 @@ def scaled(factor: float) -> Callable[[Any], str]:
     return lambda value: format_value(None if value is None else value * factor)
 
 
-def format_rows(columns: Sequence[Column], rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
+def format_rows(columns: Sequence[Column], rows: Sequence[dict[str, Any]], fmt: str = "text") -> str:
     """All rows in one of FORMATS; the result has no trailing newline."""
     if fmt == "json":
         return json.dumps([{c.key: _json_value(row.get(c.key)) for c in columns} for row in rows], indent=1)
@@ -114,7 +114,7 @@ def format_rows(columns: Sequence[Column], rows: Sequence[dict[str, Any]], fmt: 
         lines.append("|" + "|".join("---:" if c.align_right else "---" for c in columns) + "|")
         lines += ["| " + " | ".join(text.replace("|", "\\|") for text in line) + " |" for line in cells]
         return "\n".join(lines)
-    if fmt == "table":
+    if fmt == "text":
         widths = [max([len(c.header)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)]
 
         def line_text(texts: Sequence[str]) -> str:

@@ -13,10 +13,10 @@ from tests.conftest import make_instance
 
 def test_comparison_text_frames_only_the_text_table(one_f_one_b_instance: Instance) -> None:
     assert comparison_text(one_f_one_b_instance, "a,b", "csv", 30.0) == "a,b"
-    assert comparison_text(one_f_one_b_instance, "TABLE", "table", None) == (
+    assert comparison_text(one_f_one_b_instance, "TABLE", "text", None) == (
         "4 devices, 8 microbatches, fused backward\n\nTABLE"
     )
-    assert comparison_text(one_f_one_b_instance, "TABLE", "table", 30.0).endswith(
+    assert comparison_text(one_f_one_b_instance, "TABLE", "text", 30.0).endswith(
         "TABLE\n\nThe optimum is not proven: gaps are to the lower bound 30."
     )
 
@@ -39,7 +39,7 @@ def _points(instance: Instance) -> list[tuple[float, SolveResult]]:
 
 def test_pareto_text_table(one_f_one_b_instance: Instance) -> None:
     text = pareto_text(
-        one_f_one_b_instance, _points(one_f_one_b_instance), [("1f1b", 4.0, 33.0)], Objective.SPAN, "table"
+        one_f_one_b_instance, _points(one_f_one_b_instance), [("1f1b", 4.0, 33.0)], Objective.SPAN, "text"
     )
     lines = text.splitlines()
     assert lines[0] == "4 devices, 8 microbatches, fused backward; 1x = the 1F1B peak 4"

@@ -30,7 +30,7 @@ ROWS = [{"name": "1F1B", "value": 33.0, "rate": 3 / 11}, {"name": "a|b", "value"
 
 
 def test_table_aligns_columns() -> None:
-    lines = format_rows(COLUMNS, ROWS, "table").splitlines()
+    lines = format_rows(COLUMNS, ROWS, "text").splitlines()
     assert lines[0].split() == ["schedule", "makespan", "bubble"]
     assert lines[2].split() == ["1F1B", "33", "27.27%"]
     assert lines[3].split() == ["a|b", "-", "-"]
