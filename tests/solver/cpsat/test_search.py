@@ -210,6 +210,42 @@ def test_a_child_killed_mid_search_says_how_it_ended(hard_instance: Instance) ->
     assert multiprocessing.active_children() == []
 
 
+def _search_reporting_its_child(model: cp_model.CpModel, pids: multiprocessing.SimpleQueue) -> None:  # type: ignore[type-arg]
+    """A parent (as a plan's pool worker is) that searches for 30 s and says its CP-SAT child's pid."""
+
+    def report() -> None:
+        for child in multiprocessing.active_children():
+            pids.put(child.pid)
+
+    run_search(model, "num_workers: 1", [], 30, lambda message: None, report)
+
+
+def test_a_search_whose_parent_is_killed_ends_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan kills a pool worker that does not answer a stop in time: its CP-SAT child must not outlive it,
+    even in a long stretch of search with nothing to send (a send to the dead parent would end it)."""
+    monkeypatch.setattr(cp_model.CpSolver, "solve", lambda *_: time.sleep(60))
+    context = multiprocessing.get_context("fork")
+    pids = context.SimpleQueue()
+    parent = context.Process(target=_search_reporting_its_child, args=(build_model(INSTANCE).cp_model, pids))
+    parent.start()
+    child = pids.get()
+    os.kill(parent.pid or 0, signal.SIGKILL)
+    parent.join()
+    started = time.monotonic()
+    while _alive(child) and time.monotonic() - started < 10:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, ended but not yet reaped by init, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_a_child_that_dies_says_what_it_last_wrote() -> None:
     model = build_model(INSTANCE, split_backward=True)
     beyond = SimpleNamespace(index=10**6)  # a variable the model lacks: the child raises, its traceback on stderr
