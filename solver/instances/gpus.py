@@ -1,0 +1,81 @@
+"""The GPUs a spec can name (`gpu: H100-SXM`): what each does at peak, and the links of its usual node.
+
+Peaks are the vendors' dense (no sparsity) tensor-core figures; memory is what the device reports;
+`nvlink` is one GPU's share of the links within a node, one direction, and `network` one GPU's share of
+the network between nodes (the usual one NIC a GPU of its generation: 200 Gb/s HDR for A100, 400 Gb/s
+NDR for H100, H200 and B200). docs/reference.md names the sources.
+
+`gemm_efficiency` and `attention_efficiency` are the one setting per GPU type the shape-dependent
+model takes (`solver.instances.roofline`): the fraction of the peak that a large, well-shaped bf16
+GEMM and a flash-attention kernel reach on it. They are fitted once per GPU type against the
+published runs of `benchmarks/data/published_runs.yaml` (benchmarks/bench_cost_model.py prints the
+fit), never per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 2**30
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU type: peak bf16 and fp8 TFLOP/s (0: no fp8), memory (bytes), memory bandwidth (GB/s),
+    streaming multiprocessors, the link within a node and the network, one GPU's share (GB/s), and the
+    fractions of peak its GEMMs and flash attention reach."""
+
+    name: str
+    bf16_tflops: float
+    fp8_tflops: float
+    memory: float
+    memory_bandwidth: float
+    sms: int
+    nvlink: float
+    network: float
+    gemm_efficiency: float
+    attention_efficiency: float
+
+    def peak_tflops(self, bytes_per_value: float) -> float:
+        """Peak TFLOP/s for values of `bytes_per_value` bytes: fp8 at 1 byte where the GPU has it."""
+        return self.fp8_tflops if bytes_per_value <= 1 and self.fp8_tflops > 0 else self.bf16_tflops
+
+
+_A100 = {"bf16_tflops": 312.0, "fp8_tflops": 0.0, "sms": 108, "nvlink": 300.0, "network": 25.0}
+_A100_FIT = {"gemm_efficiency": 0.80, "attention_efficiency": 0.60}
+_HOPPER = {"bf16_tflops": 989.0, "fp8_tflops": 1979.0, "sms": 132, "nvlink": 450.0, "network": 50.0}
+_HOPPER_FIT = {"gemm_efficiency": 0.70, "attention_efficiency": 0.45}
+
+CATALOGUE: dict[str, GPU] = {
+    gpu.name: gpu
+    for gpu in (
+        GPU("A100-40GB", memory=40 * GIB, memory_bandwidth=1555.0, **_A100, **_A100_FIT),
+        GPU("A100-80GB", memory=80 * GIB, memory_bandwidth=2039.0, **_A100, **_A100_FIT),
+        GPU("H100-SXM", memory=80 * GIB, memory_bandwidth=3350.0, **_HOPPER, **_HOPPER_FIT),
+        GPU(
+            "H100-PCIe",
+            bf16_tflops=756.0,
+            fp8_tflops=1513.0,
+            memory=80 * GIB,
+            memory_bandwidth=2000.0,
+            sms=114,
+            nvlink=64.0,  # PCIe Gen5 x16 between the GPUs of a node (an NVLink bridge joins pairs only)
+            network=50.0,
+            **_HOPPER_FIT,
+        ),
+        GPU("H200", memory=141 * GB, memory_bandwidth=4800.0, **_HOPPER, **_HOPPER_FIT),
+        GPU(
+            "B200",
+            bf16_tflops=2250.0,
+            fp8_tflops=4500.0,
+            memory=180 * GB,
+            memory_bandwidth=8000.0,
+            sms=148,
+            nvlink=900.0,
+            network=50.0,
+            **_HOPPER_FIT,  # not fitted: no published B200 run is in the benchmark; Hopper's fractions
+        ),
+    )
+}
+GPU_NAMES = tuple(CATALOGUE)
