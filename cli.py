@@ -47,7 +47,7 @@ from pipesat.cli_output import (
     say,
 )
 from pipesat.cli_plan import plan_command
-from pipesat.cli_torch import export_command, import_group, profile_command, torch_run_command
+from pipesat.cli_torch import calibrate_command, export_command, import_group, profile_command, torch_run_command
 from pipesat.models import Instance, Minimize, Objective, Status, expected_op_keys
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.limits import check_model_size, set_max_ops
@@ -348,7 +348,7 @@ def pareto(
 
 
 cli.add_command(instance)
-for command in (profile_command, export_command, import_group, torch_run_command, plan_command):
+for command in (profile_command, calibrate_command, export_command, import_group, torch_run_command, plan_command):
     cli.add_command(command)
 
 

@@ -1,13 +1,15 @@
-"""The PyTorch commands (the torch extra): profile, export, import and torch-run. Registered on the
-`pipesat` group by `cli.py`."""
+"""The PyTorch commands (the torch extra): profile, calibrate, export, import and torch-run. Registered
+on the `pipesat` group by `cli.py`."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 import click
 
+from pipesat.cli_keys import spec_overrides
 from pipesat.cli_options import (
     EXIT_INVALID,
     FILE,
@@ -23,25 +25,58 @@ from pipesat.cli_options import (
     defaults_from_csv,
     exit_without_torch,
     instance_options,
+    options,
     reads,
 )
 from pipesat.cli_output import emit_instance, emit_schedule
 from pipesat.models import Instance, Objective
 from pipesat.models.errors import InstanceError
 from pipesat.solver.heuristics import NotApplicable
+from pipesat.solver.instances.calibration import (
+    Calibration,
+    MeasuredLayer,
+    calibration_text,
+    check_dtype,
+    dtype_for,
+    save_calibration,
+    unlike_measured,
+)
+from pipesat.solver.instances.cost_model import Training, Transformer
 from pipesat.solver.io.chrome_trace import export_chrome_trace
 from pipesat.solver.io.schedule_file import load_schedule
+from pipesat.solver.plan.space import description, enumerate_space
+from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.text import chrome_trace_line, torch_csv_lines
 from pipesat.solver.torch import import_schedule as torch_import
 from pipesat.solver.torch.export import export_torch_csv
-from pipesat.solver.torch.profile import DTYPES, ProfileSpec, profile_instance, profile_lines
+from pipesat.solver.torch.profile import (
+    DTYPES,
+    ProfileSpec,
+    calibrate,
+    calibration_table,
+    profile_instance,
+    profile_lines,
+)
 from pipesat.solver.torch.run import format_result, torch_run
+
+REPEATS_OPTION = click.option(
+    "--repeats", type=int, default=5, show_default=True, help="Samples per round (rounds until stable)."
+)
+DEVICE_OPTION = click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="Where to measure: the CPU or the first CUDA GPU.",
+)
+CALIBRATE_OVERRIDES = ("training.tensor_parallel", "training.microbatch_sizes")
+"""The plan's spec keys `calibrate` takes as options, to measure fewer shapes than the plan's."""
 
 
 @click.command("profile")
 @MODEL_OPTIONS
-@click.option("--repeats", type=int, default=5, show_default=True, help="Samples per round (rounds until stable).")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@REPEATS_OPTION
+@DEVICE_OPTION
 @click.option(
     "--dtype", type=click.Choice(list(DTYPES)), help="What the model runs in (default: bf16 on cuda, fp32 on cpu)."
 )
@@ -52,6 +87,71 @@ def profile_command(**options: Any) -> None:
     lines = profile_lines(instance)
     click.echo("\n".join(lines), err=options["output"] is None)
     emit_instance(instance, ["measured by: pipesat profile", *lines], options["output"])
+
+
+@click.command("calibrate")
+@click.argument("spec_file", metavar="SPEC", type=FILE)
+@options(*spec_overrides(CALIBRATE_OVERRIDES))
+@click.option(
+    "--save-calibration",
+    "output",
+    type=FILE,
+    help="Write the calibration file (YAML) here, not to standard output.",
+)
+@REPEATS_OPTION
+@DEVICE_OPTION
+@click.option(
+    "--dtype",
+    type=click.Choice(list(DTYPES)),
+    help="What the model runs in (default: the one of the spec's training.bytes_per_value, bf16 for 2).",
+)
+@FORCE_OPTION
+def calibrate_command(spec_file: Path, **options: Any) -> None:
+    """Measure one transformer layer of each shape SPEC's plan needs with torch (each tensor-parallel
+    degree, microbatch size and recomputation it tries), for `plan --calibration` (docs/calibration.md)."""
+    reads(**{"spec file": spec_file})
+    output = options["output"]
+    check_writes(options["force"], {"--save-calibration": output})
+    spec = load_spec(spec_file, {dotted: options[dotted.split(".")[1]] for dotted in CALIBRATE_OVERRIDES})
+    dtype = options["dtype"] or dtype_for(spec.training)
+    check_dtype(dtype, spec.training, f"--dtype {dtype}")
+    layers = _plan_layers(spec)
+    words = output is None  # words go to standard error when standard output holds the file
+
+    def measured(row: MeasuredLayer) -> None:
+        click.echo(f"measured t{row.tensor_parallel}: {row.label}", err=True)
+
+    calibration = calibrate(layers, options["device"], dtype, options["repeats"], measured)
+    click.echo("\n".join(calibration_table(calibration)), err=words)
+    comments = _calibration_comments(spec_file, calibration)
+    if output is None:
+        click.echo(calibration_text(calibration, comments), nl=False)
+    else:
+        save_calibration(calibration, output, comments)
+        click.echo(f"wrote {output}: {len(calibration.layers)} layer shape(s) measured on {calibration.device}")
+
+
+def _plan_layers(spec: PlanSpec) -> list[tuple[Transformer, Training]]:
+    """The model and training of each configuration the plan of `spec` considers, but those a measured
+    layer cannot stand for (`unlike_measured`): their layers' shapes are what the plan needs."""
+    configs, skipped = enumerate_space(spec)
+    if not configs:
+        why = f": {skipped[0]}" if skipped else ""
+        raise InstanceError(f"the plan has no configuration to calibrate{why}")
+    described = list(map(functools.partial(description, spec), configs))
+    layers = [(shown.model, shown.training) for shown in described if not unlike_measured(shown.training)]
+    if not layers:
+        raise InstanceError(f"no layer of the plan can be measured: {unlike_measured(described[0].training)}")
+    return layers
+
+
+def _calibration_comments(spec_file: Path, calibration: Calibration) -> list[str]:
+    return [
+        f"calibrated by: pipesat calibrate {spec_file} on {calibration.device} ({calibration.dtype})",
+        "one transformer layer per row, alone (no embedding, no head): its shape is what one GPU computes",
+        "under tensor parallelism t: heads, kv_heads and mlp_width are the model's / t; times in ms, memory",
+        "in bytes; backward_ms includes recompute_ms. The format: docs/calibration.md",
+    ]
 
 
 @click.command("export")

@@ -18,29 +18,13 @@ from pipesat.solver.torch.profile import INSTALL_HINT, ProfileSpec, _StageRunner
 from tests.cli_helpers import cli_error, run_cli
 
 torch = pytest.importorskip("torch")
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils.flop_counter import flop_registry  # noqa: E402
+from tests.solver.torch.flop_count import CountedFlops  # noqa: E402
 
 TINY = ProfileSpec(devices=2, microbatches=4, layers=2, hidden=64, heads=4, seq_len=32, repeats=3)
 # One stage of everything (embedding, a block, head and loss), multi-head with a GELU MLP or
 # grouped-query (one key/value head for two heads) with a SwiGLU MLP.
 ONE_STAGE = ProfileSpec(devices=1, microbatches=1, layers=1, hidden=32, heads=2, seq_len=8, vocab=50)
 MODERN = dataclasses.replace(ONE_STAGE, kv_heads=1, ffn_hidden=48)
-
-
-class _CountedFlops(TorchDispatchMode):
-    """Counts the FLOPs of every operation torch runs (torch's own FLOP formulas, by operator)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.total = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if func._overloadpacket in flop_registry:
-            self.total += flop_registry[func._overloadpacket](*args, **kwargs, out_val=out)
-        return out
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -118,9 +102,9 @@ def test_backward_plus_weight_does_the_work_of_the_whole_backward(spec: ProfileS
     # FLOPs of F + the whole backward, so neither B nor W is missing or done twice.
     runner = _StageRunner(torch, spec, torch.device("cpu"), layers=1, first=first, last=last)
     stage_input = torch.randn(runner.shape, requires_grad=True)
-    with _CountedFlops() as split:
+    with CountedFlops() as split:
         runner.split_pass(stage_input)
-    with _CountedFlops() as whole:
+    with CountedFlops() as whole:
         runner.full_pass(stage_input)
     assert split.total == whole.total > 0
 
@@ -238,10 +222,13 @@ def test_profile_without_torch_says_how_to_install(monkeypatch: pytest.MonkeyPat
 def test_running_out_of_memory_is_one_line_naming_the_stage_and_what_to_lower(
     monkeypatch: pytest.MonkeyPatch, error: RuntimeError
 ) -> None:
-    def stage_that_runs_out(torch, spec, device, index, layers, num_stages):
-        if index == 1:
+    calls = []
+
+    def stage_that_runs_out(*args):
+        calls.append(args)
+        if len(calls) == 2:  # stage 1
             raise error
-        return real_stage(torch, spec, device, index, layers, num_stages)
+        return real_stage(*args)
 
     real_stage = profile_module._profile_stage
     monkeypatch.setattr(profile_module, "_profile_stage", stage_that_runs_out)
