@@ -10,15 +10,18 @@ import click
 
 from pipesat.cli_keys import key_options
 from pipesat.cli_options import (
+    FILE,
     MODEL_OPTIONS,
     PipesatGroup,
     check_writes,
     dataclass_from_options,
     instance_options,
     options,
+    reads,
 )
 from pipesat.cli_output import emit_instance
 from pipesat.models import Instance
+from pipesat.solver.instances.calibration import calibration_lines, load_calibration
 from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive
@@ -39,9 +42,15 @@ def instance_show(instance: Instance) -> None:
 @instance.command("from-model")
 @MODEL_OPTIONS
 @options(*key_options(Pipeline, "layers_per_stage", "balance"), *key_options(Training), *key_options(Hardware))
+@click.option(
+    "--calibration",
+    type=FILE,
+    help="Calibration file (`pipesat calibrate`): a layer whose shape it has costs what was measured.",
+)
 @click.option("--explain", is_flag=True, help="Print how every number was derived.")
 def instance_from_model(**options: Any) -> None:
     """An instance from a transformer, how it is trained and its hardware (docs/cost-model.md; ms and MiB)."""
+    reads(**{"calibration file": options["calibration"]})
     check_writes(options["force"], {"--save-instance": options["output"]})
     description = Description(
         dataclass_from_options(Transformer, options),
@@ -49,11 +58,19 @@ def instance_from_model(**options: Any) -> None:
         dataclass_from_options(Hardware, options),
         dataclass_from_options(Pipeline, options),
     )
-    derivation = derive(description, name=options["name"])
+    calibration = None if options["calibration"] is None else load_calibration(options["calibration"])
+    derivation = derive(description, options["name"], calibration)
     lines = explain(description, derivation)
+    command, measured = command_line(description), []
+    if calibration is not None:
+        measured = calibration_lines(calibration, description.model, description.training)
+        lines += measured
+        command += f" --calibration {options['calibration']}"
     # Words go to standard error when standard output holds the instance file.
     if options["explain"]:
         click.echo("\n".join(lines), err=options["output"] is None)
-    elif options["balance"]:
-        click.echo(next(line for line in lines if line.startswith("pipeline:")), err=options["output"] is None)
-    emit_instance(derivation.instance, [command_line(description), "", *lines], options["output"])
+    else:
+        balance = [next(line for line in lines if line.startswith("pipeline:"))] if options["balance"] else []
+        for line in [*balance, *measured[:1]]:
+            click.echo(line, err=options["output"] is None)
+    emit_instance(derivation.instance, [command, "", *lines], options["output"])

@@ -30,13 +30,18 @@ from pipesat.cli_options import (
 )
 from pipesat.cli_output import give_stdout_to_data, say
 from pipesat.models.errors import ScheduleError
-from pipesat.models.plan_result import PlanResult
+from pipesat.models.plan_result import Configuration, PlanResult
+from pipesat.models.schedule import Schedule
 from pipesat.solver.cpsat.search import available_cores
+from pipesat.solver.instances.calibration import Calibration, coverage_line, load_calibration
+from pipesat.solver.instances.explain import explain
+from pipesat.solver.instances.from_model import derive
 from pipesat.solver.io.schedule_file import save_schedule
 from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
+from pipesat.solver.plan.measure import iteration_lines
 from pipesat.solver.plan.search import PlanProgress, plan
-from pipesat.solver.plan.space import PlanLimits, enumerate_space
-from pipesat.solver.plan.spec import load_spec
+from pipesat.solver.plan.space import PlanLimits, description, enumerate_space
+from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.plan_plot import plot_plan
 from pipesat.solver.report.plan_text import (
     no_best_text,
@@ -89,9 +94,25 @@ def _limit_options() -> list[Any]:
 @click.argument("spec_file", metavar="SPEC", type=FILE)
 @options(*spec_overrides(OVERRIDES))
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the ranked table.")
+@click.option(
+    "--breakdown",
+    is_flag=True,
+    help="Show where each row's iteration goes (compute, recompute, TP, DP and PP comm, bubble, optimizer; ms) "
+    "in place of its throughput, memory and outcome.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Print how every number of the best configuration was derived: its instance and its iteration.",
+)
 @FORMAT_OPTION
 @output_option("Picture file (.png, .svg, .pdf): throughput against memory per GPU.")
 @click.option("--save-best", type=FILE, help="Write the best configuration's schedule file (JSON).")
+@click.option(
+    "--calibration",
+    type=FILE,
+    help="Calibration file (`pipesat calibrate`): a layer whose shape it has costs what was measured.",
+)
 @click.option(
     "--time-budget",
     type=FiniteFloat(min=0, min_open=True),
@@ -123,10 +144,13 @@ def plan_command(spec_file: Path, **options: Any) -> None:
     """Rank every way to train SPEC's model on its cluster: parallel degrees, placement, microbatch size
     and the best schedule of each, by tokens/s (docs/plan.md)."""
     started = time.monotonic()
-    reads(**{"spec file": spec_file})
+    reads(**{"spec file": spec_file, "calibration file": options["calibration"]})
     check_writes(options["force"], {"-o": options["output"], "--save-best": options["save_best"]})
     overrides = {dotted: options[dotted.split(".")[1]] for dotted in OVERRIDES}
     spec = load_spec(spec_file, overrides)
+    calibration = None if options["calibration"] is None else load_calibration(options["calibration"])
+    if calibration is not None:
+        calibration.check_training(spec.training)
     space = enumerate_space(spec, dataclass_from_options(PlanLimits, options))
     fmt = options["fmt"]
     if fmt == "json":
@@ -153,21 +177,50 @@ def plan_command(spec_file: Path, **options: Any) -> None:
                 options["cpsat_params"],
                 space,
                 started,
+                calibration,
             )
-        _report(result, options)
+        notes = [] if calibration is None else [_measured_line(spec, result, calibration)]
+        if options["explain"] and result.best is not None and result.best_schedule is not None:
+            notes += _explain_best(spec, result.best.config, result.best_schedule, calibration)
+        _report(result, options, notes)
     finally:
         executor.close()  # after the report: a Ray started here takes a second to stop
 
 
-def _report(result: PlanResult, options: dict[str, Any]) -> None:
-    """Print the ranking and the summary, save the best schedule, draw the picture; then end with the
-    exit code that says how the plan ended (interrupted, or with no configuration that fits)."""
+def _measured_line(spec: PlanSpec, result: PlanResult, calibration: Calibration) -> str:
+    """Which configurations' layers the calibration measured, and which are the model's."""
+    layers = {}
+    for item in result.results:
+        configured = description(spec, item.config)
+        layers[item.config.label] = calibration.measured(configured.model, configured.training)
+    return coverage_line(calibration, layers)
+
+
+def _explain_best(
+    spec: PlanSpec, config: Configuration, schedule: Schedule, calibration: Calibration | None
+) -> list[str]:
+    """`--explain`: the best configuration's instance as `instance from-model --explain` derives it,
+    then its iteration and where the time goes."""
+    described = description(spec, config)
+    derivation = derive(described, config.label, calibration)
+    return [
+        f"how the best, {config.label}, was derived:",
+        *explain(described, derivation),
+        *iteration_lines(spec, config, derivation, schedule),
+    ]
+
+
+def _report(result: PlanResult, options: dict[str, Any], notes: list[str]) -> None:
+    """Print the ranking and the summary (and `notes` after it), save the best schedule, draw the
+    picture; then end with the exit code that says how the plan ended (interrupted, or with no
+    configuration that fits)."""
     fmt = options["fmt"]
     if fmt == "json":
         click.echo(json.dumps(plan_document(result, options["top"]), indent=1))
     else:
-        click.echo(format_rows(plan_columns(), plan_rows(result, options["top"]), fmt))
-    for summary in plan_summary(result):
+        columns = plan_columns(options["breakdown"], machine=fmt == "csv")
+        click.echo(format_rows(columns, plan_rows(result, options["top"]), fmt))
+    for summary in [*plan_summary(result), *notes]:
         if fmt in ("text", "markdown"):
             say(summary if fmt == "text" else f"\n{summary}")
         else:

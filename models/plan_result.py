@@ -6,7 +6,7 @@ word and draw it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 
 from pipesat.models.objective import Status
@@ -16,9 +16,10 @@ from pipesat.models.schedule import Schedule
 @dataclass(frozen=True, order=True)
 class Configuration:
     """One way to run the training: t GPUs per pipeline device (tensor parallelism), p pipeline
-    devices, d data-parallel replicas (t·p·d GPUs), v chunks a device in a placement, microbatches of
-    b sequences, m of them per replica and iteration. Ordered by these numbers: the total order that
-    breaks every tie."""
+    devices, d data-parallel replicas, v chunks a device in a placement, microbatches of b sequences,
+    m of them per replica and iteration, each sequence split over cp GPUs (context parallelism; t·cp·p·d
+    GPUs), the activation recomputation and the ZeRO stage. Ordered by these numbers: the total order
+    that breaks every tie."""
 
     tensor_parallel: int
     pipeline: int
@@ -27,14 +28,26 @@ class Configuration:
     placement: str
     microbatch_size: int
     microbatches: int
+    context_parallel: int = 1
+    recompute: str = "none"
+    zero: int = 0
 
     @property
     def label(self) -> str:
-        """`t1 p4 d4 interleaved b1 m16`."""
-        return (
-            f"t{self.tensor_parallel} p{self.pipeline} d{self.data_parallel} {self.placement} "
-            f"b{self.microbatch_size} m{self.microbatches}"
-        )
+        """`t8 p16 d64 interleaved v8 b1 m32 zero1`; `cp2` after t with context parallelism,
+        `full-recompute` (or `selective-`) with recomputation, `zero1` with a ZeRO stage."""
+        parts = [f"t{self.tensor_parallel}"]
+        if self.context_parallel > 1:
+            parts.append(f"cp{self.context_parallel}")
+        parts += [f"p{self.pipeline}", f"d{self.data_parallel}", self.placement]
+        if self.placement == "interleaved":
+            parts.append(f"v{self.chunks}")
+        parts += [f"b{self.microbatch_size}", f"m{self.microbatches}"]
+        if self.recompute != "none":
+            parts.append(f"{self.recompute}-recompute")
+        if self.zero:
+            parts.append(f"zero{self.zero}")
+        return " ".join(parts)
 
 
 class Outcome(str, Enum):
@@ -51,19 +64,56 @@ class Outcome(str, Enum):
 
 
 @dataclass(frozen=True)
+class Breakdown:
+    """Where an iteration's time goes, in ms, summing to it: on the critical device (the busiest),
+    compute, recomputation, exposed tensor-parallel (and context-parallel) communication and exposed
+    data-parallel communication (ZeRO-3's in the ops, and the exchange after the schedule); the
+    pipeline's p2p communication and bubble (the critical device's idle time); the optimizer step."""
+
+    compute_ms: float
+    recompute_ms: float
+    tensor_parallel_ms: float
+    data_parallel_ms: float
+    pipeline_ms: float
+    bubble_ms: float
+    optimizer_ms: float
+
+    @property
+    def total_ms(self) -> float:
+        return sum(getattr(self, part.name) for part in fields(self))
+
+    def parts(self) -> list[tuple[str, float]]:
+        """Each part's name as the plan's table and summary say it, and its ms."""
+        return [(PART_NAMES[part.name], getattr(self, part.name)) for part in fields(self)]
+
+
+PART_NAMES = {
+    "compute_ms": "compute",
+    "recompute_ms": "recompute",
+    "tensor_parallel_ms": "TP comm",
+    "data_parallel_ms": "DP comm",
+    "pipeline_ms": "PP comm",
+    "bubble_ms": "bubble",
+    "optimizer_ms": "optimizer",
+}
+"""How the plan names each part of an iteration (a `Breakdown` field)."""
+
+
+@dataclass(frozen=True)
 class Measure:
     """One schedule of one configuration as a training iteration: the schedule's makespan, the
-    data-parallel gradient reduction and the optimizer step (ms each) and their sum; tokens a
-    second, model FLOPs utilisation, and the most memory a GPU holds (model state plus the
-    schedule's activations, bytes; the reserve is apart)."""
+    exposed data-parallel exchange after it and the optimizer step (ms each) and their sum; tokens a
+    second, model FLOPs utilisation, the most memory a GPU holds (model state plus the schedule's
+    activations, bytes; the reserve is apart), and where the time goes."""
 
     makespan_ms: float
-    reduce_ms: float
+    exchange_ms: float
     optimizer_ms: float
     iteration_ms: float
     tokens_per_s: float
     mfu: float
     memory_per_gpu: float
+    breakdown: Breakdown
 
 
 @dataclass(frozen=True)
@@ -87,10 +137,12 @@ class ConfigResult:
     note: str = ""
 
     @property
-    def rank_key(self) -> tuple[float, Configuration]:
-        """Faster first; equal times by the configuration's order (a total order)."""
+    def rank_key(self) -> tuple[float, float, Configuration]:
+        """Faster first; those without a schedule after them, by their bound (pruned, not assessed),
+        then the refused; equal times by the configuration's order (a total order)."""
         time = self.measure.iteration_ms if self.measure is not None else float("inf")
-        return (time, self.config)
+        bound = self.iteration_bound_ms if self.iteration_bound_ms is not None else float("inf")
+        return (time, bound, self.config)
 
 
 @dataclass(frozen=True)

@@ -291,8 +291,9 @@ BAD_SPACES = [
     BadSpace(
         "configurations",
         {},
-        "the plan has more than 3 configurations; narrow training.tensor_parallel, microbatch_sizes or placements, "
-        "or raise the limit with `pipesat plan --max-configurations N`",
+        "the plan has more than 3 configurations; narrow the training section's lists (tensor_parallel, "
+        "pipeline_parallel, chunks, microbatch_sizes, placements, recompute, zero), or raise the limit with "
+        "`pipesat plan --max-configurations N`",
         {"max_configurations": 3},
     ),
     BadSpace(
@@ -375,7 +376,7 @@ BAD_COMMANDS = [
     BadCommand(
         "plan-largest-pipeline",
         ("--max-ops", "50", *PLAN),
-        "the largest pipeline, t1 p4 d1 interleaved b1 m4: 96 ops (4 devices x 2 chunks x 4 microbatches x 3 kinds) "
+        "the largest pipeline, t1 p4 d1 interleaved v2 b1 m4: 96 ops (4 devices x 2 chunks x 4 microbatches x 3 kinds) "
         "is more than the limit of 50",
     ),
     BadCommand("plan-workers-1000", (*PLAN, "--workers", "1000"), "1000 is not in the range 1<=x<=256"),

@@ -22,6 +22,7 @@ from pipesat import cli as cli_module
 from pipesat import cli_instances, cli_options, cli_output, cli_plan, cli_torch
 from pipesat.cli import cli
 from pipesat.cli_options import FORMAT_WORDS, ProgressLine, TimeWindow, echo_error
+from pipesat.solver.instances.gpus import GPU_NAMES
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 
 
@@ -92,6 +93,7 @@ FLAGS: dict[str, Meaning] = {
     "--chunks": meaning("int", r"^Stages (\(chunks\) )?per device"),
     "--placement": meaning("text", r"^linear, interleaved"),
     "--memory-limit": meaning("text", r"memory each device may hold"),
+    "--explain": meaning("flag", r"^Print how every number"),
     # The model, its training and the hardware (instance from-model, profile, plan), read off one
     # declaration of keys (`solver.instances.keys`): loose words, as those helps are the keys' own.
     "--layers": meaning("int", r"(?i)layers"),
@@ -112,8 +114,16 @@ FLAGS: dict[str, Meaning] = {
     "--bandwidth": meaning("number", r"(?i)link"),
     "--latency": meaning("number", r"(?i)latency"),
     "--gpu-memory": meaning(("text", "amount"), r"(?i)one GPU's memory|memory of one GPU"),
+    "--gpu": meaning("choice", r"(?i)a GPU of the catalogue", GPU_NAMES),
     # One tensor-parallel degree t (GPUs per pipeline device); plan takes the degrees to try.
     "--tensor-parallel": meaning(("int", "ints", "text"), r"(?i)tensor-parallel|GPUs t per pipeline device"),
+    "--microbatch-sizes": meaning("ints", r"(?i)microbatch sizes b to try"),
+    # Measuring (profile, calibrate) and using a measurement (plan, instance from-model).
+    "--repeats": meaning("int", r"^Samples per round"),
+    "--device": meaning("choice", r"^Where to measure", ["cpu", "cuda"]),
+    "--dtype": meaning("choice", r"^What the model runs in", ["bf16", "fp16", "fp32"]),
+    "--save-calibration": meaning("file", r"^Write the calibration file"),
+    "--calibration": meaning("file", r"^Calibration file"),
 }
 
 
@@ -161,7 +171,15 @@ def kind_of(option: click.Option) -> str:
 
 
 # The kinds of `solver.instances.keys`, in the words of FLAGS.
-KEY_KINDS = {"Whole": "int", "Number": "number", "Text": "text", "Amount": "amount", "Wholes": "ints", "Flag": "flag"}
+KEY_KINDS = {
+    "Whole": "int",
+    "Number": "number",
+    "Text": "text",
+    "Amount": "amount",
+    "Wholes": "ints",
+    "Flag": "flag",
+    "Word": "choice",
+}
 
 
 def flag_problems(root: click.Command) -> list[str]:

@@ -29,6 +29,7 @@ the memory limit respected (the validator's tolerance included). The arguments, 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from pipesat.models import Instance, InstanceError, Objective, op_duration
@@ -243,16 +244,19 @@ def max_total_time(items: Sequence[Item], count: int, capacity: float | None) ->
     if capacity is None:
         return count * sum(time for time, _ in items)
     free = count * sum(time for time, weight in items if weight <= 0)
+    # Equal items (the equal stages of an interleaved pipeline) are one item of their summed count:
+    # the same optimum, searched over far fewer nodes.
+    copies = Counter(item for item in items if item[1] > 0 and item[0] > 0)
     weighted = sorted(
-        ((time, weight) for time, weight in items if weight > 0 and time > 0),
+        ((time, weight, count * number) for (time, weight), number in copies.items()),
         key=lambda item: item[0] / item[1],
         reverse=True,
     )
-    return free + _knapsack(weighted, count, capacity)
+    return free + _knapsack(weighted, capacity)
 
 
-def _knapsack(items: list[Item], count: int, capacity: float) -> float:
-    """Bounded knapsack by branch and bound over items sorted by time per weight.
+def _knapsack(items: list[tuple[float, float, int]], capacity: float) -> float:
+    """Bounded knapsack by branch and bound over (time, weight, count) items sorted by time per weight.
 
     Returns the optimum, or the fractional bound when the search exceeds KNAPSACK_NODES (both are
     upper bounds on what the ops can fill, which is all the lower bounds need).
@@ -260,7 +264,7 @@ def _knapsack(items: list[Item], count: int, capacity: float) -> float:
 
     def fractional(i: int, room: float) -> float:
         total = 0.0
-        for time, weight in items[i:]:
+        for time, weight, count in items[i:]:
             take = max(0.0, min(count, room / weight))
             total += take * time
             room -= take * weight
@@ -279,7 +283,7 @@ def _knapsack(items: list[Item], count: int, capacity: float) -> float:
             return
         if nodes > KNAPSACK_NODES or value + fractional(i, room) <= best:
             return
-        time, weight = items[i]
+        time, weight, count = items[i]
         for n in range(min(count, _floor_fit(room, weight)), -1, -1):
             visit(i + 1, room - n * weight, value + n * time)
 

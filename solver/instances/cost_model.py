@@ -1,43 +1,57 @@
 """An analytic cost model: a transformer, how it is trained and its hardware -> an `Instance`.
 
 Per transformer layer (docs/cost-model.md derives every term and names its source), with n = s·b
-tokens, h hidden, a heads, g key/value heads of size d = h/a, f the MLP width and t the tensor-parallel
-degree, each GPU of a pipeline device does
+tokens (s·b/cp on a GPU with context parallelism cp), h hidden, a heads, g key/value heads of size
+d = h/a, f the MLP width and t the tensor-parallel degree, each GPU of a pipeline device does
 
     linear FLOPs  L = 2n·h·(h + 2g·d) + 2n·h² + (4 GELU | 6 SwiGLU)·n·h·f
     scores FLOPs  S = 4n·s·h·c            (c = 1/2 for causal flash attention, else 1)
     F = (L + S) / t      B = (L + 2S + S/2 with flash + recomputed) / t      W = L / t
 
-and keeps, from F to its B, the activations `layer_activations` lists tensor by tensor (M_B), and
+(a cp-th of each with context parallelism) as GEMMs of the shapes `layer_gemms` lists, flash
+attention and elementwise kernels (`layer_passes`), and keeps, from F to its B, the activations `layer_activations` lists tensor by tensor (M_B), and
 from B to its W what the weight gradients need (M_W: each weight matmul's input and output gradient).
 Tensors inside the attention and the MLP are split over the t GPUs; the layer's inputs, the norms'
 outputs and the dropout masks are split only with sequence parallelism (Megatron's layout).
 
 The layers are split over the p·v stages (evenly, by an explicit per-stage count, or balanced by
 `solver.instances.layer_balance`). The embedding sits on the first stage and is a lookup: no FLOPs and
-no activation memory. The output head sits on the last stage: one h x V matmul (split over t), so F,
+no activation memory, only the rows it reads and writes and its tensor-parallel reduction, which
+the shape model times (`embedding_cost`). The output head sits on the last stage: one h x V matmul (split over t), so F,
 B and W each cost 2n·h·V / t FLOPs, and it keeps its input and the logits (then their gradient).
 
-Times are FLOPs over the effective throughput (TFLOP/s x efficiency), plus the tensor-parallel
-all-reduces when their bandwidth is given, in milliseconds rounded to 6 significant digits; memory is
-in MiB (bytes over 2^20, no rounding); the p2p time is the link latency plus one microbatch's
-activation (its 1/t shard with sequence parallelism) over the link. Weights, gradients and optimizer
+Times come from the work's shapes on the GPU's roofline (`solver.instances.roofline`) when the
+hardware names a `gpu` and no `efficiency`; else they are FLOPs over the effective throughput
+(TFLOP/s x efficiency). To them come the exposed communication: tensor parallelism's collectives
+and ring attention's key/value exchange beyond the attention it hides under, when their link's
+bandwidth is given (`solver.instances.collectives`). Times are in milliseconds rounded to 6
+significant digits; memory is in MiB (bytes over 2^20, no rounding); the p2p time is the link
+latency plus one microbatch's activation (its 1/t shard with sequence parallelism) over the link. Weights, gradients and optimizer
 state are in `solver.instances.model_state`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.keys import Keyed, key
+from pipesat.solver.instances.collectives import Collective, Link, collective_ms
+from pipesat.solver.instances.gpus import CATALOGUE, GPU_NAMES
+from pipesat.solver.instances.keys import Keyed, key, keys
 from pipesat.solver.instances.kinds import AMOUNT, FLAG, NUMBER, SHARE, TEXT, WHOLE, Wholes, Word
+from pipesat.solver.instances.roofline import Gemm, Roofline, Work
 
 TIME_UNIT = "ms"
 MEMORY_UNIT = "MiB"
 MIB = 2**20
 RECOMPUTE = ("none", "selective", "full")
 MASK_BYTES = 1  # a dropout mask keeps one byte a value
+LOSS_BYTES = 4
+"""The loss computes the softmax of the logits in fp32 (Megatron's vocabulary-parallel cross entropy)."""
+BACKWARD_ELEMENTWISE = 2
+"""An elementwise kernel's backward moves about twice its forward's bytes: it reads the kept input and
+the output's gradient and writes the input's gradient, where the forward read one and wrote one."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +100,27 @@ class Training(Keyed):
     recompute: str = key(Word(RECOMPUTE), "Activation recomputation.", "none")
     tensor_parallel: int = key(WHOLE, "GPUs t per pipeline device (Megatron-style tensor parallelism).", 1, at_least=1)
     sequence_parallel: bool = key(FLAG, "Split the layer inputs, norms and dropout masks over the t GPUs too.", False)
-    data_parallel: int = key(WHOLE, "Data-parallel replicas (for zero1).", 1, at_least=1)
-    zero1: bool = key(FLAG, "Shard the optimizer state over the data-parallel replicas (ZeRO-1).", False)
+    context_parallel: int = key(
+        WHOLE, "GPUs cp that split each sequence (context parallelism: ring attention).", 1, at_least=1
+    )
+    data_parallel: int = key(WHOLE, "Data-parallel replicas (for zero).", 1, at_least=1)
+    zero: int = key(
+        WHOLE,
+        "What is sharded over the data-parallel replicas (the ZeRO stage): 0 nothing, 1 the optimizer state "
+        "(Megatron's distributed optimizer), 2 and the gradients, 3 and the weights (FSDP).",
+        0,
+        at_least=0,
+        at_most=3,
+    )
+    overlap_grad_reduce: bool = key(
+        FLAG, "Overlap the data-parallel gradient reduction with the backward (Megatron, FSDP).", True
+    )
+    overlap_param_gather: bool = key(
+        FLAG,
+        "Overlap the all-gathers of sharded weights with the compute (ZeRO 1 and 2: the next iteration's "
+        "first forward; 3: each F and B).",
+        True,
+    )
     weight_bytes: float = key(NUMBER, "Bytes per weight.", 2.0, above=0)
     grad_bytes: float = key(NUMBER, "Bytes per gradient.", 4.0, at_least=0)
     optimizer_bytes: float = key(
@@ -101,23 +134,126 @@ ZB_PAPER_TRAINING = Training(flash_attention=False, causal=False, dropout=True)
 
 @dataclass(frozen=True)
 class Hardware(Keyed):
-    """Device throughput (peak TFLOP/s and the fraction reached), the pipeline link, the tensor-parallel
-    link (0: its all-reduces are not timed) and the GPU's memory (0: no budgets)."""
+    """One GPU: a type of the catalogue (`gpus`) or its peak TFLOP/s and the fraction reached, the
+    pipeline link, the tensor-parallel and context-parallel links (bandwidth 0: not timed), the
+    data-parallel link (0: ZeRO-3's exchanges in the ops are not timed), the GPU memory's bandwidth
+    and size (0: no budgets). A `gpu` fills the keys left out (`HARDWARE_FROM_GPU`)
+    and, without an `efficiency`, times the work by its shape (`roofline`)."""
 
-    tflops: float = key(NUMBER, "Peak throughput of one GPU.", unit="TFLOP/s", above=0)
-    efficiency: float = key(NUMBER, "The fraction of peak throughput reached.", 0.5, above=0, at_most=1)
-    bandwidth: float = key(NUMBER, "The pipeline link, one GPU's share.", 50.0, unit="GB/s", above=0)
+    tflops: float = key(
+        NUMBER, "Peak throughput of one GPU (default: the gpu's bf16 peak).", None, unit="TFLOP/s", above=0
+    )
+    gpu: str | None = key(
+        Word(GPU_NAMES),
+        "A GPU of the catalogue: fills the hardware keys not given, and times each GEMM by its shape unless "
+        "efficiency is given.",
+        None,
+    )
+    efficiency: float | None = key(NUMBER, "The fraction of peak throughput reached.", None, above=0, at_most=1)
+    bandwidth: float = key(
+        NUMBER, "The pipeline link, one GPU's share (default: the gpu's network, else 50).", None, unit="GB/s", above=0
+    )
     latency: float = key(NUMBER, "The pipeline link's latency.", 10.0, unit="µs", at_least=0)
     tp_bandwidth: float = key(
-        NUMBER, "The tensor-parallel link, to time its all-reduces (0: not timed).", 0.0, unit="GB/s", at_least=0
+        NUMBER,
+        "The tensor-parallel link, to time its collectives (default: the gpu's NVLink, else 0: not timed).",
+        None,
+        unit="GB/s",
+        at_least=0,
+    )
+    tp_latency: float = key(
+        NUMBER,
+        "The tensor-parallel link's latency a ring step (default: the gpu's NVLink's, else as latency).",
+        unit="µs",
+        at_least=0,
+        default_from="latency",
+    )
+    cp_bandwidth: float = key(
+        NUMBER,
+        "The context-parallel link, to time ring attention's exchange (default: as tp_bandwidth).",
+        unit="GB/s",
+        at_least=0,
+        default_from="tp_bandwidth",
+    )
+    cp_latency: float = key(
+        NUMBER,
+        "The context-parallel link's latency a ring step (default: as tp_latency).",
+        unit="µs",
+        at_least=0,
+        default_from="tp_latency",
+    )
+    dp_bandwidth: float = key(
+        NUMBER,
+        "The data-parallel link, to time ZeRO-3's gathers and reductions in the ops (0: not timed).",
+        0.0,
+        unit="GB/s",
+        at_least=0,
+    )
+    dp_latency: float = key(
+        NUMBER,
+        "The data-parallel link's latency (default: the pipeline link's).",
+        unit="µs",
+        at_least=0,
+        default_from="latency",
+    )
+    memory_bandwidth: float = key(
+        NUMBER,
+        "The GPU memory's bandwidth: elementwise work, memory-bound GEMMs and the optimizer step "
+        "(default: the gpu's, else an A100-40GB's 1555).",
+        None,
+        unit="GB/s",
+        above=0,
     )
     gpu_memory: float = key(
         AMOUNT,
-        "Memory of one GPU; given, each device's activation budget becomes its memory limit.",
-        0.0,
+        "Memory of one GPU; given, each device's activation budget becomes its memory limit (default: the gpu's).",
+        None,
         at_least=0,
     )
     reserve: float = key(SHARE, "Kept back from each GPU's memory: a percentage or an amount.", 0.1, at_least=0)
+
+    def __post_init__(self) -> None:
+        fill_from_gpu(self, self.gpu, HARDWARE_FROM_GPU, HARDWARE_WITHOUT_GPU)
+        super().__post_init__()
+
+
+HARDWARE_FROM_GPU = {
+    "tflops": "bf16_tflops",
+    "bandwidth": "network",
+    "tp_bandwidth": "nvlink",
+    "tp_latency": "nvlink_latency",
+    "memory_bandwidth": "memory_bandwidth",
+    "gpu_memory": "memory",
+}
+"""The `Hardware` keys a `gpu` fills when they are not given, from its catalogue fields."""
+HARDWARE_WITHOUT_GPU = {
+    "efficiency": 0.5,
+    "bandwidth": 50.0,
+    "tp_bandwidth": 0.0,
+    "memory_bandwidth": 1555.0,
+    "gpu_memory": 0.0,
+}
+"""What those keys (and `efficiency`) are without a `gpu`: today's flat model, collectives not timed."""
+
+
+def fill_from_gpu(
+    record: Keyed, name: str | None, from_gpu: Mapping[str, str], without_gpu: Mapping[str, float]
+) -> None:
+    """Give each key of `record` left at None the catalogue field `from_gpu[key]` of its GPU `name`,
+    or without a GPU its value in `without_gpu`; raise one line for a key that neither fills (`tflops`
+    without a gpu). Keys left at None that take another key's value (`default_from`) are left to
+    `Keyed`."""
+    declared = keys(type(record))
+    values = dict(without_gpu)
+    if name is not None:
+        declared["gpu"].check(name, "gpu")
+        values = {field: getattr(CATALOGUE[name], entry) for field, entry in from_gpu.items()}
+    for field, value in values.items():
+        if getattr(record, field) is None:
+            object.__setattr__(record, field, value)
+    for field in from_gpu:
+        if getattr(record, field) is None and not declared[field].default_from:
+            raise InstanceError(f"{field} is missing; give it, or gpu: one of {', '.join(GPU_NAMES)}")
 
 
 @dataclass(frozen=True)
@@ -139,8 +275,9 @@ class Pipeline(Keyed):
 
 @dataclass(frozen=True)
 class Cost:
-    """FLOPs of the three passes per GPU, the memory (bytes) held from F to B (M_B) and from B to W
-    (M_W), and the tensor-parallel communication time (ms) in F and in B."""
+    """Of one GPU: the FLOPs of the three passes, the memory (bytes) held from F to B (M_B) and from B
+    to W (M_W), the exposed tensor- and context-parallel communication (ms) in F and in B, and the
+    compute time (ms) of each pass, of which `recompute_ms` is the part of B that recomputes."""
 
     forward_flops: float
     backward_flops: float
@@ -149,6 +286,10 @@ class Cost:
     weight_bytes: float
     forward_comm_ms: float = 0.0
     backward_comm_ms: float = 0.0
+    forward_ms: float = 0.0
+    backward_ms: float = 0.0
+    weight_ms: float = 0.0
+    recompute_ms: float = 0.0
 
     def plus(self, other: Cost, times: int = 1) -> Cost:
         """This cost plus `times` copies of `other`."""
@@ -204,7 +345,7 @@ def keeps_scores(training: Training) -> bool:
 def layer_activations(model: Transformer, training: Training) -> list[Tensor]:
     """What one layer keeps from F for B, tensor by tensor (Korthikanti et al.'s accounting); with
     full recomputation only the layer's input."""
-    n, h, f, bpv = model.tokens, model.hidden, model.mlp_width, training.bytes_per_value
+    n, h, f, bpv = local_tokens(model, training), model.hidden, model.mlp_width, training.bytes_per_value
     if training.recompute == "full":
         return [Tensor("layer input (all else recomputed in B)", n * h, bpv, sharded=False)]
     scores = model.heads * model.seq_len * n
@@ -242,7 +383,7 @@ def layer_activations(model: Transformer, training: Training) -> list[Tensor]:
 
 def weight_gradient_inputs(model: Transformer, training: Training) -> list[Tensor]:
     """What one layer's W needs after its B: each weight matmul's input and its output's gradient."""
-    n, h, f, bpv = model.tokens, model.hidden, model.mlp_width, training.bytes_per_value
+    n, h, f, bpv = local_tokens(model, training), model.hidden, model.mlp_width, training.bytes_per_value
     return [
         Tensor("QKV input", n * h, bpv, sharded=False),
         Tensor("QKV output gradient", n * (h + 2 * model.kv_width), bpv, sharded=True),
@@ -259,54 +400,250 @@ def held_bytes(tensors: list[Tensor], training: Training) -> float:
     return sum(tensor.bytes_per_gpu(training) for tensor in tensors)
 
 
-def all_reduce_ms(model: Transformer, training: Training, hardware: Hardware) -> float:
-    """One tensor-parallel all-reduce of a layer's s·b·h output (ring: 2(t-1)/t of it per GPU), in
-    ms; 0 without tensor parallelism or without a tensor-parallel bandwidth."""
-    t = training.tensor_parallel
-    if t == 1 or hardware.tp_bandwidth <= 0:
+def local_tokens(model: Transformer, training: Training) -> float:
+    """n on one GPU: the s·b tokens of a microbatch, a cp-th of them with context parallelism."""
+    return model.tokens / training.context_parallel
+
+
+def layer_gemms(model: Transformer, training: Training) -> tuple[Gemm, ...]:
+    """One layer's matmuls in F on one GPU, as (tokens, outputs, inputs): the QKV projection and the
+    MLP's up (and gate) projection split their outputs over the t GPUs, the attention output and the
+    MLP's down projection their inputs (Megatron's column- then row-parallel pairs)."""
+    n, h, t = local_tokens(model, training), model.hidden, training.tensor_parallel
+    up = (2 if model.swiglu else 1) * model.mlp_width
+    return (
+        Gemm(n, (h + 2 * model.kv_width) / t, h, "QKV projection"),
+        Gemm(n, h, h / t, "attention output projection"),
+        Gemm(n, up / t, h, "MLP gate and up projections" if model.swiglu else "MLP up projection"),
+        Gemm(n, h, model.mlp_width / t, "MLP down projection"),
+    )
+
+
+def elementwise_traffic(model: Transformer, training: Training) -> list[Tensor]:
+    """What one layer's F reads and writes outside its GEMMs and attention. The norms and residual
+    adds work on whole n·h activations, which every tensor-parallel GPU repeats unless sequence
+    parallelism splits them; the MLP's activation and the rotary embedding work on split tensors."""
+    n, h, f, bpv = local_tokens(model, training), model.hidden, model.mlp_width, training.bytes_per_value
+    return [
+        Tensor("two norms: n·h read and written each", 4 * n * h, bpv, sharded=False),
+        Tensor("two residual adds: 2n·h read and n·h written each", 6 * n * h, bpv, sharded=False),
+        Tensor(
+            "MLP activation: SwiGLU's gate and up read, product written" if model.swiglu else "GELU: read and written",
+            (3 if model.swiglu else 2) * n * f,
+            bpv,
+            sharded=True,
+        ),
+        Tensor("rotary embedding: queries and keys read and written", 2 * n * (h + model.kv_width), bpv, sharded=True),
+    ]
+
+
+def score_traffic(model: Transformer, training: Training) -> list[Tensor]:
+    """What the attention's elementwise kernels read and write when the a·s x s scores are made
+    (without flash attention, which keeps them on chip): the fused scale, mask and softmax read the
+    scores and write the probabilities; dropout reads them and writes the dropped-out scores and the
+    mask. Causal or not, the whole score matrix is computed and masked."""
+    if training.flash_attention:
+        return []
+    scores = model.heads * model.seq_len * local_tokens(model, training)
+    bpv = training.bytes_per_value
+    tensors = [Tensor("attention scores: scale, mask and softmax read and write them", 2 * scores, bpv, sharded=True)]
+    if training.dropout:
+        tensors += [
+            Tensor("score dropout: scores read, dropped-out scores written", 2 * scores, bpv, sharded=True),
+            Tensor("score dropout mask written", scores, MASK_BYTES, sharded=True),
+        ]
+    return tensors
+
+
+@dataclass(frozen=True)
+class Passes:
+    """The work of a layer (or the head) on one GPU: F, B without recomputation, W, and what B
+    recomputes first."""
+
+    forward: Work
+    backward: Work
+    weight: Work
+    recompute: Work
+
+
+def layer_passes(model: Transformer, training: Training) -> Passes:
+    """One layer's work per pass (docs/cost-model.md): F its GEMMs, attention and elementwise kernels;
+    B each GEMM's input gradient, the attention's backward (2S, and S/2 more where flash attention
+    recomputes QKᵀ) and the elementwise backward; W each GEMM's weight gradient."""
+    gemms = layer_gemms(model, training)
+    scores = score_flops(model, training) / (training.tensor_parallel * training.context_parallel)
+    score_bytes = held_bytes(score_traffic(model, training), training)
+    elementwise = held_bytes(elementwise_traffic(model, training), training) + score_bytes
+    forward = Work(gemms, scores, elementwise)
+    backward = Work(
+        tuple(gemm.input_gradient() for gemm in gemms),
+        (2.5 if training.flash_attention else 2) * scores,
+        BACKWARD_ELEMENTWISE * elementwise,
+    )
+    weight = Work(tuple(gemm.weight_gradient() for gemm in gemms))
+    return Passes(forward, backward, weight, recomputed(forward, score_bytes, training))
+
+
+def recomputed(forward: Work, score_bytes: float, training: Training) -> Work:
+    """What B runs again before its own work: the whole forward (full), the attention core and its
+    scores' elementwise kernels (selective, without flash attention, which recomputes it anyway),
+    else nothing."""
+    if training.recompute == "full":
+        return forward
+    if training.recompute == "selective" and not training.flash_attention:
+        return Work(attention_flops=forward.attention_flops, elementwise_bytes=score_bytes)
+    return Work()
+
+
+def head_passes(model: Transformer, training: Training) -> Passes:
+    """The output head's work: one (tokens, V/t, h) GEMM a pass, and the loss's elementwise kernels,
+    which read the logits and write their fp32 softmax in F, and read it and write the logits'
+    gradient in B."""
+    n, t = local_tokens(model, training), training.tensor_parallel
+    gemm = Gemm(n, model.vocab / t, model.hidden, "output head")
+    loss = held_bytes(
+        [Tensor("cross entropy", n * model.vocab, training.bytes_per_value + LOSS_BYTES, sharded=True)], training
+    )
+    forward, backward = Work((gemm,), 0.0, loss), Work((gemm.input_gradient(),), 0.0, loss)
+    return Passes(forward, backward, Work((gemm.weight_gradient(),)), recompute=Work())
+
+
+def roofline(hardware: Hardware) -> Roofline | None:
+    """The GPU the shape model times work on: the catalogue's `gpu` at the hardware's peak and memory
+    bandwidth; None where the work is timed flat (an efficiency given, or no gpu)."""
+    if hardware.efficiency is not None or hardware.gpu is None:
+        return None
+    gpu = CATALOGUE[hardware.gpu]
+    return Roofline(hardware.tflops, hardware.memory_bandwidth, gpu.sms, gpu.gemm_efficiency, gpu.attention_efficiency)
+
+
+def pass_ms(work: Work, training: Training, hardware: Hardware) -> float:
+    """A pass's compute time in ms: by shape on the GPU's roofline, or its FLOPs at the flat rate."""
+    gpu = roofline(hardware)
+    if gpu is not None:
+        return work.ms(training.bytes_per_value, gpu)
+    return work.flops / effective_flops_per_ms(hardware)
+
+
+def compute(passes: Passes, training: Training, hardware: Hardware) -> dict[str, float]:
+    """The `Cost` fields of the passes' compute: FLOPs and times, B's including what it recomputes."""
+    recompute_ms = pass_ms(passes.recompute, training, hardware)
+    return {
+        "forward_flops": passes.forward.flops,
+        "backward_flops": passes.backward.flops + passes.recompute.flops,
+        "weight_flops": passes.weight.flops,
+        "forward_ms": pass_ms(passes.forward, training, hardware),
+        "backward_ms": pass_ms(passes.backward, training, hardware) + recompute_ms,
+        "weight_ms": pass_ms(passes.weight, training, hardware),
+        "recompute_ms": recompute_ms,
+    }
+
+
+def tensor_parallel_ms(collective: Collective, model: Transformer, training: Training, hardware: Hardware) -> float:
+    """One collective of a microbatch's n·h activation among the t GPUs over their link, in ms; 0
+    when the link is not timed."""
+    if hardware.tp_bandwidth <= 0:
         return 0.0
-    moved = 2 * (t - 1) / t * model.tokens * model.hidden * training.bytes_per_value
-    return moved / (hardware.tp_bandwidth * 1e9) * 1e3
+    size = local_tokens(model, training) * model.hidden * training.bytes_per_value
+    link = Link(hardware.tp_bandwidth, hardware.tp_latency)
+    return collective_ms(collective, size, training.tensor_parallel, link)
+
+
+def block_exchange_ms(model: Transformer, training: Training, hardware: Hardware) -> float:
+    """What the attention or the MLP block exchanges in a pass: the all-reduce of its row-parallel
+    output (F) or of its column-parallel input's gradient (B), or with sequence parallelism an
+    all-gather and a reduce-scatter, which move the same bytes."""
+    collectives: tuple[Collective, ...] = (Collective.ALL_REDUCE,)
+    if training.sequence_parallel:
+        collectives = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER)
+    return sum(tensor_parallel_ms(collective, model, training, hardware) for collective in collectives)
+
+
+def kv_exchange_ms(model: Transformer, training: Training, hardware: Hardware) -> float:
+    """Ring attention's exchange in F: in cp-1 steps each GPU passes on its keys and values (2·g·d/t
+    values a token of its n tokens) around the cp GPUs, an all-gather's ring, in ms; 0 without
+    context parallelism or when its link is not timed."""
+    if hardware.cp_bandwidth <= 0:
+        return 0.0
+    cp = training.context_parallel
+    shard = 2 * local_tokens(model, training) * model.kv_width / training.tensor_parallel * training.bytes_per_value
+    return collective_ms(Collective.ALL_GATHER, cp * shard, cp, Link(hardware.cp_bandwidth, hardware.cp_latency))
+
+
+def exposed_ms(communication: float, attention_flops: float, training: Training, hardware: Hardware) -> float:
+    """The part of ring attention's exchange that the attention computed meanwhile does not hide."""
+    return max(0.0, communication - pass_ms(Work(attention_flops=attention_flops), training, hardware))
+
+
+def layer_comm_ms(model: Transformer, training: Training, hardware: Hardware, passes: Passes) -> tuple[float, float]:
+    """One layer's exposed communication in F and in B, in ms: two tensor-parallel block exchanges a
+    pass, and ring attention's exchange beyond the attention it overlaps (B passes the keys and values
+    and their gradients, twice F's bytes). Full recomputation runs F's communication again in B."""
+    exchanges = 2 * block_exchange_ms(model, training, hardware)
+    ring = kv_exchange_ms(model, training, hardware)
+    forward = exchanges + exposed_ms(ring, passes.forward.attention_flops, training, hardware)
+    backward = exchanges + exposed_ms(2 * ring, passes.backward.attention_flops, training, hardware)
+    return forward, backward + (forward if training.recompute == "full" else 0.0)
 
 
 def layer_cost(model: Transformer, training: Training, hardware: Hardware) -> Cost:
     """One transformer layer on one GPU (see the module notes)."""
-    t = training.tensor_parallel
-    linear, scores = linear_flops(model), score_flops(model, training)
-    forward = linear + scores
-    backward = linear + 2 * scores
-    if training.flash_attention:
-        backward += scores / 2  # flash attention recomputes QKᵀ in its backward
-    if training.recompute == "selective" and not training.flash_attention:
-        backward += scores  # the attention core's forward, run again
-    full = training.recompute == "full"
-    if full:
-        backward += forward
+    passes = layer_passes(model, training)
     activation = held_bytes(layer_activations(model, training), training)
     # W frees at most what F allocated (the memory model's rule); with full recomputation B makes
     # more than F kept, which this caps (docs/cost-model.md says so).
     weight = min(held_bytes(weight_gradient_inputs(model, training), training), activation)
-    reduce = all_reduce_ms(model, training, hardware)
+    forward_comm, backward_comm = layer_comm_ms(model, training, hardware, passes)
     return Cost(
-        forward_flops=forward / t,
-        backward_flops=backward / t,
-        weight_flops=linear / t,
         activation_bytes=activation,
         weight_bytes=weight,
-        forward_comm_ms=2 * reduce,
-        backward_comm_ms=(4 if full else 2) * reduce,
+        forward_comm_ms=forward_comm,
+        backward_comm_ms=backward_comm,
+        **compute(passes, training, hardware),
     )
 
 
-def head_cost(model: Transformer, training: Training) -> Cost:
+def embedding_cost(model: Transformer, training: Training, hardware: Hardware) -> Cost:
+    """The embedding lookup on the first stage, memory-bound, timed by the shape model only (the flat
+    model counts FLOPs, and a lookup has none): F reads the n looked-up rows of h and writes them, and
+    its vocabulary-parallel output is all-reduced over the t GPUs (reduce-scattered with sequence
+    parallelism); B adds the output's gradient into those rows of the table's gradient (gathering it
+    first with sequence parallelism). The table's gradient is B's: W has nothing left to do."""
+    if roofline(hardware) is None or model.vocab == 0:
+        return NO_COST
+    n, h, bpv = local_tokens(model, training), model.hidden, training.bytes_per_value
+    forward = Work(elementwise_bytes=2 * n * h * bpv)
+    backward = Work(elementwise_bytes=n * h * (bpv + 2 * training.grad_bytes))
+    parallel = training.sequence_parallel
+    reduce = Collective.REDUCE_SCATTER if parallel else Collective.ALL_REDUCE
+    gather = tensor_parallel_ms(Collective.ALL_GATHER, model, training, hardware) if parallel else 0.0
+    return Cost(
+        activation_bytes=0.0,
+        weight_bytes=0.0,
+        forward_comm_ms=tensor_parallel_ms(reduce, model, training, hardware),
+        backward_comm_ms=gather,
+        **compute(Passes(forward, backward, Work(), Work()), training, hardware),
+    )
+
+
+def head_cost(model: Transformer, training: Training, hardware: Hardware) -> Cost:
     """The output head (h x V matmul, vocabulary split over t) and the loss: its input and the logits
-    held until B, its input and their gradient until W."""
-    n, h, vocab, bpv = model.tokens, model.hidden, model.vocab, training.bytes_per_value
-    flops = 2 * n * h * vocab / training.tensor_parallel
+    held until B, its input and their gradient until W. Its column-parallel matmul gathers its input
+    in F with sequence parallelism, and reduces its input's gradient in B."""
+    n, h, vocab, bpv = local_tokens(model, training), model.hidden, model.vocab, training.bytes_per_value
     held = held_bytes(
         [Tensor("head input", n * h, bpv, sharded=False), Tensor("logits", n * vocab, bpv, sharded=True)], training
     )
-    return Cost(flops, flops, flops, held, held)
+    parallel = training.sequence_parallel
+    gather = tensor_parallel_ms(Collective.ALL_GATHER, model, training, hardware) if parallel else 0.0
+    reduce = Collective.REDUCE_SCATTER if parallel else Collective.ALL_REDUCE
+    return Cost(
+        activation_bytes=held,
+        weight_bytes=held,
+        forward_comm_ms=gather,
+        backward_comm_ms=tensor_parallel_ms(reduce, model, training, hardware),
+        **compute(head_passes(model, training), training, hardware),
+    )
 
 
 def check_description(model: Transformer, training: Training, hardware: Hardware, pipeline: Pipeline) -> None:
@@ -330,10 +667,18 @@ def check_training(model: Transformer, training: Training) -> None:
         raise InstanceError(
             "sequence parallelism splits over the tensor-parallel GPUs; give --tensor-parallel 2 or more"
         )
-    if training.sequence_parallel and model.seq_len % t:
-        raise InstanceError(f"sequence parallelism needs seq_len {model.seq_len} divisible by tensor parallelism {t}")
-    if training.zero1 and training.data_parallel == 1:
-        raise InstanceError("ZeRO-1 shards the optimizer over data parallelism; give --data-parallel 2 or more")
+    cp = training.context_parallel
+    if model.seq_len % cp:
+        raise InstanceError(
+            f"context parallelism {cp} does not divide seq_len {model.seq_len}; each GPU takes a cp-th of a sequence"
+        )
+    if training.sequence_parallel and model.seq_len // cp % t:
+        share = f"seq_len {model.seq_len}" + (f" / context parallelism {cp}" if cp > 1 else "")
+        raise InstanceError(f"sequence parallelism needs {share} divisible by tensor parallelism {t}")
+    if training.zero and training.data_parallel == 1:
+        raise InstanceError(
+            f"ZeRO stage {training.zero} shards over data parallelism; give --data-parallel 2 or more, or --zero 0"
+        )
 
 
 def check_pipeline(pipeline: Pipeline) -> None:
@@ -394,17 +739,24 @@ def check_split(model: Transformer, pipeline: Pipeline, split: tuple[int, ...]) 
     return tuple(split)
 
 
-def stage_costs(model: Transformer, training: Training, hardware: Hardware, split: tuple[int, ...]) -> list[StageCost]:
-    """Per-stage FLOPs and memory for `split` (layers per stage); the embedding on stage 0, the head
-    and loss on the last stage."""
-    layer, head = layer_cost(model, training, hardware), head_cost(model, training)
+def stage_costs(
+    model: Transformer, training: Training, hardware: Hardware, split: tuple[int, ...], layer: Cost | None = None
+) -> list[StageCost]:
+    """Per-stage costs (FLOPs, times, memory) for `split` (layers per stage); the embedding on stage 0,
+    the head and loss on the last stage. `layer` is one layer's cost when known otherwise (measured:
+    `solver.instances.calibration`), else the model's."""
+    layer = layer or layer_cost(model, training, hardware)
+    head = head_cost(model, training, hardware)
     last = len(split) - 1
     costs = []
     for s, count in enumerate(split):
         with_head = s == last and model.vocab > 0
         cost = (head if with_head else NO_COST).plus(layer, count)
-        if cost.forward_flops == 0:
-            what = "the embedding lookup" if s == 0 else "nothing"
+        if s == 0:
+            cost = cost.plus(embedding_cost(model, training, hardware))
+        forward, backward, _ = stage_times(cost)
+        if forward <= 0 or backward <= 0:
+            what = "the embedding lookup, which only a gpu's shape model times" if s == 0 else "nothing"
             raise InstanceError(
                 f"stage {s} has 0 layers and only {what}, so it does no work; give it at least one layer"
             )
@@ -412,25 +764,26 @@ def stage_costs(model: Transformer, training: Training, hardware: Hardware, spli
     return costs
 
 
-def stage_times(cost: Cost, hardware: Hardware) -> tuple[float, float, float]:
-    """F, B and W of a stage in ms: its FLOPs at the effective rate, plus its communication."""
-    rate = effective_flops_per_ms(hardware)
+def stage_times(cost: Cost) -> tuple[float, float, float]:
+    """F, B and W of a stage in ms: its compute, plus its exposed communication in F and B."""
     return (
-        cost.forward_flops / rate + cost.forward_comm_ms,
-        cost.backward_flops / rate + cost.backward_comm_ms,
-        cost.weight_flops / rate,
+        cost.forward_ms + cost.forward_comm_ms,
+        cost.backward_ms + cost.backward_comm_ms,
+        cost.weight_ms,
     )
 
 
 def effective_flops_per_ms(hardware: Hardware) -> float:
+    """The flat model's rate: the peak times the efficiency reached, in FLOP a ms."""
+    assert hardware.efficiency is not None, "the shape model (a gpu, no efficiency) has no flat rate"
     return hardware.tflops * 1e12 * hardware.efficiency / 1e3
 
 
 def activation_message_bytes(model: Transformer, training: Training) -> float:
-    """What one microbatch sends between stages on each GPU: its s·b·h activation (or its gradient),
+    """What one microbatch sends between stages on each GPU: its n·h activation (or its gradient),
     a 1/t shard of it with sequence parallelism."""
     shard = training.tensor_parallel if training.sequence_parallel else 1
-    return model.tokens * model.hidden * training.bytes_per_value / shard
+    return local_tokens(model, training) * model.hidden * training.bytes_per_value / shard
 
 
 def p2p_time(model: Transformer, training: Training, hardware: Hardware) -> float:

@@ -6,23 +6,31 @@ from __future__ import annotations
 from pipesat.models.units import memory_text
 from pipesat.solver.instances.cost_model import (
     MIB,
+    Hardware,
     Tensor,
     Training,
+    Transformer,
     activation_message_bytes,
-    all_reduce_ms,
+    block_exchange_ms,
     effective_flops_per_ms,
+    exposed_ms,
     head_cost,
     held_bytes,
+    kv_exchange_ms,
     layer_activations,
     layer_cost,
+    layer_passes,
     linear_flops,
+    roofline,
     score_flops,
     weight_gradient_inputs,
 )
+from pipesat.solver.instances.data_parallel import sharded_exchanges
 from pipesat.solver.instances.from_model import Derivation, Description
 from pipesat.solver.instances.keys import keys
 from pipesat.solver.instances.layer_balance import slowest_stage_ms
 from pipesat.solver.instances.model_state import bytes_per_parameter, layer_parameters, reserve_bytes
+from pipesat.solver.instances.roofline import Gemm, Roofline, attention_ms, gemm_ms, memory_ms
 
 
 def command_line(description: Description) -> str:
@@ -41,15 +49,27 @@ def command_line(description: Description) -> str:
         *_options(model, "kv_heads ffn_hidden microbatch_size vocab", changed=True),
         *_options(training, "recompute tensor_parallel data_parallel bytes_per_value weight_bytes", changed=True),
         *_options(training, "grad_bytes optimizer_bytes flash_attention causal dropout", changed=True),
-        *_options(training, "sequence_parallel zero1", changed=True),
+        *_options(training, "sequence_parallel zero overlap_grad_reduce overlap_param_gather", changed=True),
+        *_options(training, "context_parallel", changed=True),
         *_options(pipeline, "balance", changed=True),
         *_options(pipeline, "devices chunks microbatches"),
         *_options(pipeline, "placement layers_per_stage", changed=True),
-        *_options(hardware, "tflops efficiency bandwidth latency"),
-        *_options(hardware, "tp_bandwidth", changed=True),
-        *(_options(hardware, "gpu_memory reserve") if hardware.gpu_memory > 0 else []),
+        *_hardware_options(hardware),
     ]
     return " ".join(words)
+
+
+def _hardware_options(hardware: Hardware) -> list[str]:
+    """The hardware's options: its gpu, or its peak, efficiency and pipeline link (and its GPU memory
+    and reserve when given); then every other key that differs from what those alone would make."""
+    if hardware.gpu is not None:
+        given = ["gpu"]
+    else:
+        given = ["tflops", "efficiency", "bandwidth", "latency"]
+        given += ["gpu_memory", "reserve"] if hardware.gpu_memory > 0 else []
+    made = Hardware(**{name: getattr(hardware, name) for name in given})
+    names = [name for name in keys(Hardware) if name in given or getattr(hardware, name) != getattr(made, name)]
+    return _options(hardware, " ".join(names))
 
 
 def _options(record: object, names: str, changed: bool = False) -> list[str]:
@@ -114,22 +134,19 @@ def _layer_lines(description: Description) -> list[str]:
         backward_terms += " + S (selective: the attention core again)"
     if training.recompute == "full":
         backward_terms += " + L + S (full: the whole forward again)"
+    cp = training.context_parallel
+    split = "(t·cp)" if cp > 1 else "t"
+    tokens = f"n = s·b = {n} tokens" + (f", {n // cp} on each of the cp = {cp} GPUs of a sequence" if cp > 1 else "")
     lines = [
-        f"per transformer layer, on each GPU (n = s·b = {n} tokens, g·d = {model.kv_width}; docs/cost-model.md):",
+        f"per transformer layer, on each GPU ({tokens}, g·d = {model.kv_width}; docs/cost-model.md):",
         f"  L = 2n·h·(h+2g·d) + 2n·h² + {mlp_factor}n·h·f = {_flops(linear_flops(model))}",
         f"  S = 4n·s·h·c = {_flops(scores)} (c = {causal})",
-        f"  F = (L + S)/t = {_flops(layer.forward_flops)}",
-        f"  B = ({backward_terms})/t = {_flops(layer.backward_flops)}",
-        f"  W = L/t = {_flops(layer.weight_flops)}",
+        f"  F = (L + S)/{split} = {_flops(layer.forward_flops)}",
+        f"  B = ({backward_terms})/{split} = {_flops(layer.backward_flops)}",
+        f"  W = L/{split} = {_flops(layer.weight_flops)}",
     ]
-    reduce = all_reduce_ms(model, training, hardware)
-    if t > 1:
-        lines.append(
-            f"  tensor-parallel all-reduce of n·h values: {reduce:.4g} ms each, "
-            f"{2} in F and {4 if training.recompute == 'full' else 2} in B"
-            if reduce > 0
-            else "  tensor-parallel all-reduces not timed (give --tp-bandwidth to time them)"
-        )
+    lines += _roofline_lines(model, training, hardware)
+    lines += _communication_lines(model, training, hardware)
     lines.append(f"  M_B, kept from F to B{' (/t: split over the tensor-parallel GPUs)' if t > 1 else ''}:")
     lines += _tensor_lines(layer_activations(model, training), training)
     lines.append("  M_W, kept from B to W (each weight matmul's input and output gradient):")
@@ -139,6 +156,66 @@ def _layer_lines(description: Description) -> list[str]:
         lines.append(
             f"    capped at M_B = {_mib(layer.weight_bytes)}: W frees at most what F allocated "
             "(with full recomputation B holds more than F kept; the peak between B and W is underestimated)"
+        )
+    return lines
+
+
+def _roofline_lines(model: Transformer, training: Training, hardware: Hardware) -> list[str]:
+    """With a gpu and no efficiency: each GEMM's time in each pass and the fraction of the peak it
+    reaches on the roofline, then the attention's and the elementwise kernels' time."""
+    gpu = roofline(hardware)
+    if gpu is None:
+        return []
+    passes, bpv = layer_passes(model, training), training.bytes_per_value
+    lines = [
+        f"  timed by shape on {hardware.gpu} (solver/instances/roofline.py): {gpu.tflops:g} TFLOP/s peak, GEMMs at "
+        f"{gpu.gemm_efficiency:g} of it less tile and wave quantization over {gpu.sms} SMs, or bound by "
+        f"{gpu.memory_bandwidth:g} GB/s of memory; flash attention at {gpu.attention_efficiency:g} of the peak. Each "
+        "GEMM (tokens x outputs x inputs) in F, B and W, and the fraction of the peak it reaches:",
+    ]
+    for gemm in passes.forward.gemms:
+        shapes = (("F", gemm), ("B", gemm.input_gradient()), ("W", gemm.weight_gradient()))
+        times = ", ".join(_gemm_time(name, shape, bpv, gpu) for name, shape in shapes)
+        lines.append(f"    {gemm.name} {gemm.m:g} x {gemm.n:g} x {gemm.k:g}: {times}")
+    forward, backward = passes.forward, passes.backward
+    split = "/t with sequence parallelism" if training.sequence_parallel else "on each of the t GPUs"
+    lines += [
+        f"    flash attention: F {attention_ms(forward.attention_flops, gpu):.4g} ms, "
+        f"B {attention_ms(backward.attention_flops, gpu):.4g} ms",
+        f"    elementwise (norms and residual adds {split}; activation, rotary): "
+        f"F {memory_ms(forward.elementwise_bytes, gpu):.4g} ms, B {memory_ms(backward.elementwise_bytes, gpu):.4g} ms",
+    ]
+    return lines
+
+
+def _gemm_time(name: str, gemm: Gemm, bytes_per_value: float, gpu: Roofline) -> str:
+    """`F 0.12 ms (61%)`: a pass's GEMM time and the fraction of the peak it reaches."""
+    time = gemm_ms(gemm, bytes_per_value, gpu)
+    return f"{name} {time:.4g} ms ({gemm.flops / (time * gpu.tflops * 1e9):.0%})"
+
+
+def _communication_lines(model: Transformer, training: Training, hardware: Hardware) -> list[str]:
+    """The tensor-parallel collectives and ring attention's exchange of a layer, and what they expose."""
+    lines = []
+    full = training.recompute == "full"
+    if training.tensor_parallel > 1 and hardware.tp_bandwidth > 0:
+        what = "an all-gather and a reduce-scatter" if training.sequence_parallel else "an all-reduce"
+        lines.append(
+            f"  tensor parallelism: {what} of n·h values a block, {block_exchange_ms(model, training, hardware):.4g} ms "
+            f"(NCCL's ring at the message's bus bandwidth over {hardware.tp_bandwidth:g} GB/s), 2 in F and "
+            f"{4 if full else 2} in B, not overlapped"
+        )
+    elif training.tensor_parallel > 1:
+        lines.append("  tensor-parallel collectives not timed (give --tp-bandwidth or --gpu to time them)")
+    ring = kv_exchange_ms(model, training, hardware)
+    if ring > 0:
+        passes = layer_passes(model, training)
+        forward = exposed_ms(ring, passes.forward.attention_flops, training, hardware)
+        backward = exposed_ms(2 * ring, passes.backward.attention_flops, training, hardware)
+        lines.append(
+            f"  context parallelism: ring attention passes keys and values around {training.context_parallel} GPUs, "
+            f"{ring:.4g} ms in F and {2 * ring:.4g} ms in B (with their gradients), beside the attention; exposed "
+            f"{forward:.4g} ms in F and {backward:.4g} ms in B" + (" (and F's again in B)" if full else "")
         )
     return lines
 
@@ -160,7 +237,7 @@ def _stage_lines(description: Description, derivation: Derivation) -> list[str]:
     instance = derivation.instance
     lines = ["stage 0 also holds the embedding: a lookup, counted as no FLOPs and no activation memory"]
     if model.vocab > 0:
-        head = head_cost(model, training)
+        head = head_cost(model, training, hardware)
         lines += [
             f"stage {instance.num_stages - 1} also holds the output head: F = B = W = 2n·h·V/t = "
             f"{_flops(head.forward_flops)}; M_B = M_W = its input and the logits (/t) = {_mib(head.activation_bytes)}",
@@ -169,9 +246,7 @@ def _stage_lines(description: Description, derivation: Derivation) -> list[str]:
         lines.append("vocabulary 0: no output head or loss counted")
     message = activation_message_bytes(model, training)
     lines += [
-        f"device: {hardware.tflops:g} TFLOP/s x efficiency {hardware.efficiency:g} = "
-        f"{hardware.tflops * hardware.efficiency:g} TFLOP/s effective; time = FLOPs / {effective_flops_per_ms(hardware):.4g} "
-        "FLOP per ms",
+        _rate_line(hardware),
         f"p2p: latency {hardware.latency:g} us + {message:.0f} bytes (one microbatch's n·h values"
         + (", /t" if training.sequence_parallel else "")
         + f") / {hardware.bandwidth:g} GB/s = {instance.p2p_time:.4g} ms",
@@ -190,17 +265,36 @@ def _stage_lines(description: Description, derivation: Derivation) -> list[str]:
     return lines
 
 
+def _rate_line(hardware: Hardware) -> str:
+    """How compute becomes time: by shape on the gpu, or FLOPs at the flat effective rate."""
+    if hardware.efficiency is None:
+        return f"device: one {hardware.gpu}, its work timed by shape (above), plus the exposed communication"
+    return (
+        f"device: {hardware.tflops:g} TFLOP/s x efficiency {hardware.efficiency:g} = "
+        f"{hardware.tflops * hardware.efficiency:g} TFLOP/s effective; time = FLOPs / "
+        f"{effective_flops_per_ms(hardware):.4g} FLOP per ms, plus the exposed communication"
+    )
+
+
 def _state_lines(description: Description, derivation: Derivation) -> list[str]:
     model, training, hardware = description.model, description.training, description.hardware
-    optimizer = f"{training.optimizer_bytes:g}" + (f"/{training.data_parallel} (ZeRO-1)" if training.zero1 else "")
+    zero, replicas = training.zero, training.data_parallel
+
+    def held(value: float, what: str, stage: int) -> str:
+        return f"{value:g}/{replicas} {what}" if zero >= stage else f"{value:g} {what}"
+
+    sharded = f"; ZeRO {zero}: sharded over the {replicas} data-parallel replicas" if zero else ""
     lines = [
-        f"model state per GPU: parameters x {bytes_per_parameter(training):g} bytes ({training.weight_bytes:g} weight "
-        f"+ {training.grad_bytes:g} gradient + {optimizer} optimizer)",
+        f"model state per GPU: parameters x {bytes_per_parameter(training):.4g} bytes "
+        f"({held(training.weight_bytes, 'weight', 3)} + {held(training.grad_bytes, 'gradient', 2)} + "
+        f"{held(training.optimizer_bytes, 'optimizer', 1)}{sharded})",
         f"  a layer: (h·(h+2g·d) + h² + {3 if model.swiglu else 2}h·f)/t + 2h norms = "
         f"{layer_parameters(model, training):.4g} parameters",
         f"  the embedding and the head: V·h/t = {model.vocab * model.hidden / training.tensor_parallel:.4g} "
         "parameters each, on the first and the last stage",
     ]
+    if zero == 3:
+        lines += _sharded_lines(description, derivation)
     header = f"{'device':>6} {'parameters':>11} {'state GiB':>10}"
     if derivation.budgets is not None:
         reserve = reserve_bytes(hardware)
@@ -215,6 +309,28 @@ def _state_lines(description: Description, derivation: Derivation) -> list[str]:
         if derivation.budgets is not None:
             row += f" {derivation.budgets[device] / 2**30:>11.4g}"
         lines.append(row)
+    return lines
+
+
+def _sharded_lines(description: Description, derivation: Derivation) -> list[str]:
+    """ZeRO 3: the gathered units a device holds, and the exchanges its F, B and W expose."""
+    model, training, hardware = description.model, description.training, description.hardware
+    lines = [
+        "  plus, whole, the weights of the unit it computes and of the one it prefetches: its two largest units "
+        f"(a layer, the embedding or the head) x {training.weight_bytes:g} bytes"
+    ]
+    if hardware.dp_bandwidth <= 0:
+        return [*lines, "  ZeRO 3's gathers and reductions in the ops not timed (give --dp-bandwidth to time them)"]
+    lines.append(
+        f"  ZeRO 3 in the ops, over the data-parallel link ({hardware.dp_bandwidth:g} GB/s, {hardware.dp_latency:g} µs "
+        "a step): each unit's weights all-gathered before its F and its B, its gradients reduce-scattered after "
+        "its W; the F, B and W above include what they expose, a microbatch:"
+    )
+    exchanges = sharded_exchanges(model, training, hardware, derivation.stages)
+    lines.append(f"  {'stage':>5} {'F ms':>16} {'B ms':>16} {'W ms':>16}  (exposed of all)")
+    for stage, parts in enumerate(exchanges):
+        cells = " ".join(f"{f'{part.exposed_ms:.4g} of {part.total_ms:.4g}':>16}" for part in parts)
+        lines.append(f"  {stage:>5} {cells}")
     return lines
 
 

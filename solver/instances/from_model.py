@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipesat.models import Instance
+from pipesat.solver.instances.calibration import Calibration, MeasuredLayer, measured_layer_cost
 from pipesat.solver.instances.cost_model import (
     MEMORY_UNIT,
     MIB,
@@ -28,6 +29,7 @@ from pipesat.solver.instances.cost_model import (
     stage_costs,
     stage_times,
 )
+from pipesat.solver.instances.data_parallel import sharded_exchanges
 from pipesat.solver.instances.layer_balance import balanced_split
 from pipesat.solver.instances.model_state import DeviceState, activation_budgets, device_states
 
@@ -47,7 +49,8 @@ class Description:
 @dataclass(frozen=True)
 class Derivation:
     """What the description gives: the layer split, each stage's cost and its F, B, W in ms, each
-    device's model state, and each device's activation budget in bytes (None without a GPU memory)."""
+    device's model state, each device's activation budget in bytes (None without a GPU memory), and
+    the calibration's row that gave the layer's cost (None: the model's)."""
 
     split: tuple[int, ...]
     stages: list[StageCost]
@@ -55,10 +58,12 @@ class Derivation:
     states: list[DeviceState]
     budgets: list[float] | None
     instance: Instance
+    measured: MeasuredLayer | None = None
 
 
-def derive(description: Description, name: str = "") -> Derivation:
-    """Check the description and derive the instance and everything it was made from."""
+def derive(description: Description, name: str = "", calibration: Calibration | None = None) -> Derivation:
+    """Check the description and derive the instance and everything it was made from; a layer whose
+    shape `calibration` has costs what was measured (`solver.instances.calibration`)."""
     model, training, hardware, pipeline = (
         description.model,
         description.training,
@@ -67,9 +72,18 @@ def derive(description: Description, name: str = "") -> Derivation:
     )
     check_description(model, training, hardware, pipeline)
     split = balanced_split(model, training, hardware, pipeline) if pipeline.balance else layer_split(model, pipeline)
-    stages = stage_costs(model, training, hardware, split)
-    raw_times = [stage_times(stage.cost, hardware) for stage in stages]
-    times = [(significant(f), significant(b), significant(w)) for f, b, w in raw_times]
+    measured = None
+    if calibration is not None:
+        calibration.check_training(training)
+        measured = calibration.measured(model, training)
+    layer = None if measured is None else measured_layer_cost(measured, model, training, hardware)
+    stages = stage_costs(model, training, hardware, split, layer)
+    raw_times = [stage_times(stage.cost) for stage in stages]
+    exchanges = sharded_exchanges(model, training, hardware, stages)  # ZeRO 3: in the ops, what they expose
+    times = [
+        (significant(f + on_f.exposed_ms), significant(b + on_b.exposed_ms), significant(w + on_w.exposed_ms))
+        for (f, b, w), (on_f, on_b, on_w) in zip(raw_times, exchanges, strict=True)
+    ]
     data: dict[str, Any] = {
         "name": name,
         "num_devices": pipeline.devices,
@@ -96,10 +110,13 @@ def derive(description: Description, name: str = "") -> Derivation:
         "hardware": vars(hardware),
         "model_state_mib": [state.bytes / MIB for state in states],
     }
+    if calibration is not None:
+        row = "none: the model's layer" if measured is None else dataclasses.asdict(measured)
+        metadata["calibration"] = {"file": calibration.name, "row": row}
     instance = dataclasses.replace(instance, metadata=metadata)
     if budgets is not None:
         instance = instance.with_limit([budget / MIB for budget in budgets])
-    return Derivation(split, stages, times, states, budgets, instance)
+    return Derivation(split, stages, times, states, budgets, instance, measured)
 
 
 def model_instance(description: Description, name: str = "") -> Instance:

@@ -3,7 +3,9 @@
 Peaks are the vendors' dense (no sparsity) tensor-core figures; memory is what the device reports;
 `nvlink` is one GPU's share of the links within a node, one direction, and `network` one GPU's share of
 the network between nodes (the usual one NIC a GPU of its generation: 200 Gb/s HDR for A100, 400 Gb/s
-NDR for H100, H200 and B200). docs/reference.md names the sources.
+NDR for H100, H200 and B200); `nvlink_latency` is a ring step's latency within a node (NCCL's own
+tuning table: 1.9 µs LL128 and 3.4 µs Simple a ring step on NVLink, 2.5 and 5.7 on PCIe; the
+megabyte messages of tensor parallelism sit between). docs/reference.md names the sources.
 
 `gemm_efficiency` and `attention_efficiency` are the one setting per GPU type the shape-dependent
 model takes (`solver.instances.roofline`): the fraction of the peak that a large, well-shaped bf16
@@ -14,7 +16,7 @@ fit), never per run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GIB = 2**30
 GB = 1e9
@@ -23,8 +25,9 @@ GB = 1e9
 @dataclass(frozen=True)
 class GPU:
     """One GPU type: peak bf16 and fp8 TFLOP/s (0: no fp8), memory (bytes), memory bandwidth (GB/s),
-    streaming multiprocessors, the link within a node and the network, one GPU's share (GB/s), and the
-    fractions of peak its GEMMs and flash attention reach."""
+    streaming multiprocessors, the link within a node and the network, one GPU's share (GB/s), the
+    link within a node's latency a ring step (µs), and the fractions of peak its GEMMs and flash
+    attention reach."""
 
     name: str
     bf16_tflops: float
@@ -34,6 +37,7 @@ class GPU:
     sms: int
     nvlink: float
     network: float
+    nvlink_latency: float
     gemm_efficiency: float
     attention_efficiency: float
 
@@ -42,39 +46,60 @@ class GPU:
         return self.fp8_tflops if bytes_per_value <= 1 and self.fp8_tflops > 0 else self.bf16_tflops
 
 
-_A100 = {"bf16_tflops": 312.0, "fp8_tflops": 0.0, "sms": 108, "nvlink": 300.0, "network": 25.0}
-_A100_FIT = {"gemm_efficiency": 0.80, "attention_efficiency": 0.60}
-_HOPPER = {"bf16_tflops": 989.0, "fp8_tflops": 1979.0, "sms": 132, "nvlink": 450.0, "network": 50.0}
-_HOPPER_FIT = {"gemm_efficiency": 0.70, "attention_efficiency": 0.45}
+_A100 = GPU(
+    "A100-40GB",
+    bf16_tflops=312.0,
+    fp8_tflops=0.0,
+    memory=40 * GIB,
+    memory_bandwidth=1555.0,
+    sms=108,
+    nvlink=300.0,
+    network=25.0,
+    nvlink_latency=2.0,
+    gemm_efficiency=0.70,  # fitted: benchmarks/bench_cost_model.py --fit (29 A100 runs)
+    attention_efficiency=0.30,
+)
+_H100 = GPU(
+    "H100-SXM",
+    bf16_tflops=989.0,
+    fp8_tflops=1979.0,
+    memory=80 * GIB,
+    memory_bandwidth=3350.0,
+    sms=132,
+    nvlink=450.0,
+    network=50.0,
+    nvlink_latency=2.0,
+    gemm_efficiency=0.60,  # fitted: benchmarks/bench_cost_model.py --fit (5 H100 runs)
+    attention_efficiency=0.40,
+)
 
 CATALOGUE: dict[str, GPU] = {
     gpu.name: gpu
     for gpu in (
-        GPU("A100-40GB", memory=40 * GIB, memory_bandwidth=1555.0, **_A100, **_A100_FIT),
-        GPU("A100-80GB", memory=80 * GIB, memory_bandwidth=2039.0, **_A100, **_A100_FIT),
-        GPU("H100-SXM", memory=80 * GIB, memory_bandwidth=3350.0, **_HOPPER, **_HOPPER_FIT),
-        GPU(
-            "H100-PCIe",
+        _A100,
+        replace(_A100, name="A100-80GB", memory=80 * GIB, memory_bandwidth=2039.0),
+        _H100,
+        replace(
+            _H100,
+            name="H100-PCIe",
             bf16_tflops=756.0,
             fp8_tflops=1513.0,
-            memory=80 * GIB,
             memory_bandwidth=2000.0,
             sms=114,
             nvlink=64.0,  # PCIe Gen5 x16 between the GPUs of a node (an NVLink bridge joins pairs only)
-            network=50.0,
-            **_HOPPER_FIT,
+            nvlink_latency=4.0,
         ),
-        GPU("H200", memory=141 * GB, memory_bandwidth=4800.0, **_HOPPER, **_HOPPER_FIT),
-        GPU(
-            "B200",
+        replace(_H100, name="H200", memory=141 * GB, memory_bandwidth=4800.0),
+        # B200's fractions are not fitted (no published B200 run is in the benchmark): Hopper's.
+        replace(
+            _H100,
+            name="B200",
             bf16_tflops=2250.0,
             fp8_tflops=4500.0,
             memory=180 * GB,
             memory_bandwidth=8000.0,
             sms=148,
             nvlink=900.0,
-            network=50.0,
-            **_HOPPER_FIT,  # not fitted: no published B200 run is in the benchmark; Hopper's fractions
         ),
     )
 }

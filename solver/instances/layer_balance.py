@@ -1,13 +1,15 @@
 """Layers per stage chosen so that the slowest stage is as fast as it can be (`from-model --balance`).
 
-A stage's time is its F + B + W for one microbatch: its layers' times plus the head's on the last
-stage (the embedding is a lookup and costs nothing). The smallest achievable slowest-stage time T is
-one of the values k·layer + head_s; for each, in increasing order, a stage can take at most
-⌊(T - head_s) / layer⌋ layers, and T is reachable once those capacities add up to the model's
-layers. Every stage keeps at least one layer (the last may keep none when it has the head). The
-layers left over at the smallest T are taken back one at a time from the first stages onward: under
-1F1B-like schedules the first stages hold the most microbatches in flight, so they are where fewer
-layers save the most memory.
+A stage's time is its F + B + W for one microbatch: its layers' times plus its extra, the
+embedding's on the first stage (a lookup, which only the shape model times) and the head's and the
+loss's on the last. The smallest achievable slowest-stage time T is one of the values k·layer +
+extra_s; for each, in increasing order, a stage can take at most ⌊(T - extra_s) / layer⌋ layers,
+and T is reachable once those capacities add up to the model's layers. Every stage keeps at least
+one layer, but the first and the last may keep none when their extra takes time: so, as in Llama 3
+405B's run (126 layers on 16 x 8 stages), the first and the last stage hold a layer fewer when the
+embedding and the head are what they hold besides. The layers left over at the smallest T are
+taken back one at a time from the first stages onward: under 1F1B-like schedules the first stages
+hold the most microbatches in flight, so they are where fewer layers save the most memory.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pipesat.solver.instances.cost_model import (
     Pipeline,
     Training,
     Transformer,
+    embedding_cost,
     head_cost,
     layer_cost,
     stage_times,
@@ -33,15 +36,14 @@ ROUNDING = 1e-9
 def balanced_split(model: Transformer, training: Training, hardware: Hardware, pipeline: Pipeline) -> tuple[int, ...]:
     """The layers per stage that make the slowest stage's F + B + W smallest (see the module notes)."""
     num_stages = pipeline.devices * pipeline.chunks
-    layer = _total(layer_cost(model, training, hardware), hardware)
-    head = _total(head_cost(model, training), hardware) if model.vocab > 0 else 0.0
-    extras = [0.0] * (num_stages - 1) + [head]
-    least = [1] * (num_stages - 1) + [0 if head > 0 else 1]
+    layer = _total(layer_cost(model, training, hardware))
+    extras = _extras(model, training, hardware, num_stages)
+    least = [0 if s in (0, num_stages - 1) and extra > 0 else 1 for s, extra in enumerate(extras)]
     if sum(least) > model.layers:
         raise InstanceError(
             f"{model.layers} layers cannot give each of the {num_stages} stages one; use fewer devices or chunks"
         )
-    targets = sorted({k * layer + extra for extra in extras for k in range(model.layers + 1)})
+    targets = sorted({k * layer + extra for extra in set(extras) for k in range(model.layers + 1)})
     for target in targets:
         capacity = [_layers_within(target, extra, layer, model.layers) for extra in extras]
         if all(c >= m for c, m in zip(capacity, least, strict=True)) and sum(capacity) >= model.layers:
@@ -51,14 +53,22 @@ def balanced_split(model: Transformer, training: Training, hardware: Hardware, p
 
 def slowest_stage_ms(split: tuple[int, ...], model: Transformer, training: Training, hardware: Hardware) -> float:
     """The slowest stage's F + B + W under `split`, in ms."""
-    layer = _total(layer_cost(model, training, hardware), hardware)
-    head = _total(head_cost(model, training), hardware) if model.vocab > 0 else 0.0
-    last = len(split) - 1
-    return max(count * layer + (head if s == last else 0.0) for s, count in enumerate(split))
+    layer = _total(layer_cost(model, training, hardware))
+    extras = _extras(model, training, hardware, len(split))
+    return max(count * layer + extra for count, extra in zip(split, extras, strict=True))
 
 
-def _total(cost: Cost, hardware: Hardware) -> float:
-    return sum(stage_times(cost, hardware))
+def _extras(model: Transformer, training: Training, hardware: Hardware, num_stages: int) -> list[float]:
+    """Each stage's F + B + W besides its layers: the embedding's on the first, the head's on the last."""
+    extras = [0.0] * num_stages
+    extras[0] += _total(embedding_cost(model, training, hardware))
+    if model.vocab > 0:
+        extras[-1] += _total(head_cost(model, training, hardware))
+    return extras
+
+
+def _total(cost: Cost) -> float:
+    return sum(stage_times(cost))
 
 
 def _layers_within(target: float, extra: float, layer: float, most: int) -> int:

@@ -5,10 +5,13 @@ A layer has h·(h + 2g·d) + h² attention weights and 2h·f (GELU) or 3h·f (Sw
 over the t tensor-parallel GPUs, and 2h norm weights every GPU keeps. The first stage also holds the
 embedding (V·h, split over t), the last the output head (V·h, split over t) and the final norm (h).
 Each parameter costs `weight_bytes + grad_bytes + optimizer_bytes` (mixed-precision Adam: 2 + 4 + 12,
-16-bit weights with 32-bit gradients, master weights and two moments); ZeRO-1 shards the optimizer
-state over the data-parallel replicas. A device's activation budget is the GPU's memory less a
-reserve (CUDA context, communication buffers, allocator fragmentation, temporary buffers) and less
-the model state of its stages. docs/cost-model.md gives the sources.
+16-bit weights with 32-bit main gradients, master weights and two moments). The ZeRO stage `zero`
+shards them over the d data-parallel replicas: 1 the optimizer state (Megatron's distributed
+optimizer: 2 + 4 + 12/d), 2 the gradients too (2 + (4 + 12)/d), 3 the weights too (FSDP, 18/d). A
+ZeRO-3 device also holds the gathered weights of the unit it computes and of the one it prefetches:
+twice its largest unit (a layer, the embedding or the head). A device's activation budget is the
+GPU's memory less a reserve (CUDA context, communication buffers, allocator fragmentation, temporary
+buffers) and less the model state of its stages. docs/cost-model.md gives the sources.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from pipesat.solver.instances.cost_model import Hardware, StageCost, Training, T
 
 @dataclass(frozen=True)
 class DeviceState:
-    """One device's (one GPU's) parameters and the bytes they cost with their gradients and optimizer state."""
+    """One device's (one GPU's) parameters, whole (the ones it computes with, before any ZeRO
+    sharding), and the bytes they cost with their gradients and optimizer state as it holds them."""
 
     parameters: float
     bytes: float
@@ -36,28 +40,54 @@ def layer_parameters(model: Transformer, training: Training) -> float:
     return matrices / training.tensor_parallel + 2 * h
 
 
+def stage_units(model: Transformer, training: Training, stage: StageCost) -> list[float]:
+    """The parameters on one GPU of each unit of a stage, in the forward's order: the embedding
+    (first stage; none without a vocabulary), each layer, and the head with the final norm (last
+    stage). ZeRO-3 gathers a unit at a time, and the unit is what FSDP wraps."""
+    vocabulary = model.vocab * model.hidden / training.tensor_parallel
+    embedding = [vocabulary] if stage.has_embedding else []
+    head = [vocabulary + model.hidden] if stage.has_head else []
+    return [*embedding, *[layer_parameters(model, training)] * stage.layers, *head]
+
+
 def stage_parameters(model: Transformer, training: Training, stage: StageCost) -> float:
     """A stage's parameters on one GPU: its layers, plus the embedding or the head and final norm."""
-    vocabulary = model.vocab * model.hidden / training.tensor_parallel
-    extra = (vocabulary if stage.has_embedding else 0.0) + (vocabulary + model.hidden if stage.has_head else 0.0)
-    return stage.layers * layer_parameters(model, training) + extra
+    return sum(stage_units(model, training, stage))
 
 
 def bytes_per_parameter(training: Training) -> float:
-    """Weight, gradient and optimizer bytes of one parameter; ZeRO-1 divides the optimizer's by data parallelism."""
-    optimizer = training.optimizer_bytes / (training.data_parallel if training.zero1 else 1)
-    return training.weight_bytes + training.grad_bytes + optimizer
+    """The bytes one parameter costs a GPU: ZeRO stage 1 and up shard the optimizer state over the d
+    replicas, 2 and up the gradients, 3 the weights."""
+
+    def share(stage: int) -> int:
+        return training.data_parallel if training.zero >= stage else 1
+
+    return training.weight_bytes / share(3) + training.grad_bytes / share(2) + training.optimizer_bytes / share(1)
+
+
+def gathered_parameters(model: Transformer, training: Training, stages: Sequence[StageCost]) -> float:
+    """The whole weights a ZeRO-3 device holds besides its shards: the unit it computes and the one it
+    prefetches, at most its two largest units (0 below ZeRO-3)."""
+    if training.zero < 3:
+        return 0.0
+    units = sorted(unit for stage in stages for unit in stage_units(model, training, stage))
+    return sum(units[-2:])
 
 
 def device_states(
     model: Transformer, training: Training, stages: Sequence[StageCost], placement: Sequence[int]
 ) -> list[DeviceState]:
-    """Each device's model state: the sum over the stages placed on it."""
+    """Each device's model state: the sum over the stages placed on it, and its gathered weights."""
     per_byte = bytes_per_parameter(training)
-    parameters = [0.0] * (max(placement) + 1)
+    held: list[list[StageCost]] = [[] for _ in range(max(placement) + 1)]
     for stage, device in zip(stages, placement, strict=True):
-        parameters[device] += stage_parameters(model, training, stage)
-    return [DeviceState(count, count * per_byte) for count in parameters]
+        held[device].append(stage)
+    states = []
+    for own in held:
+        parameters = sum(stage_parameters(model, training, stage) for stage in own)
+        gathered = gathered_parameters(model, training, own) * training.weight_bytes
+        states.append(DeviceState(parameters, parameters * per_byte + gathered))
+    return states
 
 
 def reserve_bytes(hardware: Hardware) -> float:
@@ -77,7 +107,7 @@ def activation_budgets(hardware: Hardware, states: Sequence[DeviceState]) -> lis
                 f"device {device} holds {memory_text(state.bytes, 'B')} of weights, gradients and optimizer "
                 f"state plus a {memory_text(reserve, 'B')} reserve, more than --gpu-memory "
                 f"{memory_text(hardware.gpu_memory, 'B')}; add pipeline devices (-p), --tensor-parallel, or "
-                "--zero1 with --data-parallel"
+                "--zero 1, 2 or 3 with --data-parallel"
             )
         budgets.append(budget)
     return budgets

@@ -1,17 +1,20 @@
-"""One configuration's schedule as a training iteration: time, tokens/s, MFU and memory per GPU.
+"""One configuration's schedule as a training iteration: time, tokens/s, MFU, memory per GPU, and
+where the time goes.
 
-    iteration time = makespan + gradient reduction + optimizer step            (ms; no overlap)
+    iteration time = makespan + exposed data-parallel exchange + optimizer step        (ms)
 
-- **Gradient reduction** over the d data-parallel replicas, on the largest device's gradients G
-  (its parameters on one GPU x grad_bytes), as a ring: an all-reduce moves 2(d-1)/d · G per GPU in
-  2(d-1) steps, so it takes 2(d-1)/d · G / bandwidth + 2(d-1) · latency. With ZeRO-1 the gradients
-  are reduce-scattered and the updated 16-bit weights all-gathered: (d-1)/d · (G + W) / bandwidth +
-  2(d-1) · latency, W the weights' bytes. The link is the one between nodes when the replicas'
-  GPUs span nodes (`space.spans_nodes`), else the one within a node. 0 when d = 1.
+- **Exposed data-parallel exchange** (`solver.instances.data_parallel`): each device's gradients
+  all-reduced (ZeRO 0) or reduce-scattered (ZeRO 1, 2) in Megatron's buckets behind the backward of
+  its last microbatch (B + W over its stages), and with ZeRO 1 and 2 the updated weights
+  all-gathered before the forward of its first; with `overlap_grad_reduce` and `overlap_param_gather`
+  (the default) only what its compute cannot hide. The largest over the devices, over the link of
+  the data-parallel group (the configuration's description names it). It depends on the stage times
+  only, not on the schedule, so a bound on the makespan plus it is a bound on the iteration. ZeRO 3
+  exchanges in the ops: that is in the makespan.
 - **Optimizer step**: Adam reads and writes its state (optimizer_bytes a parameter: master weights
   and two moments), reads the gradient and writes the 16-bit weight, 2·optimizer_bytes + grad_bytes
-  + weight_bytes a parameter of the largest device (its share of the optimizer state with ZeRO-1),
-  at the GPU memory's bandwidth: the step is memory-bound.
+  + weight_bytes a parameter of the largest device (its d-th share with ZeRO 1 and up), at the GPU
+  memory's bandwidth: the step is memory-bound.
 - **Tokens/s** = global_batch · seq_len / iteration time.
 - **MFU** = model FLOPs / (GPUs · peak FLOP/s · iteration time). Model FLOPs are 3 x the forward
   of the whole model over the global batch: the matmuls (L per layer, 6·N·tokens for the N matmul
@@ -20,48 +23,74 @@
   tensor-parallel split.
 - **Memory per GPU** = the largest over the devices of its model state plus its schedule's peak
   activations. The reserve is apart: the usable memory is the GPU's less the reserve.
+- **Where the time goes** (`Breakdown`, summing to the iteration time exactly): the critical device
+  is the busiest one (the least idle). Its busy time is its ops' times; of them the cost model's
+  recomputation, exposed tensor- and context-parallel communication and ZeRO 3's exposed exchange
+  (per microbatch, times m) are counted apart, and compute is the rest. Its idle time is pipeline
+  communication, as much as the makespan shrinks when the same per-device orders run with no p2p
+  time, and the bubble, the rest. Then the exposed data-parallel exchange and the optimizer step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
 
 from pipesat.models import Schedule
-from pipesat.models.plan_result import Configuration, Measure
-from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.models.plan_result import Breakdown, Configuration, Measure
+from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.instances.collectives import Link
 from pipesat.solver.instances.cost_model import MIB, Hardware, linear_flops, score_flops
-from pipesat.solver.instances.from_model import Derivation
-from pipesat.solver.instances.model_state import DeviceState, reserve_bytes
-from pipesat.solver.plan.space import spans_nodes
+from pipesat.solver.instances.data_parallel import (
+    Exchange,
+    buckets,
+    gradient_reduction,
+    sharded_exchanges,
+    weight_gather,
+)
+from pipesat.solver.instances.from_model import Derivation, Description
+from pipesat.solver.instances.model_state import reserve_bytes
+from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec
 
 
-def reduce_ms(spec: PlanSpec, config: Configuration, states: Sequence[DeviceState]) -> float:
-    """The data-parallel gradient reduction of the largest device, in ms (see the module notes)."""
-    d, cluster, training = config.data_parallel, spec.cluster, spec.training
-    if d == 1:
-        return 0.0
-    parameters = max(state.parameters for state in states)
-    if training.zero1:
-        moved = (d - 1) / d * parameters * (training.grad_bytes + training.weight_bytes)
-    else:
-        moved = 2 * (d - 1) / d * parameters * training.grad_bytes
-    bandwidth, latency = cluster.link(spans_nodes(d, config.tensor_parallel, cluster.gpus_per_node))
-    return moved / (bandwidth * 1e9) * 1e3 + 2 * (d - 1) * latency / 1e3
+def device_exchanges(described: Description, derivation: Derivation) -> list[tuple[Exchange, Exchange]]:
+    """Each device's gradient reduction and weight gather after the schedule (the module notes)."""
+    training, hardware = described.training, described.hardware
+    link = Link(hardware.dp_bandwidth, hardware.dp_latency)
+    placement = derivation.instance.placement
+    exchanges = []
+    for device, state in enumerate(derivation.states):
+        times = [derivation.times[stage] for stage in range(len(placement)) if placement[stage] == device]
+        forward = sum(f for f, _, _ in times)
+        backward = sum(b + w for _, b, w in times)
+        exchanges.append(
+            (
+                gradient_reduction(training, state.parameters, backward, link),
+                weight_gather(training, state.parameters, forward, link),
+            )
+        )
+    return exchanges
 
 
-def optimizer_ms(spec: PlanSpec, config: Configuration, states: Sequence[DeviceState]) -> float:
+def exchange_ms(described: Description, derivation: Derivation) -> float:
+    """The exposed data-parallel exchange after the schedule, the largest over the devices (ms)."""
+    return max(reduce.exposed_ms + gather.exposed_ms for reduce, gather in device_exchanges(described, derivation))
+
+
+def optimizer_ms(spec: PlanSpec, described: Description, derivation: Derivation) -> float:
     """The optimizer step of the largest device at the GPU memory's bandwidth, in ms."""
-    training = spec.training
-    shards = config.data_parallel if training.zero1 else 1
-    parameters = max(state.parameters for state in states) / shards
+    training = described.training
+    shards = training.data_parallel if training.zero >= 1 else 1
+    parameters = max(state.parameters for state in derivation.states) / shards
     moved = parameters * (2 * training.optimizer_bytes + training.grad_bytes + training.weight_bytes)
     return moved / (spec.cluster.memory_bandwidth * 1e9) * 1e3
 
 
-def fixed_ms(spec: PlanSpec, config: Configuration, states: Sequence[DeviceState]) -> float:
+def fixed_ms(spec: PlanSpec, config: Configuration, derivation: Derivation) -> float:
     """What an iteration adds to the schedule's makespan, whatever the schedule."""
-    return reduce_ms(spec, config, states) + optimizer_ms(spec, config, states)
+    described = description(spec, config)
+    return exchange_ms(described, derivation) + optimizer_ms(spec, described, derivation)
 
 
 def model_flops(spec: PlanSpec) -> float:
@@ -79,21 +108,109 @@ def usable_memory(spec: PlanSpec) -> float:
     return cluster.gpu_memory - reserve_bytes(hardware)
 
 
+def critical_device(metrics: Metrics) -> int:
+    """The busiest device (the least idle; the first of equals): the one whose time the breakdown splits."""
+    return max(range(len(metrics.busy)), key=lambda device: (metrics.busy[device], -device))
+
+
+def breakdown(
+    described: Description, derivation: Derivation, schedule: Schedule, metrics: Metrics, after_ms: tuple[float, float]
+) -> Breakdown:
+    """Where the iteration's time goes (the module notes); `after_ms` the exposed data-parallel
+    exchange and the optimizer step after the schedule."""
+    instance = derivation.instance
+    critical = critical_device(metrics)
+    stages = [stage for stage, device in enumerate(instance.placement) if device == critical]
+    exchanges = sharded_exchanges(described.model, described.training, described.hardware, derivation.stages)
+    m = instance.num_microbatches
+    recompute = m * sum(derivation.stages[stage].cost.recompute_ms for stage in stages)
+    tensor_parallel = m * sum(
+        derivation.stages[stage].cost.forward_comm_ms + derivation.stages[stage].cost.backward_comm_ms
+        for stage in stages
+    )
+    sharded = m * sum(exchange.exposed_ms for stage in stages for exchange in exchanges[stage])
+    busy = metrics.busy[critical]
+    without_p2p = metrics.makespan
+    if instance.p2p_time > 0:
+        without_p2p = compute_metrics(simulate(dataclasses.replace(instance, p2p_time=0.0), schedule.orders())).makespan
+    data_parallel, optimizer = after_ms
+    return Breakdown(
+        compute_ms=busy - recompute - tensor_parallel - sharded,
+        recompute_ms=recompute,
+        tensor_parallel_ms=tensor_parallel,
+        data_parallel_ms=sharded + data_parallel,
+        pipeline_ms=metrics.makespan - without_p2p,
+        bubble_ms=without_p2p - busy,
+        optimizer_ms=optimizer,
+    )
+
+
 def measure(spec: PlanSpec, config: Configuration, derivation: Derivation, schedule: Schedule) -> Measure:
     """The schedule (of `derivation.instance`, ms and MiB) as one training iteration."""
+    described = description(spec, config)
     metrics = compute_metrics(schedule)
-    reduce = reduce_ms(spec, config, derivation.states)
-    optimizer = optimizer_ms(spec, config, derivation.states)
-    iteration = metrics.makespan + reduce + optimizer
+    exchange = exchange_ms(described, derivation)
+    optimizer = optimizer_ms(spec, described, derivation)
+    iteration = metrics.makespan + exchange + optimizer
     seconds = iteration / 1e3
     peak_flops = spec.cluster.gpus * spec.cluster.tflops * 1e12
     memory = max(state.bytes + peak * MIB for state, peak in zip(derivation.states, metrics.peak_memory, strict=True))
     return Measure(
         makespan_ms=metrics.makespan,
-        reduce_ms=reduce,
+        exchange_ms=exchange,
         optimizer_ms=optimizer,
         iteration_ms=iteration,
         tokens_per_s=spec.tokens_per_iteration / seconds,
         mfu=model_flops(spec) / (peak_flops * seconds),
         memory_per_gpu=memory,
+        breakdown=breakdown(described, derivation, schedule, metrics, (exchange, optimizer)),
     )
+
+
+def iteration_lines(spec: PlanSpec, config: Configuration, derivation: Derivation, schedule: Schedule) -> list[str]:
+    """How a configuration's schedule became its iteration and where the time goes, as readable lines
+    (`pipesat plan --explain`, for the best configuration)."""
+    described = description(spec, config)
+    training, hardware = described.training, described.hardware
+    measured = measure(spec, config, derivation, schedule)
+    lines = [
+        f"iteration of {config.label} (docs/plan.md): schedule {measured.makespan_ms:.4g} + data-parallel exchange "
+        f"{measured.exchange_ms:.4g} + optimizer step {measured.optimizer_ms:.4g} = {measured.iteration_ms:.4g} ms"
+    ]
+    d = training.data_parallel
+    link = f"{hardware.dp_bandwidth:g} GB/s, {hardware.dp_latency:g} µs a step"
+    if d > 1 and training.zero == 3:
+        lines.append(
+            f"  ZeRO 3 over {d} replicas ({link}): each unit's weights all-gathered before its F and its B, its "
+            "gradients reduce-scattered after its W, every microbatch; what they expose is in the op times"
+        )
+    elif d > 1:
+        exchanges = device_exchanges(described, derivation)
+        device = max(range(len(exchanges)), key=lambda each: sum(part.exposed_ms for part in exchanges[each]))
+        reduce, gather = exchanges[device]
+        filled = buckets(derivation.states[device].parameters, d)
+        collective = "all-reduce" if training.zero == 0 else "reduce-scatter"
+        hidden = "beside its last microbatch's backward" if training.overlap_grad_reduce else "after the backward"
+        lines.append(
+            f"  gradients of device {device} (the most exposed), {collective} over {d} replicas ({link}) in "
+            f"{len(filled)} buckets of up to {filled[0]:.3g} parameters x {training.grad_bytes:g} bytes: "
+            f"{reduce.total_ms:.4g} ms, {reduce.exposed_ms:.4g} exposed ({hidden})"
+        )
+        if gather.total_ms > 0:
+            hidden = "beside its first microbatch's forward" if training.overlap_param_gather else "before it"
+            lines.append(
+                f"  updated weights all-gathered (ZeRO {training.zero}) x {training.weight_bytes:g} bytes: "
+                f"{gather.total_ms:.4g} ms, {gather.exposed_ms:.4g} exposed ({hidden})"
+            )
+    shards = d if training.zero >= 1 else 1
+    lines.append(
+        f"  optimizer step: {max(state.parameters for state in derivation.states):.4g}"
+        + (f"/{shards}" if shards > 1 else "")
+        + f" parameters x (2·{training.optimizer_bytes:g} + {training.grad_bytes:g} + {training.weight_bytes:g}) "
+        f"bytes at {spec.cluster.memory_bandwidth:g} GB/s = {measured.optimizer_ms:.4g} ms"
+    )
+    critical = critical_device(compute_metrics(schedule))
+    lines.append(f"  where the time goes (device {critical}, the busiest):")
+    for name, value in measured.breakdown.parts():
+        lines.append(f"    {name:<10} {value:>10.1f} ms {value / measured.iteration_ms:>7.1%}")
+    return lines

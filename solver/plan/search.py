@@ -1,13 +1,19 @@
 """The plan's exact search: every configuration's best handwritten schedule, its lower bound, and
 CP-SAT only where a configuration may still beat the best found.
 
-1. **Assess** every configuration (in parallel, cheap): derive its instance; refuse it by memory when
-   its model state does not fit a GPU or its smallest feasible activation limit exceeds a device's
-   budget (exact, `solver.evaluate.bounds`); else time every handwritten schedule that fits (the
-   one-at-a-time schedule when none does: it fits every feasible limit), keep the best, and prove a
-   lower bound on the makespan under the budgets. Iteration time = makespan + the fixed
-   gradient-reduction and optimizer terms (`measure`), so the bound on the iteration is the
-   makespan's bound plus those terms.
+1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap): derive its
+   instance; refuse it by memory when its model state does not fit a GPU or its smallest feasible
+   activation limit exceeds a device's budget (exact, `solver.evaluate.bounds`); else prove a lower
+   bound on the makespan under the budgets. Iteration time = makespan + the fixed data-parallel and
+   optimizer terms (`measure`), so the bound on the iteration is the makespan's bound plus those
+   terms. Then *schedule* them, most promising (lowest bound) first, in waves: time every
+   handwritten schedule that fits (when none does, pipesat's periodic schedule and the one-at-a-time
+   schedule, which fits every feasible limit) and keep the best. Before each wave, a configuration
+   whose bound is RANKED_MARGIN or more above the best iteration time found so far is pruned without
+   a schedule: it cannot win, and is not among the first rows of the ranking either. So the
+   handwritten schedules, the costly part of a big space (up to a minute for a V-shape pipeline of
+   49,152 ops, where a bound takes milliseconds), are made for the few configurations that can
+   matter.
 2. **Prune**: the best iteration time found so far is an upper bound on the answer; a configuration
    whose lower bound is no better than it cannot win and is skipped. A configuration whose schedule
    meets its own bound is solved already.
@@ -17,7 +23,8 @@ CP-SAT only where a configuration may still beat the best found.
 
 The whole plan keeps to its budget: the assessments and the solves still running near its end are
 stopped (`executors`), a solve keeping its best schedule, and what was not finished is marked so in
-the ranking (not assessed, not searched) and leaves the best unproven. Ctrl-C and SIGTERM end the
+the ranking (not assessed, not searched) and leaves the best unproven unless every configuration
+has its bound. Ctrl-C and SIGTERM end the
 plan the same way, at once: the ranking of what it has, `interrupted`.
 
 Every schedule is validated before it is measured. Runs are deterministic for a seed: solves use
@@ -33,6 +40,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from pipesat.models import InstanceError, Objective, PipesatError, Schedule, Status
 from pipesat.models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
@@ -42,17 +50,25 @@ from pipesat.solver.evaluate.bounds import minimum_memory_limits, resolve_split
 from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import handwritten_schedules
+from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.instances.from_model import Derivation, derive
 from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted
 from pipesat.solver.plan.measure import fixed_ms, measure, usable_memory
 from pipesat.solver.plan.space import Space, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec
-from pipesat.solver.portfolio import Problem, preferred, starting_candidates
+from pipesat.solver.portfolio import Problem, periodic_candidate, preferred, starting_candidates
 from pipesat.solver.solve import solve
 
 LOG = logging.getLogger(__name__)
 PHASE1_SHARE = 0.2
 """The share of the budget kept for the assessments; the solves share the rest."""
+RANKED_MARGIN = 0.05
+"""An assessment is pruned, without a schedule, when its bound is this fraction or more above the
+best iteration time found; those within it may win or rank near the top, and get their schedules'
+numbers."""
+WAVE_PER_TASK = 2
+"""Schedules made in a wave of assessments, per task that runs at once: small waves prune sooner,
+and each wave waits for its slowest."""
 MIN_SOLVE_SECONDS = 0.5
 """A solve given less than this is not started: its configuration keeps its handwritten schedule."""
 WALL_MARGIN = 1.5
@@ -96,19 +112,30 @@ class Found:
 
 @dataclass(frozen=True)
 class Assessment:
-    """A configuration after step 1: `found` its best handwritten schedule, or `refused` why none fits
-    (`shape`: the cost model refuses the shape itself, so it is not a configuration at all)."""
+    """A configuration after step 1: `refused` why none fits (`shape`: the cost model refuses the
+    shape itself, so it is not a configuration at all), or its proven lower bound on the makespan
+    and the fixed terms, and once scheduled, `found` its best handwritten schedule."""
 
     config: Configuration
     found: Found | None = None
     refused: str = ""
     shape: bool = False
+    makespan_bound: float = 0.0
+    fixed_ms: float = 0.0
+
+    @property
+    def iteration_bound(self) -> float:
+        return self.makespan_bound + self.fixed_ms
 
 
 @dataclass(frozen=True)
 class AssessTask:
+    """One configuration to bound or assess; `makespan_bound` its bound when proven already."""
+
     spec: PlanSpec
     config: Configuration
+    calibration: Calibration | None = None
+    makespan_bound: float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,12 +146,13 @@ class SolveTask:
     seed: int
     workers: int
     cpsat_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    calibration: Calibration | None = None
 
 
 @dataclass(frozen=True)
 class PlanProgress:
-    """Where the plan is: the phase (`assess`, `solve`), tasks done of the phase's total, the best
-    iteration time so far (ms), seconds since the start and an estimate of the seconds left."""
+    """Where the plan is: the phase (`bound`, `assess`, `solve`), tasks done of the phase's total,
+    the best iteration time so far (ms), seconds since the start and an estimate of the seconds left."""
 
     phase: str
     done: int
@@ -134,20 +162,20 @@ class PlanProgress:
     left: float
 
 
-def _derive(spec: PlanSpec, config: Configuration) -> Derivation:
-    return derive(description(spec, config), name=config.label)
+def _derive(spec: PlanSpec, config: Configuration, calibration: Calibration | None) -> Derivation:
+    return derive(description(spec, config), config.label, calibration)
 
 
-def assess(task: AssessTask) -> Assessment:
-    """Step 1 for one configuration (runs in a worker)."""
+def _checked(task: AssessTask) -> Assessment | Derivation:
+    """The configuration's derivation, or the assessment that refuses it: a shape the cost model
+    refuses, model state that does not fit, or activations beyond a device's budget."""
     spec, config = task.spec, task.config
-    LOG.info("assess %s", config.label)
     try:
-        derivation = _derive(spec, config)
+        derivation = _derive(spec, config, task.calibration)
     except InstanceError as error:
         without_memory = dataclasses.replace(spec, cluster=dataclasses.replace(spec.cluster, gpu_memory=0.0))
         try:
-            _derive(without_memory, config)
+            _derive(without_memory, config, task.calibration)
         except InstanceError:
             return Assessment(config, refused=str(error), shape=True)
         return Assessment(config, refused=f"model state does not fit: {error}")
@@ -160,26 +188,58 @@ def assess(task: AssessTask) -> Assessment:
                 refused=f"device {device} needs at least {memory_text(least, 'MiB')} of activations (one microbatch "
                 f"through its stages), its budget is {memory_text(limit, 'MiB')}",
             )
-    problem = Problem(instance, Objective.MAKESPAN, False, resolve_split(instance, None), None, True)
-    best = preferred(starting_candidates(problem, handwritten_schedules(instance), [], time.monotonic()))
+    return derivation
+
+
+def _problem(derivation: Derivation) -> Problem:
+    instance = derivation.instance
+    return Problem(instance, Objective.MAKESPAN, False, resolve_split(instance, None), None, True)
+
+
+def bound(task: AssessTask) -> Assessment:
+    """Step 1's bound for one configuration (runs in a worker): refused, or its lower bounds."""
+    LOG.info("bound %s", task.config.label)
+    checked = _checked(task)
+    if isinstance(checked, Assessment):
+        return checked
+    fixed = fixed_ms(task.spec, task.config, checked)
+    return Assessment(task.config, makespan_bound=_problem(checked).lower_bound(), fixed_ms=fixed)
+
+
+def assess(task: AssessTask) -> Assessment:
+    """Step 1 for one configuration (runs in a worker): refused, or its bounds and best handwritten
+    schedule; where none fits, the better of pipesat's periodic schedule and the one-at-a-time one."""
+    spec, config = task.spec, task.config
+    LOG.info("assess %s", config.label)
+    checked = _checked(task)
+    if isinstance(checked, Assessment):
+        return checked
+    derivation, problem = checked, _problem(checked)
+    clock = time.monotonic()
+    candidates = starting_candidates(problem, handwritten_schedules(derivation.instance), [], clock)
+    if not any(candidate.handwritten for candidate in candidates):
+        # Under a tight budget the one-at-a-time schedule is many times the bound; the periodic one
+        # keeps several microbatches in flight within it (seconds for 10,000 ops).
+        periodic = periodic_candidate(problem, None, clock)
+        candidates += [periodic] if periodic is not None else []
+    best = preferred(candidates)
     if best is None:  # cannot happen: one-at-a-time fits every feasible limit
         return Assessment(config, refused="no schedule fits the memory budgets")
     schedule = ensure_valid(best.schedule)
-    fixed = fixed_ms(spec, config, derivation.states)
-    bound = problem.lower_bound()
+    fixed = fixed_ms(spec, config, derivation)
+    makespan_bound = problem.lower_bound() if task.makespan_bound is None else task.makespan_bound
     found = Found(
-        config, schedule, best.name, Status.FEASIBLE, bound, fixed, measure(spec, config, derivation, schedule)
+        config, schedule, best.name, Status.FEASIBLE, makespan_bound, fixed, measure(spec, config, derivation, schedule)
     )
-    return Assessment(
-        config, found=dataclasses.replace(found, status=Status.OPTIMAL if found.optimal else Status.FEASIBLE)
-    )
+    found = dataclasses.replace(found, status=Status.OPTIMAL if found.optimal else Status.FEASIBLE)
+    return Assessment(config, found=found, makespan_bound=makespan_bound, fixed_ms=fixed)
 
 
 def solve_config(task: SolveTask) -> Found:
     """Step 3 for one configuration: CP-SAT for `time_limit` seconds (runs in a worker)."""
     spec, config = task.spec, task.config
     LOG.info("solve %s for %.3g s", config.label, task.time_limit)
-    derivation = _derive(spec, config)
+    derivation = _derive(spec, config, task.calibration)
     result = solve(
         derivation.instance,
         objective="makespan",
@@ -195,7 +255,7 @@ def solve_config(task: SolveTask) -> Found:
             raise KeyboardInterrupt  # stopped before it had a schedule: no result (`executors`)
         raise PipesatError(f"{config.label}: the solve found no schedule ({result.status.value}: {result.reason})")
     schedule = ensure_valid(result.schedule)
-    fixed = fixed_ms(spec, config, derivation.states)
+    fixed = fixed_ms(spec, config, derivation)
     made_by = str(schedule.source.get("made_by") or "cp-sat")
     return Found(
         config,
@@ -219,13 +279,15 @@ def plan(
     cpsat_params: Mapping[str, str] | None = None,
     space: Space | None = None,
     started: float | None = None,
+    calibration: Calibration | None = None,
 ) -> PlanResult:
     """The best configuration of `spec` and its schedule, every configuration ranked (module notes).
     `cpsat_params` are CP-SAT's own parameters for every solve (`solve`'s). `space` is what to search
     (`enumerate_space(spec)` when not given), and the budget counts from `started` (a
-    `time.monotonic()`, now when not given). Ctrl-C or SIGTERM ends the plan within a second with what
-    it has: the running solves' best schedules, and what was not finished marked so (`interrupted`)."""
-    run = _Run(spec, executor, time_budget, started, progress)
+    `time.monotonic()`, now when not given). A layer whose shape `calibration` has costs what was
+    measured. Ctrl-C or SIGTERM ends the plan within a second with what it has: the running solves'
+    best schedules, and what was not finished marked so (`interrupted`)."""
+    run = _Run(spec, executor, time_budget, started, progress, calibration)
     configs, skipped = space or enumerate_space(spec)
     if not configs:
         why = f": {skipped[0]}" if skipped else ""
@@ -249,8 +311,9 @@ class _Run:
         budget: float,
         started: float | None,
         progress: Callable[[PlanProgress], None] | None,
+        calibration: Calibration | None = None,
     ) -> None:
-        self.spec, self.executor, self.budget = spec, executor, budget
+        self.spec, self.executor, self.budget, self.calibration = spec, executor, budget, calibration
         self.clock = time.monotonic() if started is None else started
         self.end = self.clock + budget - executor.closing  # the executor closes within the budget too
         self.stop_at = self.end - END_MARGIN
@@ -261,32 +324,59 @@ class _Run:
         self.unfinished: dict[Configuration, str] = {}  # not assessed, and why
         self.unsearched: dict[Configuration, str] = {}  # not searched (or its solve gave no result), and why
         self.pruned: dict[Configuration, str] = {}
+        self.bounded: dict[Configuration, Assessment] = {}  # bounded, without a schedule (yet)
         self.searched: dict[Configuration, float] = {}
         self.best: Found | None = None
         self.timing_dependent = False
         self.interrupted = False
 
     def assess(self, configs: list[Configuration]) -> None:
-        """Step 1, until the budget's end."""
-        self.tracker.phase("assess", len(configs), None)
-        tasks = [AssessTask(self.spec, config) for config in configs]
+        """Step 1, until the budget's end: every configuration's bound, then the handwritten
+        schedules of those that may matter, lowest bound first, in waves (module notes)."""
+        self.tracker.phase("bound", len(configs), None)
+        tasks = [AssessTask(self.spec, config, self.calibration) for config in configs]
         try:
-            assessments = self.executor.run(assess, tasks, self.tracker.poll, self.stop_at)
+            bounds = self.executor.run(bound, tasks, self.tracker.poll, self.stop_at)
         except Interrupted as stop:
             self._assessed(configs, stop.results, INTERRUPTED)
             raise
-        self._assessed(configs, assessments, OUT_OF_TIME)
+        self._assessed(configs, bounds, OUT_OF_TIME)
+        queue = sorted(self.bounded.values(), key=lambda item: (item.iteration_bound, item.config))
+        self.tracker.phase("assess", len(queue), self.best)
+        done, wave_size = 0, WAVE_PER_TASK * self.executor.parallel
+        while queue and time.monotonic() < self.stop_at:
+            queue = self._prune(queue, RANKED_MARGIN)
+            self.tracker.total = done + len(queue)
+            wave, queue = queue[:wave_size], queue[wave_size:]
+            tasks = [AssessTask(self.spec, item.config, self.calibration, item.makespan_bound) for item in wave]
+            try:
+                assessed = self.executor.run(assess, tasks, self.tracker.poll_after(done), self.stop_at)
+            except Interrupted as stop:
+                self._assessed([item.config for item in wave], stop.results, INTERRUPTED)
+                raise
+            self._assessed([item.config for item in wave], assessed, OUT_OF_TIME)
+            self.tracker.best = self.best
+            done += len(wave)
+            if any(result is None for result in assessed):
+                break  # out of time: the rest keep their bounds, not assessed
+        for item in queue:
+            self.unfinished[item.config] = OUT_OF_TIME
 
     def _assessed(self, configs: list[Configuration], assessments: list[Assessment | None], why: str) -> None:
+        """Record each configuration's assessment: its schedule, its bound alone, its refusal, or why
+        it has none (not finished)."""
         for config, assessment in zip(configs, assessments, strict=True):
             if assessment is None:
                 self.unfinished[config] = why
             elif assessment.shape:
                 self.shapes[config] = assessment.refused
-            elif assessment.found is None:
+            elif assessment.refused:
                 self.refused[config] = assessment.refused
+            elif assessment.found is None:
+                self.bounded[config] = assessment
             else:
                 self.found[config] = assessment.found
+                self.bounded.pop(config, None)
         self.best = _best(self.found.values())
 
     def solve(self, seed: int, workers: int, cpsat_params: Mapping[str, str]) -> None:
@@ -317,7 +407,9 @@ class _Run:
                 break
             wave, queue = queue[:parallel], queue[parallel:]
             self.tracker.wave(share, solve_budget - share)
-            tasks = [SolveTask(self.spec, item.config, share, seed, workers, cpsat_params) for item in wave]
+            tasks = [
+                SolveTask(self.spec, item.config, share, seed, workers, cpsat_params, self.calibration) for item in wave
+            ]
             try:
                 solved = self.executor.run(solve_config, tasks, self.tracker.poll_after(done), self.stop_at)
             except Interrupted as stop:
@@ -329,8 +421,8 @@ class _Run:
         for item in queue:  # no time left for them: they keep their handwritten schedules
             self.unsearched[item.config] = OUT_OF_TIME
 
-    def _prune(self, queue: list[Found]) -> list[Found]:
-        queue, pruned = _prune(queue, self.best)
+    def _prune(self, queue: list[B], margin: float = 0.0) -> list[B]:
+        queue, pruned = _prune(queue, self.best, margin)
         self.pruned.update(pruned)
         return queue
 
@@ -352,22 +444,28 @@ class _Run:
         for config in configs:
             if config in self.shapes:
                 continue
-            item = self.found.get(config)
+            item, bounded = self.found.get(config), self.bounded.get(config)
             if config in self.refused:
                 results.append(ConfigResult(config, Outcome.REFUSED, usable_memory=usable, note=self.refused[config]))
-            elif item is None:
-                why = self.unfinished.get(config, INTERRUPTED)
-                note = f"not assessed: {why}"
-                results.append(ConfigResult(config, Outcome.UNFINISHED, usable_memory=usable, note=note))
-            else:
+            elif item is not None:
                 results.append(self._ranked(item, usable))
+            elif bounded is not None and config in self.pruned:
+                results.append(self._bound_only(bounded, Outcome.PRUNED, self.pruned[config], usable))
+            else:
+                note = f"not assessed: {self.unfinished.get(config, INTERRUPTED)}"
+                if bounded is None:
+                    results.append(ConfigResult(config, Outcome.UNFINISHED, usable_memory=usable, note=note))
+                else:
+                    results.append(self._bound_only(bounded, Outcome.UNFINISHED, note, usable))
         if not results:
             why = next(iter(self.shapes.values()))
             raise InstanceError(f"no configuration of {self.spec.cluster.gpus} GPUs fits this model: {why}")
         out_of_time = OUT_OF_TIME in (*self.unfinished.values(), *self.unsearched.values())
         best, best_gap = self.best, None
-        if best is not None and all(result.outcome != Outcome.UNFINISHED for result in results):
-            least = min(item.iteration_bound for item in self.found.values())
+        unbounded = [config for config in self.unfinished if config not in self.bounded]
+        if best is not None and not unbounded:
+            bounds = [item.iteration_bound for item in self.found.values()]
+            least = min(bounds + [item.iteration_bound for item in self.bounded.values()])
             best_gap = relative_gap(best.measure.iteration_ms, min(least, best.measure.iteration_ms))
         return PlanResult(
             results=sorted(results, key=lambda result: result.rank_key),
@@ -384,6 +482,18 @@ class _Run:
             executor=self.executor.name,
             timing_dependent=self.timing_dependent or out_of_time,
             interrupted=self.interrupted,
+        )
+
+    @staticmethod
+    def _bound_only(item: Assessment, outcome: Outcome, note: str, usable: float) -> ConfigResult:
+        """The result of a configuration with its bounds and no schedule: pruned, or not assessed."""
+        return ConfigResult(
+            item.config,
+            outcome,
+            makespan_bound=item.makespan_bound,
+            iteration_bound_ms=item.iteration_bound,
+            usable_memory=usable,
+            note=note,
         )
 
     def _ranked(self, item: Found, usable: float) -> ConfigResult:
@@ -424,13 +534,27 @@ def _best(found: Iterable[Found]) -> Found | None:
     return min(items, key=lambda item: (item.measure.iteration_ms, item.config))
 
 
-def _prune(queue: list[Found], best: Found | None) -> tuple[list[Found], dict[Configuration, str]]:
-    """The queue without the configurations whose iteration bound is no better than the best's time."""
+class Bounded(Protocol):
+    """A configuration with a lower bound on its iteration time (ms)."""
+
+    @property
+    def config(self) -> Configuration: ...
+
+    @property
+    def iteration_bound(self) -> float: ...
+
+
+B = TypeVar("B", bound=Bounded)
+
+
+def _prune(queue: list[B], best: Found | None, margin: float = 0.0) -> tuple[list[B], dict[Configuration, str]]:
+    """The queue without the configurations whose iteration bound is no better than the best's time
+    (`margin` more: the bound that fraction or more above it)."""
     if best is None:
         return queue, {}
     kept, pruned = [], {}
     for item in queue:
-        if fits(best.measure.iteration_ms, item.iteration_bound):
+        if fits(best.measure.iteration_ms * (1 + margin), item.iteration_bound):
             pruned[item.config] = (
                 f"bound {item.iteration_bound:.6g} ms >= best {best.measure.iteration_ms:.6g} ms ({best.config.label})"
             )
@@ -471,7 +595,7 @@ class _Tracker:
         now = time.monotonic()
         elapsed = now - self.clock
         budget_left = max(0.0, self.budget - elapsed)
-        if self.name == "assess":
+        if self.name in ("bound", "assess"):
             left = (now - self.phase_start) / done * (self.total - done) if done else budget_left
         elif self.wave_end is None or done >= self.total:
             left = 0.0

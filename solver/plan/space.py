@@ -1,12 +1,15 @@
 """The configurations a plan considers, and each one's model description.
 
-For every tensor-parallel degree t the spec allows (dividing the GPUs, within one node), every
-pipeline depth p dividing GPUs/t, the data-parallel degree d = GPUs/(p·t), every placement (linear
-with one chunk a device; interleaved and V with two, for p ≥ 2), and every microbatch size b
-dividing the global batch's share of a replica, global_batch/d, that leaves m = global_batch/(d·b) ≥
-p microbatches. The layers are split by `--balance` (the split that makes the slowest stage
-fastest). A shape the cost model refuses (a stage without a layer, heads that t does not divide) is
-left out with the reason; one whose model state does not fit is kept: it is refused by memory.
+For every tensor-parallel degree t the spec allows (within one node) and context-parallel degree cp
+(t·cp dividing the GPUs), every pipeline depth p of `pipeline_parallel` (every divisor of GPUs/(t·cp)
+when not given), the data-parallel degree d = GPUs/(t·cp·p), every placement (linear with one chunk
+a device; for p ≥ 2, V with two and interleaved with each chunk count v of `chunk_counts`), every
+microbatch size b dividing the global batch's share of a replica, global_batch/d, that leaves
+m = global_batch/(d·b) ≥ p microbatches, every recomputation setting and every ZeRO stage (0 alone
+with one replica). The layers are split by `--balance` (the split that makes the slowest stage
+fastest; the first and the last stage may hold only the embedding or the head). A shape the cost
+model refuses (a stage without work, heads that t does not divide) is left out with the reason; one
+whose model state does not fit is kept: it is refused by memory.
 
 A few bytes of spec can ask for an endless search (`gpus: 2**63`), so every count that grows the work
 is checked before any of it starts (`PlanLimits`): the GPUs, the global batch, the layers, the
@@ -25,13 +28,24 @@ from typing import NamedTuple
 from pipesat.models import InputError, InstanceError
 from pipesat.models.limits import check_model_size, check_work
 from pipesat.models.plan_result import Configuration
-from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, check_model, check_training
+from pipesat.solver.instances.cost_model import (
+    Cost,
+    Hardware,
+    Pipeline,
+    Training,
+    check_model,
+    check_training,
+    layer_cost,
+)
 from pipesat.solver.instances.from_model import Description
 from pipesat.solver.plan.spec import PlanSpec
 
-CHUNKS = {"linear": 1, "interleaved": 2, "vshape": 2}
 KINDS = 3
 """Ops a microbatch has on a stage: an instance of the cost model splits the backward (F, B and W)."""
+MAX_DEFAULT_CHUNKS = 4
+"""The most chunk counts the default rule tries for one pipeline depth (`chunk_counts`)."""
+EDGE_SLOTS = 2
+"""Stages of a pipeline beyond its layers: the first may hold only the embedding, the last only the head."""
 
 
 @dataclass(frozen=True)
@@ -96,50 +110,132 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
     limits = limits or PlanLimits()
     check_limits(spec, limits)
     check_model(spec.model)
-    gpus, cluster = spec.cluster.gpus, spec.cluster
-    batch_divisors = divisors(spec.global_batch)
-    sizes = None if spec.microbatch_sizes is None else set(spec.microbatch_sizes)
     found: list[Configuration] = []
     skipped: list[str] = []
-    for t in spec.tensor_parallel:
-        if gpus % t:
-            skipped.append(f"t{t}: does not divide {gpus} GPUs")
-            continue
-        if t > cluster.gpus_per_node:
-            skipped.append(f"t{t}: tensor parallelism stays within a node of {cluster.gpus_per_node} GPUs")
-            continue
-        try:
-            check_training(spec.model, _training(spec, t, 1))
-        except InstanceError as error:
-            skipped.append(f"t{t}: {error}")
-            continue
-        for p in divisors(gpus // t):
-            d = gpus // (t * p)
-            if spec.global_batch % d:
-                skipped.append(f"t{t} p{p} d{d}: {d} replicas do not divide the global batch {spec.global_batch}")
-                continue
-            per_replica = spec.global_batch // d
-            for placement in spec.placements:
-                v = CHUNKS[placement]
-                if v > 1 and p == 1:
-                    continue  # two chunks on one device is the linear pipeline cut in two
-                if spec.model.layers < p * v:
-                    skipped.append(f"t{t} p{p} {placement}: {spec.model.layers} layers cannot fill {p * v} stages")
-                    continue
-                for b in batch_divisors:
-                    m = per_replica // b
-                    if per_replica % b or m < p or (sizes is not None and b not in sizes):
-                        continue
-                    found.append(Configuration(t, p, d, v, placement, b, m))
+    for t, cp in _groups(spec, skipped):
+        recomputes = _recomputations(spec, t, cp, skipped)
+        for p, d in _pipelines(spec, t, cp, skipped):
+            for placement, v in _placements(spec, p, skipped, f"{_group_name(t, cp)} p{p}"):
+                for b, m in _microbatches(spec, p, d):
+                    found += (
+                        Configuration(t, p, d, v, placement, b, m, cp, recompute, zero)
+                        for recompute in recomputes
+                        for zero in sorted({zero if d > 1 else 0 for zero in spec.zero})
+                    )
                     if len(found) > limits.max_configurations:
                         raise InputError(
-                            f"the plan has more than {limits.max_configurations:,} configurations; narrow "
-                            "training.tensor_parallel, microbatch_sizes or placements, or raise the limit with "
+                            f"the plan has more than {limits.max_configurations:,} configurations; narrow the "
+                            "training section's lists (tensor_parallel, pipeline_parallel, chunks, microbatch_sizes, "
+                            "placements, recompute, zero), or raise the limit with "
                             "`pipesat plan --max-configurations N`"
                         )
     if found:
         _check_largest(max(found, key=_ops))
     return Space(sorted(found), skipped)
+
+
+def _groups(spec: PlanSpec, skipped: list[str]) -> list[tuple[int, int]]:
+    """The (t, cp) pairs to try: their t·cp GPUs divide the cluster, t stays within a node, and the
+    cost model takes the model split so (t dividing the heads, cp the sequence)."""
+    gpus, per_node = spec.cluster.gpus, spec.cluster.gpus_per_node
+    groups = []
+    for t in spec.tensor_parallel:
+        if t > per_node:
+            skipped.append(f"t{t}: tensor parallelism stays within a node of {per_node} GPUs")
+            continue
+        for cp in spec.context_parallel:
+            name = _group_name(t, cp)
+            if gpus % (t * cp):
+                skipped.append(f"{name}: does not divide {gpus} GPUs")
+                continue
+            try:
+                check_training(spec.model, _training(spec, t, cp, 1, "none", 0))
+            except InstanceError as error:
+                skipped.append(f"{name}: {error}")
+                continue
+            groups.append((t, cp))
+    return groups
+
+
+def _group_name(t: int, cp: int) -> str:
+    """`t8`, or `t8 cp2` with context parallelism, as labels name them."""
+    return f"t{t}" + (f" cp{cp}" if cp > 1 else "")
+
+
+def _pipelines(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[tuple[int, int]]:
+    """The (p, d) pairs of t·cp-GPU groups: p out of `pipeline_parallel` (every divisor when not
+    given), d the replicas the rest of the GPUs make, each dividing the global batch."""
+    groups, name = spec.cluster.gpus // (t * cp), _group_name(t, cp)
+    depths = divisors(groups) if spec.pipeline_parallel is None else spec.pipeline_parallel
+    found = []
+    for p in depths:
+        if groups % p:
+            skipped.append(f"{name} p{p}: does not divide the {groups} groups of {t * cp} GPUs")
+            continue
+        d = groups // p
+        if spec.global_batch % d:
+            skipped.append(f"{name} p{p} d{d}: {d} replicas do not divide the global batch {spec.global_batch}")
+            continue
+        found.append((p, d))
+    return found
+
+
+def _placements(spec: PlanSpec, p: int, skipped: list[str], name: str) -> list[tuple[str, int]]:
+    """The (placement, v) pairs of a p-device pipeline: linear with one chunk; V with two and
+    interleaved with each of `chunk_counts`, for p ≥ 2 (on one device they are the linear pipeline
+    cut up); each with no more stages than the layers can fill."""
+    most = spec.model.layers + EDGE_SLOTS
+    found = []
+    for placement in spec.placements:
+        if placement != "linear" and p == 1:
+            continue
+        for v in {"linear": (1,), "vshape": (2,)}.get(placement) or chunk_counts(spec, p):
+            if p * v > most:
+                skipped.append(f"{name} {placement} v{v}: {spec.model.layers} layers cannot fill {p * v} stages")
+                continue
+            found.append((placement, v))
+    return found
+
+
+def chunk_counts(spec: PlanSpec, p: int) -> tuple[int, ...]:
+    """The chunks v an interleaved pipeline of p devices tries: the spec's `chunks`, or else the v ≥ 2
+    whose p·v stages the layers fill evenly, the first and the last stage holding a layer fewer or
+    not (p·v divides layers, layers + 1 or layers + 2: the embedding and the head each take a
+    layer's place, as Llama 3 405B's run split 126 layers over 16 x 8 stages), at most the
+    MAX_DEFAULT_CHUNKS largest of them: the fewest layers a chunk, as large runs use, and the smallest
+    bubble."""
+    if spec.chunks is not None:
+        return spec.chunks
+    layers = spec.model.layers
+    fitting = [
+        v for v in range(2, (layers + EDGE_SLOTS) // p + 1) if any((layers + k) % (p * v) == 0 for k in range(3))
+    ]
+    return tuple(fitting[-MAX_DEFAULT_CHUNKS:])
+
+
+def _microbatches(spec: PlanSpec, p: int, d: int) -> list[tuple[int, int]]:
+    """The (b, m) pairs of a replica: b out of `microbatch_sizes` (every divisor when not given)
+    dividing its share of the global batch, leaving m ≥ p microbatches."""
+    per_replica = spec.global_batch // d
+    sizes = divisors(per_replica) if spec.microbatch_sizes is None else spec.microbatch_sizes
+    return [(b, per_replica // b) for b in sizes if per_replica % b == 0 and per_replica // b >= p]
+
+
+def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[str]:
+    """The spec's recomputation settings less those that cost a layer of t·cp GPUs what an earlier one
+    does (selective recomputation with flash attention: flash attention recomputes the attention core
+    already), with a line for each left out."""
+    one = description(spec, Configuration(t, 1, spec.cluster.gpus // (t * cp), 1, "linear", 1, 1, cp))
+    costs: dict[str, Cost] = {}
+    for recompute in spec.recompute:
+        cost = layer_cost(one.model, dataclasses.replace(one.training, recompute=recompute), one.hardware)
+        same = next((kept for kept, other in costs.items() if other == cost), None)
+        if same is None:
+            costs[recompute] = cost
+            continue
+        line = f"recompute {recompute}: a layer costs what it does with {same}; tried as {same}"
+        skipped += [line] if line not in skipped else []
+    return list(costs)
 
 
 def _ops(config: Configuration) -> int:
@@ -157,35 +253,48 @@ def _check_largest(config: Configuration) -> None:
         ) from None
 
 
-def _training(spec: PlanSpec, t: int, d: int) -> Training:
+def _training(spec: PlanSpec, t: int, cp: int, d: int, recompute: str, zero: int) -> Training:
+    """The spec's training with a configuration's searched keys (sequence parallelism only with t > 1)."""
     training = spec.training
     return dataclasses.replace(
         training,
         tensor_parallel=t,
+        context_parallel=cp,
         data_parallel=d,
         sequence_parallel=training.sequence_parallel and t > 1,
-        zero1=training.zero1 and d > 1,
+        recompute=recompute,
+        zero=zero,
     )
 
 
 def spans_nodes(size: int, stride: int, gpus_per_node: int) -> bool:
     """Whether a group of `size` GPUs, `stride` apart (Megatron's rank order: tensor parallelism
-    innermost, then data, then pipeline), holds GPUs of more than one node."""
+    innermost, then context, then data, then pipeline), holds GPUs of more than one node."""
     return size > 1 and size * stride > gpus_per_node
 
 
 def description(spec: PlanSpec, config: Configuration) -> Description:
     """The model description of one configuration (`solver.instances.from_model`): the pipeline link
-    is the link between nodes when the pipeline's GPUs span nodes, else the one within a node, and
-    the tensor-parallel all-reduces are timed over the link within a node."""
+    is the link between nodes when the pipeline's GPUs span nodes, else the one within a node, and so
+    is the data-parallel group's; the tensor-parallel all-reduces are timed over the link within a
+    node."""
     cluster, t, d, p = spec.cluster, config.tensor_parallel, config.data_parallel, config.pipeline
-    bandwidth, latency = cluster.link(spans_nodes(p, t * d, cluster.gpus_per_node))
+    bandwidth, latency = cluster.link(spans_nodes(p, t * config.context_parallel * d, cluster.gpus_per_node))
+    dp_bandwidth, dp_latency = cluster.link(spans_nodes(d, t * config.context_parallel, cluster.gpus_per_node))
+    cp_bandwidth, cp_latency = cluster.link(spans_nodes(config.context_parallel, t, cluster.gpus_per_node))
     hardware = Hardware(
         tflops=cluster.tflops,
+        gpu=cluster.gpu,
         efficiency=cluster.efficiency,
         bandwidth=bandwidth,
         latency=latency,
         tp_bandwidth=cluster.node_bandwidth if t > 1 else 0.0,
+        tp_latency=cluster.node_latency,
+        cp_bandwidth=cp_bandwidth,
+        cp_latency=cp_latency,
+        dp_bandwidth=dp_bandwidth,
+        dp_latency=dp_latency,
+        memory_bandwidth=cluster.memory_bandwidth,
         gpu_memory=cluster.gpu_memory,
         reserve=cluster.reserve,
     )
@@ -193,4 +302,5 @@ def description(spec: PlanSpec, config: Configuration) -> Description:
     pipeline = Pipeline(
         devices=p, microbatches=config.microbatches, chunks=config.chunks, placement=config.placement, balance=True
     )
-    return Description(model, _training(spec, t, d), hardware, pipeline)
+    training = _training(spec, t, config.context_parallel, d, config.recompute, config.zero)
+    return Description(model, training, hardware, pipeline)

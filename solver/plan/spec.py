@@ -8,7 +8,8 @@ A spec has three sections (docs/plan.md lists every key, its unit and its defaul
 
 The keys are those of the records they fill (`solver.instances.keys`): `model` is the `Transformer`
 but its microbatch size, `cluster` the `Cluster`, `training` the plan's own keys (`PlanSpec`) and
-the `Training` but its parallel degrees: the plan searches those. `training.seq_len` may stand for
+the `Training` but its parallel degrees, recomputation and ZeRO stage: the plan searches those, over
+the lists of the same names (`recompute: [none, full]`). `training.seq_len` may stand for
 `model.seq_len`. An unknown key, a missing one or a value of the wrong kind is refused with one line
 that names the key (`model.layers`) and what to give instead. Options on the command line override
 keys by their dotted names before the checks, so they are checked the same way.
@@ -17,54 +18,64 @@ keys by their dotted names before the checks, so they are checked the same way.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipesat.models import InputError
+from pipesat.models import InputError, InstanceError
 from pipesat.models.document import read_document
-from pipesat.solver.instances.cost_model import Hardware, Training, Transformer
+from pipesat.solver.instances.cost_model import (
+    HARDWARE_WITHOUT_GPU,
+    RECOMPUTE,
+    Hardware,
+    Training,
+    Transformer,
+    fill_from_gpu,
+)
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
-from pipesat.solver.instances.kinds import NUMBER, WHOLE, Wholes, Words
+from pipesat.solver.instances.kinds import WHOLE, Wholes, Words
 
 PLACEMENTS = ("linear", "interleaved", "vshape")
-"""The placements the plan tries: linear with one chunk a device, interleaved and V with two."""
+"""The placements the plan tries: linear with one chunk a device, interleaved with the spec's chunks
+(`space.chunk_counts`), V with two."""
 
 
 @dataclass(frozen=True)
 class Cluster(Keyed):
     """The GPUs: how many, their memory (bytes) less a reserve (a fraction below 1, else bytes), peak
-    TFLOP/s and the fraction reached, nodes of `gpus_per_node`, the links across nodes (`bandwidth`
-    GB/s, `latency` µs) and within a node (`node_bandwidth`, `node_latency`), and the GPU memory's
+    TFLOP/s and the fraction reached (or a `gpu` of the catalogue, which fills the keys not given:
+    `CLUSTER_FROM_GPU`), nodes of `gpus_per_node`, the links across nodes (`bandwidth` GB/s,
+    `latency` µs) and within a node (`node_bandwidth`, `node_latency`), and the GPU memory's
     bandwidth (GB/s) the optimizer step runs at. The keys shared with `Hardware` are its keys."""
 
     gpus: int = key(WHOLE, "GPUs in all.", at_least=1)
-    gpu_memory: float = like(Hardware, "gpu_memory", help="One GPU's memory.", default=MISSING)
+    gpu_memory: float = like(Hardware, "gpu_memory", help="One GPU's memory (default: the gpu's).")
     tflops: float = like(Hardware, "tflops")
-    efficiency: float = like(Hardware, "efficiency")
-    bandwidth: float = like(Hardware, "bandwidth", help="The link across nodes, one GPU's share.")
+    gpu: str | None = like(Hardware, "gpu")
+    efficiency: float | None = like(Hardware, "efficiency")
+    bandwidth: float = like(
+        Hardware, "bandwidth", help="The link across nodes, one GPU's share (default: the gpu's network, else 50)."
+    )
     latency: float = like(Hardware, "latency", help="The latency of the link across nodes.")
     gpus_per_node: int = key(WHOLE, "GPUs a node.", 8, at_least=1)
     node_bandwidth: float = like(
         Hardware,
         "bandwidth",
-        help="The link within a node, one GPU's share (default: as across nodes).",
+        help="The link within a node, one GPU's share (default: the gpu's NVLink, else as across nodes).",
         default_from="bandwidth",
     )
     node_latency: float = like(
         Hardware,
         "latency",
-        help="The latency of the link within a node (default: as across nodes).",
+        help="The latency of the link within a node, a ring step (default: the gpu's NVLink's, else as across nodes).",
         default_from="latency",
     )
-    memory_bandwidth: float = key(
-        NUMBER,
-        "The GPU memory's bandwidth, for the optimizer step (the default is an A100-40GB's).",
-        1555.0,
-        unit="GB/s",
-        above=0,
-    )
+    memory_bandwidth: float = like(Hardware, "memory_bandwidth")
     reserve: float = like(Hardware, "reserve")
+
+    def __post_init__(self) -> None:
+        fill_from_gpu(self, self.gpu, CLUSTER_FROM_GPU, CLUSTER_WITHOUT_GPU)
+        super().__post_init__()
 
     def link(self, across_nodes: bool) -> tuple[float, float]:
         """The (bandwidth GB/s, latency µs) of a group's link: between nodes when its GPUs span
@@ -74,12 +85,27 @@ class Cluster(Keyed):
         return self.node_bandwidth, self.node_latency
 
 
+CLUSTER_FROM_GPU = {
+    "gpu_memory": "memory",
+    "tflops": "bf16_tflops",
+    "bandwidth": "network",
+    "node_bandwidth": "nvlink",
+    "node_latency": "nvlink_latency",
+    "memory_bandwidth": "memory_bandwidth",
+}
+"""The `Cluster` keys a `gpu` fills when they are not given, from its catalogue fields."""
+CLUSTER_WITHOUT_GPU = {name: HARDWARE_WITHOUT_GPU[name] for name in ("efficiency", "bandwidth", "memory_bandwidth")}
+"""Those keys without a `gpu`, as `Hardware` has them; the GPU's memory and peak must then be given."""
+
+
 @dataclass(frozen=True)
 class PlanSpec(Keyed):
     """What the plan searches over: the model (its microbatch size is searched), how it is trained
-    (its parallel degrees are searched), the cluster, the global batch in sequences, the
-    tensor-parallel degrees allowed, the microbatch sizes allowed (None: every divisor) and the
-    placements tried."""
+    (its parallel degrees, recomputation and ZeRO stage are searched), the cluster, the global batch
+    in sequences, and the lists the plan tries: tensor-parallel, context-parallel and pipeline degrees,
+    microbatch sizes, placements, chunks of an interleaved pipeline, recomputation settings and ZeRO
+    stages. A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
+    list one value pins a layout."""
 
     model: Transformer
     training: Training
@@ -92,6 +118,28 @@ class PlanSpec(Keyed):
         Wholes(distinct=True), "The microbatch sizes b to try (default: every divisor).", None, at_least=1
     )
     placements: tuple[str, ...] = key(Words(PLACEMENTS, "placements"), "The placements to try.", PLACEMENTS)
+    pipeline_parallel: tuple[int, ...] | None = key(
+        Wholes(distinct=True), "The pipeline depths p to try (default: every divisor).", None, at_least=1
+    )
+    chunks: tuple[int, ...] | None = key(
+        Wholes(distinct=True),
+        "The chunks v a device of an interleaved pipeline holds, to try (default: docs/plan.md's rule).",
+        None,
+        at_least=2,
+    )
+    context_parallel: tuple[int, ...] = key(
+        Wholes(distinct=True), "The context-parallel degrees to try (ring attention).", (1,), at_least=1
+    )
+    recompute: tuple[str, ...] = key(
+        Words(RECOMPUTE, "recomputation settings"), "The activation recomputations to try.", RECOMPUTE
+    )
+    zero: tuple[int, ...] = key(
+        Wholes(distinct=True),
+        "The ZeRO stages to try (1: Megatron's distributed optimizer); with one replica, 0.",
+        (1,),
+        at_least=0,
+        at_most=3,
+    )
 
     @property
     def tokens_per_iteration(self) -> int:
@@ -106,7 +154,7 @@ SECTIONS: dict[str, tuple[type, ...]] = {
 """The records whose keys each section holds."""
 SEARCHED: dict[type, tuple[str, ...]] = {
     Transformer: ("microbatch_size",),
-    Training: ("tensor_parallel", "data_parallel"),
+    Training: ("tensor_parallel", "context_parallel", "data_parallel", "recompute", "zero"),
 }
 """The keys the plan searches, which a spec does not give."""
 ALIASES = {"training.seq_len": "model.seq_len"}
@@ -150,7 +198,11 @@ def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None 
             if given.setdefault(dotted, value) != value:
                 raise InputError(f"{where}{dotted} {given[dotted]} and {alias} {value} differ; give one")
     model = Transformer(**_values(Transformer, "model", given, where))
-    cluster = Cluster(**_values(Cluster, "cluster", given, where))
+    values = _values(Cluster, "cluster", given, where)
+    try:
+        cluster = Cluster(**values)
+    except InstanceError as error:  # a key neither given nor filled by the gpu (`fill_from_gpu`)
+        raise InputError(f"{where}cluster.{error}") from None
     search = _values(PlanSpec, "training", given, where)
     return PlanSpec(model, Training(**_values(Training, "training", given, where)), cluster, **search)
 

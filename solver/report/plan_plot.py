@@ -1,29 +1,43 @@
-"""The plan's picture: throughput against memory per GPU for every configuration with a schedule.
+"""The plan's picture: throughput against memory per GPU for every configuration with a schedule,
+and where the time of the top rows' iterations goes.
 
 One mark per configuration: its shape says the placement, a filled mark was solved (CP-SAT or its
 lower bound proved the schedule), a hollow one pruned by bound (its handwritten schedule). The best
 is ringed and labelled; a dashed line marks the memory a GPU may use (its memory less the reserve).
+Below, one bar for each of the top rows, in rank order: its iteration split into its parts (compute,
+recompute, TP, DP and PP communication, bubble, optimizer step), so a faster layout shows what it
+saves.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from pipesat.models.plan_result import Outcome, PlanResult
+from pipesat.models.plan_result import ConfigResult, Outcome, PlanResult
 from pipesat.solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels, save_figure
 
 GIB = 2**30
 MARKERS = {"linear": "o", "interleaved": "s", "vshape": "^"}
 PIPELINE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+BREAKDOWN_ROWS = 8
+"""The top rows whose iterations the bars below the marks break down."""
+PART_COLOURS = ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#009E73", "#E4E4E4", "#555555")
+"""One colour a part of an iteration, in `Breakdown`'s order."""
+BAR_HEIGHT = 0.32
+"""Inches the picture grows by for each bar."""
 
 
 def plan_figure(result: PlanResult, title: str = "") -> Figure:
     """Tokens/s against GiB per GPU; colour by pipeline depth p, shape by placement."""
-    figure = new_figure(9, 5.5)
-    axes = figure.add_subplot()
     feasible = result.feasible
+    ranked = feasible[:BREAKDOWN_ROWS]
+    bars = 1.2 + BAR_HEIGHT * len(ranked) if ranked else 0.0
+    figure = new_figure(9, 5.5 + bars)
+    grid = figure.add_gridspec(2 if ranked else 1, 1, height_ratios=[5.5, bars] if ranked else [1])
+    axes = figure.add_subplot(grid[0])
     depths = sorted({item.config.pipeline for item in feasible})
     colour = {p: PIPELINE_COLOURS[i % len(PIPELINE_COLOURS)] for i, p in enumerate(depths)}
     for item in feasible:
@@ -72,10 +86,32 @@ def plan_figure(result: PlanResult, title: str = "") -> Figure:
     )
     axes.set_title(title or default, fontsize=10)
     fit_text(axes.title, 0.9 * figure.bbox.width)
-    figure.tight_layout(rect=(0, legend.get_window_extent().height / figure.bbox.height, 1, 1))
+    rect = (0, legend.get_window_extent().height / figure.bbox.height, 1, 1)
+    if ranked:
+        _breakdown_bars(figure.add_subplot(grid[1]), ranked)
+        figure.tight_layout(rect=rect)  # the bars' labels narrow the marks' axes: fit the title to them
+        fit_text(axes.title, axes.get_window_extent().width)
+    figure.tight_layout(rect=rect)
     others = [(i.measure.memory_per_gpu / GIB, i.measure.tokens_per_s) for i in feasible if i.measure]
     place_labels(axes, labels, others)
     return figure
+
+
+def _breakdown_bars(axes: Axes, ranked: list[ConfigResult]) -> None:
+    """One stacked bar a row, best on top: its iteration's parts, one colour each."""
+    for row, item in enumerate(ranked):
+        assert item.measure is not None
+        left = 0.0
+        for (name, value), colour in zip(item.measure.breakdown.parts(), PART_COLOURS, strict=True):
+            axes.barh(row, value, left=left, height=0.7, color=colour, label=name if row == 0 else None)
+            left += value
+    axes.set_yticks(range(len(ranked)), [item.config.label for item in ranked], fontsize=7)
+    axes.invert_yaxis()
+    axes.set_xlabel("iteration (ms): where the time goes", fontsize=9)
+    axes.tick_params(axis="x", labelsize=8)
+    for side in ("top", "right"):
+        axes.spines[side].set_visible(False)
+    axes.legend(ncol=7, fontsize=7, frameon=False, loc="lower left", bbox_to_anchor=(0, 1))
 
 
 def plot_plan(result: PlanResult, path: str | Path, title: str = "") -> Path:

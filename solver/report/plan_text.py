@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipesat.models.plan_result import ConfigResult, Outcome, PlanResult
+from pipesat.models.plan_result import PART_NAMES, ConfigResult, Measure, Outcome, PlanResult
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
 GIB = 2**30
@@ -21,17 +21,26 @@ def _number(digits: int) -> Any:
     return lambda value: "-" if value is None else f"{value:.{digits}f}"
 
 
-def plan_columns() -> list[Column]:
-    """The ranked table's columns; memory in GiB in the table, bytes in CSV and JSON."""
-    return [
+def plan_columns(breakdown: bool = False, machine: bool = False) -> list[Column]:
+    """The ranked table's columns; memory in GiB in the table, bytes in CSV and JSON. `breakdown`
+    puts the iteration's parts (ms) in place of the throughput, memory and outcome; `machine` (CSV
+    and JSON) keeps both."""
+    layout = [
         Column("rank", "rank"),
         Column("tp", "t"),
+        Column("cp", "cp"),
         Column("pp", "p"),
         Column("dp", "d"),
         Column("placement", "placement", align_right=False),
+        Column("chunks", "v"),
         Column("microbatch_size", "b"),
         Column("microbatches", "m"),
+        Column("recompute", "recompute", align_right=False),
+        Column("zero", "zero"),
         Column("iteration_ms", "iteration (ms)", _number(1), unit="ms"),
+    ]
+    parts = [Column(key, header, _number(1), unit="ms") for key, header in PART_NAMES.items()]
+    outcome = [
         Column("tokens_per_s", "tokens/s", _number(0), unit="tokens/s"),
         Column("mfu", "MFU", percent_or_dash),
         Column("memory_per_gpu", "GiB/GPU", lambda v: "-" if v is None else f"{v / GIB:.1f}", unit="B"),
@@ -39,6 +48,9 @@ def plan_columns() -> list[Column]:
         Column("gap", "gap", percent_or_dash),
         Column("outcome", "outcome", align_right=False),
     ]
+    if machine:
+        return layout + outcome + parts
+    return layout + (parts if breakdown else outcome)
 
 
 def schedule_title(made_by: str) -> str:
@@ -52,35 +64,40 @@ def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
     row: dict[str, Any] = {
         "rank": rank,
         "tp": config.tensor_parallel,
+        "cp": config.context_parallel,
         "pp": config.pipeline,
         "dp": config.data_parallel,
         "placement": config.placement,
         "chunks": config.chunks,
         "microbatch_size": config.microbatch_size,
         "microbatches": config.microbatches,
+        "recompute": config.recompute,
+        "zero": config.zero,
         "schedule": schedule_title(result.made_by) if result.made_by else None,
         "status": result.status,
         "gap": result.gap,
         "outcome": outcome_text(result),
         "note": result.note,
+        "iteration_bound_ms": result.iteration_bound_ms,
     }
     if measure is not None:
         row |= {
             "iteration_ms": measure.iteration_ms,
             "makespan_ms": measure.makespan_ms,
-            "reduce_ms": measure.reduce_ms,
-            "optimizer_ms": measure.optimizer_ms,
+            "exchange_ms": measure.exchange_ms,
+            **vars(measure.breakdown),
             "tokens_per_s": measure.tokens_per_s,
             "mfu": measure.mfu,
             "memory_per_gpu": measure.memory_per_gpu,
-            "iteration_bound_ms": result.iteration_bound_ms,
         }
     return row
 
 
 def outcome_text(result: ConfigResult) -> str:
-    """`solved (optimal, CP-SAT 8 s)`, `pruned by bound`, `refused by memory`, `not searched (feasible)`,
-    `not assessed`."""
+    """`solved (optimal, CP-SAT 8 s)`, `pruned by bound` (with its bound where no schedule was made),
+    `refused by memory`, `not searched (feasible)`, `not assessed`."""
+    if result.outcome == Outcome.PRUNED and result.measure is None and result.iteration_bound_ms is not None:
+        return f"pruned by bound (at least {result.iteration_bound_ms:.1f} ms, no schedule made)"
     if result.outcome == Outcome.PRUNED:
         return "pruned by bound"
     if result.outcome == Outcome.REFUSED:
@@ -129,10 +146,11 @@ def plan_summary(result: PlanResult) -> list[str]:
         measure = best.measure
         lines.append(
             f"best: {best.config.label}: {measure.iteration_ms:.1f} ms an iteration "
-            f"(schedule {measure.makespan_ms:.1f} + gradient reduction {measure.reduce_ms:.1f} + optimizer "
+            f"(schedule {measure.makespan_ms:.1f} + data-parallel exchange {measure.exchange_ms:.1f} + optimizer "
             f"{measure.optimizer_ms:.1f}), {measure.tokens_per_s:,.0f} tokens/s, MFU {format_percent(measure.mfu)}, "
             f"{measure.memory_per_gpu / GIB:.1f} GiB per GPU of {best.usable_memory / GIB:.1f} GiB usable"
         )
+        lines.append(f"where the time goes: {breakdown_text(measure)}")
         lines.append(
             f"schedule: {schedule_title(best.made_by)}, {best.status}, gap to its bound {format_percent(best.gap or 0.0)}"
         )
@@ -149,6 +167,14 @@ def plan_summary(result: PlanResult) -> list[str]:
     if result.timing_dependent:
         lines.append("note: the time budget ran out before the planned shares; another run may differ")
     return lines
+
+
+def breakdown_text(measure: Measure) -> str:
+    """`compute 401.2 ms (73.2%), recompute 0.0, ...`: the iteration's parts, each with its share."""
+    return ", ".join(
+        f"{name} {value:.1f} ms ({format_percent(value / measure.iteration_ms)})"
+        for name, value in measure.breakdown.parts()
+    )
 
 
 def no_best_text(result: PlanResult) -> str:
@@ -197,7 +223,7 @@ def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
 def progress_text(phase: str, done: int, total: int, best_ms: float | None, elapsed: float, left: float) -> str:
     """`plan [######------] solving 2/5, best 548.4 ms, 12 s, about 40 s left`: the bar is the share of
     the time elapsed of the time elapsed and left."""
-    what = "assessing" if phase == "assess" else "solving"
+    what = {"bound": "bounding", "assess": "assessing"}.get(phase, "solving")
     best = "-" if best_ms is None else f"{best_ms:.1f} ms"
     share = elapsed / (elapsed + left) if elapsed + left > 0 else 1.0
     filled = round(BAR * min(1.0, share))

@@ -88,6 +88,15 @@ def test_split_needs_weight_times() -> None:
         lower_bound(Instance.from_dict({"num_devices": 2, "num_microbatches": 2}), split_backward=True)
 
 
+def test_equal_items_are_one_item_of_their_summed_count() -> None:
+    # The 8 equal chunks of an interleaved device, 32 microbatches each: searched as 8 items, the ways
+    # to share 11 copies among them pass the node budget, and the search falls back to the fractional
+    # bound (22.67); as one item of 256 copies the optimum is exact: 11 copies of weight 3 fit in 34.
+    items = [(2.0, 3.0)] * 8
+    assert max_total_time(items, 32, 34.0) == pytest.approx(22.0)
+    assert max_total_time([*items, (1.0, 1.0)], 32, 34.0) == pytest.approx(33.0)
+
+
 def test_knapsack_helpers_match_enumeration() -> None:
     rng = random.Random(3)
     for _ in range(200):

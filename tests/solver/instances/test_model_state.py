@@ -1,5 +1,5 @@
-"""Model state: parameters per GPU (Llama 3 8B's published count), bytes per parameter, ZeRO-1, and
-the activation budgets a GPU's memory leaves."""
+"""Model state: parameters per GPU (Llama 3 8B's published count), bytes per parameter, each ZeRO
+stage, Korthikanti's 175B, and the activation budgets a GPU's memory leaves."""
 
 from __future__ import annotations
 
@@ -47,9 +47,37 @@ def test_the_first_and_last_devices_hold_the_embedding_and_the_head() -> None:
     assert (states[0].bytes - states[1].bytes) / 1e9 == pytest.approx(9.46, abs=0.01)
 
 
-def test_mixed_precision_adam_costs_18_bytes_and_zero1_shards_its_12() -> None:
+def test_mixed_precision_adam_costs_18_bytes_and_each_zero_stage_shards_more_of_it() -> None:
     assert bytes_per_parameter(Training()) == 18
-    assert bytes_per_parameter(Training(data_parallel=8, zero1=True)) == 2 + 4 + 12 / 8
+    assert bytes_per_parameter(Training(data_parallel=8)) == 18  # replicas alone shard nothing
+    # Megatron's distributed optimizer table, bf16 weights and fp32 gradients: 6 + 12/d.
+    assert bytes_per_parameter(Training(data_parallel=8, zero=1)) == 2 + 4 + 12 / 8
+    assert bytes_per_parameter(Training(data_parallel=8, zero=2)) == 2 + (4 + 12) / 8
+    assert bytes_per_parameter(Training(data_parallel=8, zero=3)) == 18 / 8
+    assert bytes_per_parameter(Training(data_parallel=8, zero=1, grad_bytes=2)) == 2 + 2 + 12 / 8
+
+
+def test_zero_3_holds_its_shards_and_two_gathered_units() -> None:
+    training = Training(data_parallel=8, zero=3)
+    states = _states(training)
+    layer, vocabulary = layer_parameters(LLAMA_8B, training), 128256 * 4096
+    # The middle devices gather two layers; the first its embedding and a layer; the last its head.
+    assert states[1].bytes == pytest.approx(states[1].parameters * 18 / 8 + 2 * layer * 2)
+    assert states[0].bytes == pytest.approx(states[0].parameters * 18 / 8 + (vocabulary + layer) * 2)
+    assert states[3].bytes == pytest.approx(states[3].parameters * 18 / 8 + (vocabulary + 4096 + layer) * 2)
+    # Parameters stay whole: they are what a device computes with and exchanges.
+    assert [state.parameters for state in states] == [state.parameters for state in _states(Training())]
+    assert sum(state.bytes for state in states) < sum(state.bytes for state in _states(Training())) / 5
+
+
+def test_korthikantis_175b_holds_the_papers_45_6_gib_of_model_state() -> None:
+    """Korthikanti et al. (MLSys'23), Figure 1: 45.6 GiB of parameters and optimizer state a GPU for
+    the 175B model (96 layers, h 12288, 96 heads, vocabulary 51200) at t8 p8, mixed-precision Adam."""
+    gpt_175b = Transformer(96, 12288, 96, 2048, vocab=51200)
+    training = Training(tensor_parallel=8, sequence_parallel=True, recompute="selective")
+    stages = stage_costs(gpt_175b, training, H100, (12,) * 8)
+    states = device_states(gpt_175b, training, stages, list(range(8)))
+    assert states[3].bytes / GIB == pytest.approx(45.57, abs=0.01)
 
 
 def test_budgets_are_the_gpu_less_reserve_and_model_state() -> None:

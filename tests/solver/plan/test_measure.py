@@ -4,42 +4,74 @@ import dataclasses
 
 import pytest
 
-from pipesat.models.plan_result import Configuration
+from pipesat.models.plan_result import Configuration, Measure
+from pipesat.solver.instances.collectives import Collective, Link, collective_ms
+from pipesat.solver.instances.data_parallel import buckets
 from pipesat.solver.instances.from_model import derive
-from pipesat.solver.instances.model_state import DeviceState
-from pipesat.solver.plan.measure import model_flops, optimizer_ms, reduce_ms, usable_memory
+from pipesat.solver.plan.measure import exchange_ms, model_flops, optimizer_ms, usable_memory
 from pipesat.solver.plan.search import AssessTask, assess
 from pipesat.solver.plan.space import description
+from pipesat.solver.plan.spec import PlanSpec
 from tests.solver.plan.conftest import tiny
 
-STATES = [DeviceState(parameters=1e9, bytes=18e9), DeviceState(parameters=5e8, bytes=9e9)]
+SPLIT_LINKS = {"bandwidth": 10, "latency": 10, "node_bandwidth": 100, "node_latency": 2, "gpus_per_node": 2}
 
 
-def config(d: int, t: int = 1) -> Configuration:
-    return Configuration(t, 2, d, 1, "linear", 1, 4)
+def config(d: int, t: int = 1, zero: int = 0, recompute: str = "none") -> Configuration:
+    return Configuration(t, 4 // (t * d), d, 1, "linear", 1, 4, recompute=recompute, zero=zero)
 
 
-def test_the_ring_all_reduce_of_the_largest_device() -> None:
-    spec = tiny(cluster={"bandwidth": 10, "latency": 10, "node_bandwidth": 100, "node_latency": 2, "gpus_per_node": 2})
-    assert reduce_ms(spec, config(1), STATES) == 0.0
-    # d = 4 replicas one GPU apart span 2 nodes of 2: the link between nodes.
-    expected = 2 * 3 / 4 * 1e9 * 4 / 10e9 * 1e3 + 2 * 3 * 10 / 1e3
-    assert reduce_ms(spec, config(4), STATES) == pytest.approx(expected)
-    # d = 2 within a node.
-    assert reduce_ms(spec, config(2), STATES) == pytest.approx(2 * 1 / 2 * 4e9 / 100e9 * 1e3 + 2 * 2 / 1e3)
+def found_measure(spec: PlanSpec, chosen: Configuration) -> Measure:
+    found = assess(AssessTask(spec, chosen)).found
+    assert found is not None
+    return found.measure
 
 
-def test_zero1_reduce_scatters_and_all_gathers_and_shards_the_step() -> None:
-    spec = tiny(training={"zero1": True})
-    expected = 3 / 4 * 1e9 * (4 + 2) / 10e9 * 1e3 + 2 * 3 * 10 / 1e3
-    assert reduce_ms(spec, config(4), STATES) == pytest.approx(expected)
-    plain = tiny()
-    assert optimizer_ms(spec, config(4), STATES) == pytest.approx(optimizer_ms(plain, config(4), STATES) / 4)
+def test_the_exchange_is_the_largest_devices_all_reduce_over_the_groups_link() -> None:
+    spec = tiny(cluster=SPLIT_LINKS, training={"overlap_grad_reduce": False})
+    one = config(1)
+    derivation = derive(description(spec, one))
+    assert exchange_ms(description(spec, one), derivation) == 0.0
+    for d, link in ((4, Link(10, 10)), (2, Link(100, 2))):  # 4 replicas span 2 nodes of 2; 2 do not
+        chosen = config(d)
+        derivation = derive(description(spec, chosen))
+        parameters = max(state.parameters for state in derivation.states)
+        expected = sum(collective_ms(Collective.ALL_REDUCE, b * 4, d, link) for b in buckets(parameters, d))
+        assert exchange_ms(description(spec, chosen), derivation) == pytest.approx(expected)
 
 
-def test_the_optimizer_step_reads_and_writes_its_state() -> None:
+def test_overlap_exposes_less_than_none_and_at_least_the_last_bucket() -> None:
+    # h 2048: 50M parameters a layer, 10 buckets on the one pipeline device of 4 replicas.
+    model, cluster = {"hidden": 2048, "heads": 16}, {**SPLIT_LINKS, "gpu_memory": "80GiB"}
+    for zero in (0, 1, 2):
+        overlapped, exposed = (
+            tiny(model=model, cluster=cluster),
+            tiny(model=model, cluster=cluster, training={"overlap_grad_reduce": False, "overlap_param_gather": False}),
+        )
+        chosen = config(4, zero=zero)
+        derivation = derive(description(overlapped, chosen))
+        parameters = max(state.parameters for state in derivation.states)
+        collective = Collective.ALL_REDUCE if zero == 0 else Collective.REDUCE_SCATTER
+        last = collective_ms(collective, buckets(parameters, 4)[-1] * 4, 4, Link(10, 10))
+        hidden = exchange_ms(description(overlapped, chosen), derivation)
+        whole = exchange_ms(description(exposed, chosen), derivation)
+        assert last <= hidden < whole
+
+
+def test_zero_shards_the_optimizer_step_and_zero_3_exchanges_in_the_ops() -> None:
     spec = tiny(cluster={"memory_bandwidth": 1000})
-    assert optimizer_ms(spec, config(1), STATES) == pytest.approx(1e9 * (24 + 4 + 2) / 1000e9 * 1e3)
+    plain, sharded = config(2), config(2, zero=1)
+    derivation = derive(description(spec, plain))
+    parameters = max(state.parameters for state in derivation.states)
+    assert optimizer_ms(spec, description(spec, plain), derivation) == pytest.approx(
+        parameters * (24 + 4 + 2) / 1000e9 * 1e3
+    )
+    assert optimizer_ms(spec, description(spec, sharded), derivation) == pytest.approx(
+        optimizer_ms(spec, description(spec, plain), derivation) / 2
+    )
+    fsdp = found_measure(spec, config(2, zero=3))
+    assert fsdp.exchange_ms == 0 and fsdp.breakdown.data_parallel_ms > 0
+    assert fsdp.makespan_ms > found_measure(spec, config(2, zero=2)).makespan_ms
 
 
 def test_model_flops_are_six_n_tokens_plus_attention_and_head() -> None:
@@ -55,14 +87,46 @@ def test_model_flops_are_six_n_tokens_plus_attention_and_head() -> None:
 
 def test_a_measure_adds_the_fixed_terms_and_reports_throughput() -> None:
     spec = tiny()
-    found = assess(AssessTask(spec, Configuration(1, 2, 2, 1, "linear", 1, 2))).found
-    assert found is not None
-    m = found.measure
-    assert m.iteration_ms == pytest.approx(m.makespan_ms + m.reduce_ms + m.optimizer_ms)
+    m = found_measure(spec, Configuration(1, 2, 2, 1, "linear", 1, 2))
+    assert m.iteration_ms == pytest.approx(m.makespan_ms + m.exchange_ms + m.optimizer_ms)
     assert m.tokens_per_s == pytest.approx(spec.tokens_per_iteration / (m.iteration_ms / 1e3))
     assert m.mfu == pytest.approx(model_flops(spec) / (4 * 100e12 * m.iteration_ms / 1e3))
     assert 0 < m.mfu < spec.cluster.efficiency
-    derivation = derive(description(spec, found.config))
+    derivation = derive(description(spec, Configuration(1, 2, 2, 1, "linear", 1, 2)))
     assert m.memory_per_gpu > max(state.bytes for state in derivation.states)
     assert m.memory_per_gpu <= usable_memory(spec)
     assert usable_memory(dataclasses.replace(spec)) == pytest.approx(0.9 * 2 * 2**30)
+
+
+@pytest.mark.parametrize(
+    "chosen",
+    [
+        Configuration(1, 4, 1, 1, "linear", 1, 4),
+        Configuration(1, 2, 2, 2, "interleaved", 1, 2),
+        Configuration(2, 2, 1, 1, "linear", 1, 4, recompute="full"),
+        Configuration(2, 1, 2, 1, "linear", 1, 2, recompute="selective", zero=3),
+        Configuration(1, 2, 2, 2, "vshape", 1, 2, zero=1),
+    ],
+    ids=lambda chosen: chosen.label,
+)
+def test_the_breakdown_adds_up_to_the_iteration(chosen: Configuration) -> None:
+    spec = tiny(cluster={**SPLIT_LINKS, "gpu_memory": "8GiB"})
+    m = found_measure(spec, chosen)
+    parts = m.breakdown
+    assert parts.total_ms == pytest.approx(m.iteration_ms)
+    assert all(value >= -1e-9 for value in vars(parts).values())
+    assert parts.compute_ms > 0 and parts.optimizer_ms == m.optimizer_ms
+    assert (parts.pipeline_ms > 0) == (chosen.pipeline > 1)  # p2p waits on the critical device
+    assert (parts.tensor_parallel_ms > 0) == (chosen.tensor_parallel > 1)
+    # With flash attention, selective recomputation has nothing left to recompute.
+    assert (parts.recompute_ms > 0) == (chosen.recompute == "full")
+    assert (parts.data_parallel_ms > 0) == (chosen.data_parallel > 1)
+    assert parts.bubble_ms > 0 or chosen.pipeline == 1
+
+
+def test_full_recomputation_shows_as_recompute_not_compute() -> None:
+    spec = tiny(cluster={"gpu_memory": "8GiB"})
+    plain = found_measure(spec, Configuration(1, 4, 1, 1, "linear", 1, 4)).breakdown
+    full = found_measure(spec, Configuration(1, 4, 1, 1, "linear", 1, 4, recompute="full")).breakdown
+    assert full.compute_ms == pytest.approx(plain.compute_ms, rel=1e-4)
+    assert full.recompute_ms > 0.2 * full.compute_ms

@@ -4,29 +4,122 @@ import time
 
 import pytest
 
-from pipesat.models import InstanceError
+from pipesat.models import InputError, InstanceError
 from pipesat.models.limits import allow_ops
+from pipesat.models.plan_result import Configuration
 from pipesat.solver.instances.from_model import derive
-from pipesat.solver.plan.space import PlanLimits, description, divisors, enumerate_space, spans_nodes
+from pipesat.solver.plan.space import (
+    MAX_DEFAULT_CHUNKS,
+    PlanLimits,
+    chunk_counts,
+    description,
+    divisors,
+    enumerate_space,
+    spans_nodes,
+)
 from pipesat.solver.plan.spec import load_spec
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import tiny
+
+LLAMA3_405B = ROOT / "instances/plan/llama3-405b-8192gpu.yaml"
 
 
 def test_the_issue_space_has_every_shape_and_nothing_else() -> None:
     spec = load_spec(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")
     configs, skipped = enumerate_space(spec)
-    assert len(configs) == 33
-    assert configs == sorted(configs)
+    assert configs == sorted(configs) and len(set(configs)) == len(configs)
     for config in configs:
-        assert config.tensor_parallel * config.pipeline * config.data_parallel == 16
+        assert config.tensor_parallel * config.context_parallel * config.pipeline * config.data_parallel == 16
         assert config.data_parallel * config.microbatch_size * config.microbatches == 64
         assert config.microbatches >= config.pipeline
-        assert config.chunks == (1 if config.placement == "linear" else 2)
         assert config.placement == "linear" or config.pipeline > 1
+        chunks = {"linear": (1,), "vshape": (2,)}.get(config.placement) or chunk_counts(spec, config.pipeline)
+        assert config.chunks in chunks
+        assert config.zero == (1 if config.data_parallel > 1 else 0)  # Megatron's distributed optimizer
     assert {c.pipeline for c in configs} == {1, 2, 4, 8, 16}
-    # 16 devices x 2 chunks is 32 stages for 24 layers: refused, and said so.
-    assert any("24 layers cannot fill 32 stages" in line for line in skipped)
+    # Flash attention recomputes the attention core already: selective recomputation is no recomputation.
+    assert {c.recompute for c in configs} == {"none", "full"}
+    assert "recompute selective: a layer costs what it does with none; tried as none" in skipped
+    # 16 devices x 2 chunks is 32 stages for 24 layers, more than an embedding and a head can fill.
+    assert "t1 p16 vshape v2: 24 layers cannot fill 32 stages" in skipped
+    labels = {c.label for c in configs}
+    assert {"t1 p4 d4 interleaved v6 b1 m16 zero1", "t1 p2 d8 vshape b2 m4 full-recompute zero1"} <= labels
+
+
+def test_the_chunks_fill_the_layers_with_the_first_and_last_stage_a_layer_lighter() -> None:
+    spec = load_spec(LLAMA3_405B)
+    # Llama 3 405B: 126 layers + the embedding + the head = 128 = 16 x 8 places.
+    assert chunk_counts(spec, 16) == (2, 4, 8)
+    assert chunk_counts(spec, 64) == (2,)
+    assert chunk_counts(spec, 128) == ()
+    gpt = load_spec(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")  # 24 layers
+    # On 2 devices: v in {2, 3, 4, 6, 12} fill 24, 13 fills 26; the largest few are kept.
+    assert chunk_counts(gpt, 2) == (4, 6, 12, 13) and len(chunk_counts(gpt, 2)) == MAX_DEFAULT_CHUNKS
+    assert chunk_counts(gpt, 8) == (3,)
+    pinned = tiny(training={"chunks": [3, 5]})
+    assert chunk_counts(pinned, 2) == (3, 5)
+
+
+def test_the_balanced_split_gives_the_first_and_last_stage_fewer_layers_as_llama_3_did() -> None:
+    spec = load_spec(LLAMA3_405B)
+    for chunks, inner, edge in ((2, 4, 3), (4, 2, 1), (8, 1, 0)):
+        config = Configuration(8, 16, 64, chunks, "interleaved", 1, 32, recompute="full", zero=1)
+        derivation = derive(description(spec, config))
+        assert derivation.split == (edge,) + (inner,) * (16 * chunks - 2) + (edge,)
+        forward, backward, _ = derivation.times[0]
+        assert forward > 0 and backward > 0  # the embedding's lookup and reduction are timed
+    # With 8 chunks the first stage holds only the embedding, the last only the head and the loss.
+    first, last = derivation.stages[0], derivation.stages[-1]
+    assert first.layers == 0 and first.has_embedding and last.layers == 0 and last.has_head
+
+
+def test_the_flat_model_does_not_time_the_embedding_so_it_does_not_stand_alone() -> None:
+    # 8 layers on 2 x 5 stages need a stage of the embedding alone: only the shape model times it.
+    spec = tiny(training={"chunks": [5], "placements": ["interleaved"], "pipeline_parallel": [2]})
+    (config,) = (c for c in enumerate_space(spec).configs if c.recompute == "none")
+    with pytest.raises(InstanceError, match=r"^8 layers cannot give each of the 10 stages one"):
+        derive(description(spec, config))
+
+
+def test_a_spec_can_pin_one_layout() -> None:
+    training = {
+        "tensor_parallel": [2],
+        "pipeline_parallel": [2],
+        "placements": ["interleaved"],
+        "chunks": [2],
+        "microbatch_sizes": [1],
+        "recompute": ["full"],
+        "zero": [2],
+    }
+    configs, _ = enumerate_space(tiny(training=training))
+    assert [c.label for c in configs] == ["t2 p2 d1 interleaved v2 b1 m4 full-recompute"]  # one replica: no ZeRO
+    configs, _ = enumerate_space(tiny(training=training, cluster={"gpus": 8}, model={"heads": 8}))
+    assert [c.label for c in configs] == ["t2 p2 d2 interleaved v2 b1 m2 full-recompute zero2"]
+
+
+def test_every_zero_stage_and_recomputation_asked_for_is_a_configuration() -> None:
+    spec = tiny(training={"zero": [0, 1, 3], "recompute": ["none", "full"], "flash_attention": False})
+    configs, skipped = enumerate_space(spec)
+    assert not any(line.startswith("recompute") for line in skipped)  # without flash, all differ
+    replicated = [c for c in configs if c.data_parallel > 1]
+    assert {c.zero for c in replicated} == {0, 1, 3} and {c.zero for c in configs if c.data_parallel == 1} == {0}
+    spec = tiny(training={"recompute": ["none", "selective", "full"], "flash_attention": False})
+    assert {c.recompute for c in enumerate_space(spec).configs} == {"none", "selective", "full"}
+
+
+def test_pipeline_depths_and_context_parallel_degrees_must_divide() -> None:
+    configs, skipped = enumerate_space(tiny(training={"pipeline_parallel": [2, 3]}))
+    assert {c.pipeline for c in configs} == {2}
+    assert "t1 p3: does not divide the 4 groups of 1 GPUs" in skipped
+    configs, skipped = enumerate_space(tiny(training={"context_parallel": [1, 2, 3]}))
+    assert {c.context_parallel for c in configs} == {1, 2}
+    assert "t1 cp3: does not divide 4 GPUs" in skipped
+    for config in configs:
+        assert config.context_parallel * config.pipeline * config.data_parallel == 4
+        described = description(tiny(training={"context_parallel": [1, 2]}), config)
+        assert described.training.context_parallel == config.context_parallel
+        assert described.training.data_parallel == config.data_parallel
+    assert "t1 cp2 p2 d1 linear b1 m4" in {c.label for c in configs}
 
 
 def test_tensor_parallel_degrees_must_divide_and_stay_in_a_node() -> None:
@@ -57,13 +150,17 @@ def test_descriptions_use_the_node_link_within_a_node_and_derive() -> None:
     spec = tiny(cluster={"node_bandwidth": 300, "gpus_per_node": 2})
     configs, _ = enumerate_space(spec)
     by_label = {c.label: c for c in configs}
-    within = description(spec, by_label["t1 p2 d2 linear b1 m2"])  # pipeline ranks 2 apart: across nodes
+    within = description(spec, by_label["t1 p2 d2 linear b1 m2 zero1"])  # pipeline ranks 2 apart: across nodes
     assert within.hardware.bandwidth == 10
     spec = tiny(cluster={"node_bandwidth": 300, "gpus_per_node": 8})
     inside = description(spec, by_label["t1 p4 d1 linear b1 m4"])
     assert inside.hardware.bandwidth == 300
     derivation = derive(inside)
     assert derivation.instance.num_devices == 4 and derivation.instance.memory_limit is not None
+    # Context parallelism sits between tensor and data parallelism: the pipeline's ranks are t·cp·d apart.
+    spec = tiny(cluster={"node_bandwidth": 300, "gpus_per_node": 2}, training={"context_parallel": [2]})
+    (config,) = (c for c in enumerate_space(spec).configs if c.label == "t1 cp2 p2 d1 linear b1 m4")
+    assert description(spec, config).hardware.bandwidth == 10
 
 
 def test_divisors_come_from_the_prime_factors() -> None:
@@ -76,11 +173,13 @@ def test_divisors_come_from_the_prime_factors() -> None:
 
 
 def test_the_space_is_checked_before_any_work() -> None:
-    spec = tiny(cluster={"gpus": 1024}, training={"global_batch": 4096})
+    spec = tiny(cluster={"gpus": 1024}, training={"global_batch": 4096, "recompute": ["none"]})
     configs, _ = enumerate_space(spec)
-    assert len(configs) == 24
-    largest = r"^the largest pipeline, t1 p8 d128 linear b1 m32: 768 ops \(8 devices x 1 chunks x 32 microbatches"
+    assert len(configs) == 30
+    largest = r"^the largest pipeline, t1 p8 d128 linear b1 m32 zero1: 768 ops \(8 devices x 1 chunks x 32 microbatches"
     with pytest.raises(InstanceError, match=largest), allow_ops(700):
         enumerate_space(spec)
     limits = PlanLimits(max_configurations=len(configs))
     assert enumerate_space(spec, limits).configs == configs  # the cap itself is allowed
+    with pytest.raises(InputError, match="more than 29 configurations; narrow the training section's lists"):
+        enumerate_space(spec, PlanLimits(max_configurations=29))

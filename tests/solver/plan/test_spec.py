@@ -20,6 +20,15 @@ def test_the_issue_example_reads_with_its_defaults() -> None:
     assert spec.tokens_per_iteration == 64 * 2048
 
 
+def test_the_searched_lists_default_to_the_plans_own_and_a_word_is_a_list_of_one() -> None:
+    spec = tiny()
+    assert spec.recompute == ("none", "selective", "full") and spec.zero == (1,) and spec.context_parallel == (1,)
+    assert spec.chunks is None and spec.pipeline_parallel is None
+    assert spec.training.recompute == "none" and spec.training.zero == 0  # searched: the record's defaults
+    given = tiny(training={"recompute": "full", "zero": [3, 0], "chunks": [4, 2], "pipeline_parallel": 2})
+    assert (given.recompute, given.zero, given.chunks, given.pipeline_parallel) == (("full",), (0, 3), (2, 4), (2,))
+
+
 def test_every_example_spec_reads() -> None:
     for path in sorted(ROOT.joinpath("instances/plan").glob("*.yaml")):
         assert load_spec(path).cluster.gpus >= 1
@@ -49,7 +58,14 @@ def test_overrides_replace_keys_and_are_checked(tmp_path: Path) -> None:
         ({"training": {"global_batch": 2.5}}, r"training\.global_batch must be a whole number"),
         ({"training": {"tensor_parallel": [0]}}, r"training\.tensor_parallel must be whole numbers of at least 1"),
         ({"training": {"placements": ["zigzag"]}}, r"training\.placements must be a list of placements"),
-        ({"training": {"recompute": "most"}}, r"training\.recompute must be one of none, selective, full"),
+        (
+            {"training": {"recompute": "most"}},
+            r"training\.recompute must be a list of recomputation settings out of none, selective, full",
+        ),
+        ({"training": {"zero": [1, 4]}}, r"training\.zero must be in \[0, 3\] \(the ZeRO stages to try"),
+        ({"training": {"chunks": [1]}}, r"training\.chunks must be whole numbers of at least 2"),
+        ({"training": {"context_parallel": 0}}, r"training\.context_parallel must be whole numbers of at least 1"),
+        ({"training": {"pipeline_parallel": [2.5]}}, r"training\.pipeline_parallel must be a whole number"),
         ({"training": {"seq_len": 1024}}, r"model\.seq_len 512 and training\.seq_len 1024 differ"),
         ({"cluster": {"reserve": "120%"}}, r"cluster\.reserve"),
     ],
