@@ -55,6 +55,7 @@ from pipesat.solver.report.tables import format_rows
 
 OVERRIDES = (
     "cluster.gpus",
+    "cluster.gpu",
     "cluster.gpu_memory",
     "cluster.gpus_per_node",
     "cluster.tflops",

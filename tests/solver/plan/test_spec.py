@@ -13,8 +13,10 @@ from tests.solver.plan.conftest import TINY, tiny
 def test_the_issue_example_reads_with_its_defaults() -> None:
     spec = load_spec(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")
     assert (spec.model.layers, spec.model.hidden, spec.model.heads, spec.model.seq_len) == (24, 2048, 16, 2048)
-    assert spec.cluster.gpus == 16 and spec.cluster.gpu_memory == 40 * 2**30
-    assert spec.cluster.node_bandwidth == spec.cluster.bandwidth == 50 and spec.cluster.gpus_per_node == 8
+    # The catalogue's A100-40GB fills what the spec leaves out.
+    assert spec.cluster.gpus == 16 and spec.cluster.gpu == "A100-40GB" and spec.cluster.gpu_memory == 40 * 2**30
+    assert (spec.cluster.tflops, spec.cluster.memory_bandwidth, spec.cluster.efficiency) == (312, 1555, None)
+    assert (spec.cluster.node_bandwidth, spec.cluster.bandwidth, spec.cluster.gpus_per_node) == (300, 25, 8)
     assert spec.global_batch == 64 and spec.tensor_parallel == (1,) and spec.placements == PLACEMENTS
     assert spec.cluster.reserve == pytest.approx(0.1)
     assert spec.tokens_per_iteration == 64 * 2048
