@@ -71,12 +71,14 @@ def derive(description: Description, name: str = "", calibration: Calibration | 
         description.pipeline,
     )
     check_description(model, training, hardware, pipeline)
-    split = balanced_split(model, training, hardware, pipeline) if pipeline.balance else layer_split(model, pipeline)
     measured = None
     if calibration is not None:
         calibration.check_training(training)
         measured = calibration.measured(model, training)
     layer = None if measured is None else measured_layer_cost(measured, model, training, hardware)
+    split = (
+        balanced_split(model, training, hardware, pipeline, layer) if pipeline.balance else layer_split(model, pipeline)
+    )
     stages = stage_costs(model, training, hardware, split, layer)
     raw_times = [stage_times(stage.cost) for stage in stages]
     exchanges = sharded_exchanges(model, training, hardware, stages)  # ZeRO 3: in the ops, what they expose

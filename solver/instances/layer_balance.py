@@ -33,10 +33,13 @@ from pipesat.solver.instances.cost_model import (
 ROUNDING = 1e-9
 
 
-def balanced_split(model: Transformer, training: Training, hardware: Hardware, pipeline: Pipeline) -> tuple[int, ...]:
-    """The layers per stage that make the slowest stage's F + B + W smallest (see the module notes)."""
+def balanced_split(
+    model: Transformer, training: Training, hardware: Hardware, pipeline: Pipeline, layer_measured: Cost | None = None
+) -> tuple[int, ...]:
+    """The layers per stage that make the slowest stage's F + B + W smallest (see the module notes);
+    a layer costs `layer_measured` when a calibration measured it, else the model's."""
     num_stages = pipeline.devices * pipeline.chunks
-    layer = _total(layer_cost(model, training, hardware))
+    layer = _total(layer_measured or layer_cost(model, training, hardware))
     extras = _extras(model, training, hardware, num_stages)
     least = [0 if s in (0, num_stages - 1) and extra > 0 else 1 for s, extra in enumerate(extras)]
     if sum(least) > model.layers:

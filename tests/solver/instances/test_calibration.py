@@ -131,6 +131,15 @@ def test_derive_uses_the_measured_layer_and_the_models_head_and_communication() 
     assert measured.states == analytic.states  # the model state is the model's
 
 
+def test_the_balanced_split_weighs_the_measured_layer_against_the_models_head() -> None:
+    # Measured, the layer is so slow next to the model's head that the last stage takes its even share.
+    heavy = ROW | {"forward_ms": 500.0, "backward_ms": 750.0, "weight_ms": 250.0}
+    wide = dataclasses.replace(MODEL, vocab=4096)  # a head of about 9 of the model's layers
+    described = Description(wide, Training(), Hardware(tflops=0.001), Pipeline(2, 4, balance=True))
+    assert derive(described).split == (4, 0)  # the head alone on the last stage
+    assert derive(described, calibration=calibration(heavy)).split == (2, 2)
+
+
 def test_derive_without_a_row_is_the_models() -> None:
     described = Description(dataclasses.replace(MODEL, microbatch_size=2), Training(), HARDWARE, Pipeline(2, 4))
     measured = derive(described, calibration=calibration())
