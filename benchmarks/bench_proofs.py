@@ -1,0 +1,119 @@
+"""Proofs on 2 cores: each open instance solved under each CP-SAT portfolio, side by side.
+
+    python benchmarks/bench_proofs.py [--workers 2] [--seconds 40] [--only NAME,...] [--variants NAME,...]
+
+The instances are those whose proven gaps are too wide to judge a handwritten schedule (V-shape
+placements and memory limits below the 1F1B peak, F/B/W 2/3/1 a chunk, p2p 0.1, activations 1 and
+weight memory 0.5 a chunk, limits in those units, the max-span objective), and linear p = 8, m = 32
+(F/B/W 2/3/1, p2p 1) at 2x for the makespan. A variant is a set of CP-SAT parameters given through
+`solve(cpsat_params=...)`: with few workers CP-SAT leaves out its bound-raising subsolvers, so the
+variants add them back in different ways. Every schedule is validated; each row prints the value,
+the proven bound, the gap and the wall time, and `*` marks the default (no parameters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+from pipesat.models import Instance
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.solve import solve
+
+V_CHUNK = {
+    "forward_times": 2,
+    "backward_times": 3,
+    "weight_times": 1,
+    "p2p_time": 0.1,
+    "activation_memory": 1,
+    "weight_memory": 0.5,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    instance: Instance
+    objective: str
+    seconds: float | None = None  # None: the run's --seconds
+
+
+def v_case(p: int, m: int, limit: float) -> Case:
+    data = {"num_devices": p, "num_microbatches": m, "chunks": 2, "placement": "vshape", "memory_limit": limit}
+    return Case(f"V p{p} m{m} limit {limit:g}", Instance.from_dict(data | V_CHUNK), "span")
+
+
+CASES = [
+    v_case(4, 8, 8),
+    v_case(4, 8, 6),
+    v_case(4, 12, 6),
+    v_case(8, 16, 16),
+    v_case(8, 16, 10),
+    v_case(8, 16, 8),
+    v_case(8, 24, 8),
+    Case(
+        "linear p8 m32 2x",
+        Instance.from_dict(
+            {
+                "num_devices": 8,
+                "num_microbatches": 32,
+                "forward_times": 2,
+                "backward_times": 3,
+                "weight_times": 1,
+                "p2p_time": 1,
+                "memory_limit": "2x",
+            }
+        ),
+        "makespan",
+        20.0,
+    ),
+]
+VARIANTS: dict[str, dict[str, str]] = {
+    "default": {},
+    "lb-search": {"extra_subsolvers": "objective_lb_search"},
+    "shaving": {"extra_subsolvers": "objective_shaving"},
+    "max-lp": {"extra_subsolvers": "max_lp"},
+    "lb-tree": {"extra_subsolvers": "lb_tree_search"},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", default="", help="case names' starts, separated by commas")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="variant names, separated by commas")
+    args = parser.parse_args()
+    wanted = [part.strip() for part in args.only.split(",") if part.strip()]
+    cases = [case for case in CASES if not wanted or any(case.name.startswith(w) for w in wanted)]
+    variants = [name.strip() for name in args.variants.split(",") if name.strip()]
+    print(f"{args.workers} workers, seed {args.seed}; * the default", flush=True)
+    print(f"{'instance':<22} {'variant':<11} {'value':>8} {'bound':>8} {'gap':>7} {'time s':>7}  status", flush=True)
+    for case in cases:
+        for name in variants:
+            started = time.monotonic()
+            result = solve(
+                case.instance,
+                objective=case.objective,
+                time_limit=case.seconds or args.seconds,
+                workers=args.workers,
+                seed=args.seed,
+                cpsat_params=VARIANTS[name],
+            )
+            wall = time.monotonic() - started
+            if result.schedule is not None:
+                ensure_valid(result.schedule)
+            gap = "-" if result.gap is None else f"{result.gap * 100:.2f}%"
+            mark = "*" if name == "default" else " "
+            value = "-" if result.value is None else f"{result.value:g}"
+            bound = "-" if result.bound is None else f"{result.bound:g}"
+            print(
+                f"{case.name:<22} {mark}{name:<10} {value:>8} {bound:>8} {gap:>7} {wall:>7.1f}  {result.status.value}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
