@@ -184,8 +184,9 @@ class Hardware(Keyed):
     )
     dp_bandwidth: float = key(
         NUMBER,
-        "The data-parallel link, to time ZeRO-3's gathers and reductions in the ops (0: not timed).",
-        0.0,
+        "The data-parallel link, to time ZeRO-3's gathers and reductions in the ops (default: the gpu's network, "
+        "else 0: not timed).",
+        None,
         unit="GB/s",
         at_least=0,
     )
@@ -222,6 +223,7 @@ HARDWARE_FROM_GPU = {
     "bandwidth": "network",
     "tp_bandwidth": "nvlink",
     "tp_latency": "nvlink_latency",
+    "dp_bandwidth": "network",
     "memory_bandwidth": "memory_bandwidth",
     "gpu_memory": "memory",
 }
@@ -230,6 +232,7 @@ HARDWARE_WITHOUT_GPU = {
     "efficiency": 0.5,
     "bandwidth": 50.0,
     "tp_bandwidth": 0.0,
+    "dp_bandwidth": 0.0,
     "memory_bandwidth": 1555.0,
     "gpu_memory": 0.0,
 }

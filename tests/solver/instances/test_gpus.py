@@ -31,6 +31,7 @@ def test_a_gpu_fills_the_hardware_keys_not_given_and_turns_on_the_shape_model() 
     assert (hardware.tflops, hardware.gpu_memory, hardware.memory_bandwidth) == (989, 80 * GIB, 3350)
     assert (hardware.bandwidth, hardware.tp_bandwidth, hardware.tp_latency) == (50, 450, 2)
     assert (hardware.cp_bandwidth, hardware.cp_latency) == (450, 2)  # the context-parallel link: as the TP one
+    assert hardware.dp_bandwidth == 50  # the data-parallel replicas across nodes: the network
     assert hardware.efficiency is None  # by shape
     given = Hardware(gpu="A100-80GB", tflops=280, efficiency=0.4, tp_bandwidth=200)
     assert (given.tflops, given.efficiency, given.tp_bandwidth, given.gpu_memory) == (280, 0.4, 200, 80 * GIB)
@@ -39,7 +40,8 @@ def test_a_gpu_fills_the_hardware_keys_not_given_and_turns_on_the_shape_model() 
 def test_without_a_gpu_the_hardware_is_todays_flat_model() -> None:
     hardware = Hardware(tflops=312)
     assert (hardware.efficiency, hardware.bandwidth, hardware.latency) == (0.5, 50, 10)
-    assert (hardware.tp_bandwidth, hardware.cp_bandwidth, hardware.gpu_memory) == (0, 0, 0)  # not timed, no budgets
+    assert (hardware.tp_bandwidth, hardware.cp_bandwidth, hardware.dp_bandwidth) == (0, 0, 0)  # not timed
+    assert hardware.gpu_memory == 0  # no budgets
     assert hardware.tp_latency == hardware.latency
 
 
