@@ -90,16 +90,20 @@ are identical; stopped by the wall clock, the plan says its result may differ.""
 @dataclass(frozen=True)
 class Found:
     """A configuration with a schedule: the schedule (validated), who made it and its status, its
-    makespan's lower bound and the fixed terms, and the measure."""
+    makespan's lower bound, and the measure."""
 
     config: Configuration
     schedule: Schedule
     made_by: str
     status: Status
     makespan_bound: float
-    fixed_ms: float
     measure: Measure
     wall_limited: bool = False
+
+    @property
+    def fixed_ms(self) -> float:
+        """What the iteration adds to the makespan, as `measure.fixed_ms` gives it before any schedule."""
+        return self.measure.exchange_ms + self.measure.optimizer_ms
 
     @property
     def iteration_bound(self) -> float:
@@ -226,13 +230,12 @@ def assess(task: AssessTask) -> Assessment:
     if best is None:  # cannot happen: one-at-a-time fits every feasible limit
         return Assessment(config, refused="no schedule fits the memory budgets")
     schedule = ensure_valid(best.schedule)
-    fixed = fixed_ms(spec, config, derivation)
     makespan_bound = problem.lower_bound() if task.makespan_bound is None else task.makespan_bound
     found = Found(
-        config, schedule, best.name, Status.FEASIBLE, makespan_bound, fixed, measure(spec, config, derivation, schedule)
+        config, schedule, best.name, Status.FEASIBLE, makespan_bound, measure(spec, config, derivation, schedule)
     )
     found = dataclasses.replace(found, status=Status.OPTIMAL if found.optimal else Status.FEASIBLE)
-    return Assessment(config, found=found, makespan_bound=makespan_bound, fixed_ms=fixed)
+    return Assessment(config, found=found, makespan_bound=makespan_bound, fixed_ms=found.fixed_ms)
 
 
 def solve_config(task: SolveTask) -> Found:
@@ -255,7 +258,6 @@ def solve_config(task: SolveTask) -> Found:
             raise KeyboardInterrupt  # stopped before it had a schedule: no result (`executors`)
         raise PipesatError(f"{config.label}: the solve found no schedule ({result.status.value}: {result.reason})")
     schedule = ensure_valid(result.schedule)
-    fixed = fixed_ms(spec, config, derivation)
     made_by = str(schedule.source.get("made_by") or "cp-sat")
     return Found(
         config,
@@ -263,7 +265,6 @@ def solve_config(task: SolveTask) -> Found:
         made_by,
         result.status,
         result.bound,
-        fixed,
         measure(spec, config, derivation, schedule),
         wall_limited=result.solve_time >= WALL_LIMITED * task.time_limit,
     )
