@@ -25,7 +25,6 @@ from pipesat.solver.instances.cost_model import (
     score_flops,
     weight_gradient_inputs,
 )
-from pipesat.solver.instances.data_parallel import sharded_exchanges
 from pipesat.solver.instances.from_model import Derivation, Description
 from pipesat.solver.instances.keys import keys
 from pipesat.solver.instances.layer_balance import slowest_stage_ms
@@ -314,7 +313,7 @@ def _state_lines(description: Description, derivation: Derivation) -> list[str]:
 
 def _sharded_lines(description: Description, derivation: Derivation) -> list[str]:
     """ZeRO 3: the gathered units a device holds, and the exchanges its F, B and W expose."""
-    model, training, hardware = description.model, description.training, description.hardware
+    training, hardware = description.training, description.hardware
     lines = [
         "  plus, whole, the weights of the unit it computes and of the one it prefetches: its two largest units "
         f"(a layer, the embedding or the head) x {training.weight_bytes:g} bytes"
@@ -326,9 +325,8 @@ def _sharded_lines(description: Description, derivation: Derivation) -> list[str
         "a step): each unit's weights all-gathered before its F and its B, its gradients reduce-scattered after "
         "its W; the F, B and W above include what they expose, a microbatch:"
     )
-    exchanges = sharded_exchanges(model, training, hardware, derivation.stages)
     lines.append(f"  {'stage':>5} {'F ms':>16} {'B ms':>16} {'W ms':>16}  (exposed of all)")
-    for stage, parts in enumerate(exchanges):
+    for stage, parts in enumerate(derivation.sharded):
         cells = " ".join(f"{f'{part.exposed_ms:.4g} of {part.total_ms:.4g}':>16}" for part in parts)
         lines.append(f"  {stage:>5} {cells}")
     return lines

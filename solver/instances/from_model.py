@@ -29,7 +29,7 @@ from pipesat.solver.instances.cost_model import (
     stage_costs,
     stage_times,
 )
-from pipesat.solver.instances.data_parallel import sharded_exchanges
+from pipesat.solver.instances.data_parallel import Exchange, sharded_exchanges
 from pipesat.solver.instances.layer_balance import balanced_split
 from pipesat.solver.instances.model_state import DeviceState, activation_budgets, device_states
 
@@ -49,8 +49,9 @@ class Description:
 @dataclass(frozen=True)
 class Derivation:
     """What the description gives: the layer split, each stage's cost and its F, B, W in ms, each
-    device's model state, each device's activation budget in bytes (None without a GPU memory), and
-    the calibration's row that gave the layer's cost (None: the model's)."""
+    device's model state, each device's activation budget in bytes (None without a GPU memory), each
+    stage's ZeRO-3 exchanges beside its F, B and W (what they expose is in `times`), and the
+    calibration's row that gave the layer's cost (None: the model's)."""
 
     split: tuple[int, ...]
     stages: list[StageCost]
@@ -58,6 +59,7 @@ class Derivation:
     states: list[DeviceState]
     budgets: list[float] | None
     instance: Instance
+    sharded: list[tuple[Exchange, Exchange, Exchange]]
     measured: MeasuredLayer | None = None
 
 
@@ -81,10 +83,10 @@ def derive(description: Description, name: str = "", calibration: Calibration | 
     )
     stages = stage_costs(model, training, hardware, split, layer)
     raw_times = [stage_times(stage.cost) for stage in stages]
-    exchanges = sharded_exchanges(model, training, hardware, stages)  # ZeRO 3: in the ops, what they expose
+    sharded = sharded_exchanges(model, training, hardware, stages)  # ZeRO 3: in the ops, what they expose
     times = [
         (significant(f + on_f.exposed_ms), significant(b + on_b.exposed_ms), significant(w + on_w.exposed_ms))
-        for (f, b, w), (on_f, on_b, on_w) in zip(raw_times, exchanges, strict=True)
+        for (f, b, w), (on_f, on_b, on_w) in zip(raw_times, sharded, strict=True)
     ]
     data: dict[str, Any] = {
         "name": name,
@@ -118,7 +120,7 @@ def derive(description: Description, name: str = "", calibration: Calibration | 
     instance = dataclasses.replace(instance, metadata=metadata)
     if budgets is not None:
         instance = instance.with_limit([budget / MIB for budget in budgets])
-    return Derivation(split, stages, times, states, budgets, instance, measured)
+    return Derivation(split, stages, times, states, budgets, instance, sharded, measured)
 
 
 def model_instance(description: Description, name: str = "") -> Instance:

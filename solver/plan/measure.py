@@ -45,7 +45,6 @@ from pipesat.solver.instances.data_parallel import (
     Exchange,
     buckets,
     gradient_reduction,
-    sharded_exchanges,
     weight_gather,
 )
 from pipesat.solver.instances.from_model import Derivation, Description
@@ -113,22 +112,19 @@ def critical_device(metrics: Metrics) -> int:
     return max(range(len(metrics.busy)), key=lambda device: (metrics.busy[device], -device))
 
 
-def breakdown(
-    described: Description, derivation: Derivation, schedule: Schedule, metrics: Metrics, after_ms: tuple[float, float]
-) -> Breakdown:
+def breakdown(derivation: Derivation, schedule: Schedule, metrics: Metrics, after_ms: tuple[float, float]) -> Breakdown:
     """Where the iteration's time goes (the module notes); `after_ms` the exposed data-parallel
     exchange and the optimizer step after the schedule."""
     instance = derivation.instance
     critical = critical_device(metrics)
     stages = [stage for stage, device in enumerate(instance.placement) if device == critical]
-    exchanges = sharded_exchanges(described.model, described.training, described.hardware, derivation.stages)
     m = instance.num_microbatches
     recompute = m * sum(derivation.stages[stage].cost.recompute_ms for stage in stages)
     tensor_parallel = m * sum(
         derivation.stages[stage].cost.forward_comm_ms + derivation.stages[stage].cost.backward_comm_ms
         for stage in stages
     )
-    sharded = m * sum(exchange.exposed_ms for stage in stages for exchange in exchanges[stage])
+    sharded = m * sum(exchange.exposed_ms for stage in stages for exchange in derivation.sharded[stage])
     busy = metrics.busy[critical]
     without_p2p = metrics.makespan
     if instance.p2p_time > 0:
@@ -163,7 +159,7 @@ def measure(spec: PlanSpec, config: Configuration, derivation: Derivation, sched
         tokens_per_s=spec.tokens_per_iteration / seconds,
         mfu=model_flops(spec) / (peak_flops * seconds),
         memory_per_gpu=memory,
-        breakdown=breakdown(described, derivation, schedule, metrics, (exchange, optimizer)),
+        breakdown=breakdown(derivation, schedule, metrics, (exchange, optimizer)),
     )
 
 
