@@ -40,8 +40,6 @@ import yaml
 
 from pipesat.models import InputError, Instance, PipesatError, Schedule
 from pipesat.models.plan_result import Configuration, Measure
-from pipesat.models.tolerance import fits
-from pipesat.solver.evaluate.bounds import minimum_memory_limits
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import run_heuristic
@@ -49,6 +47,7 @@ from pipesat.solver.instances.cost_model import MIB
 from pipesat.solver.instances.from_model import Derivation, Description, derive
 from pipesat.solver.instances.gpus import CATALOGUE, GIB
 from pipesat.solver.plan.measure import measure, model_flops
+from pipesat.solver.plan.search import activation_refusal
 from pipesat.solver.plan.space import description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, spec_from_dict
 from pipesat.solver.report.tables import Column, format_percent, format_rows
@@ -284,17 +283,6 @@ def timed_schedule(run: Run, instance: Instance) -> Schedule:
     return ensure_valid(run_heuristic(run.schedule, instance.with_limit(None)))
 
 
-def refused_by_plan(instance: Instance) -> str:
-    """Why the plan would refuse the configuration by memory ('' when it would not): the plan's
-    second rule (`search.assess`; the first, model state, is `derive`'s), a device whose smallest
-    feasible activation limit, one microbatch through its stages, exceeds its budget."""
-    limits = instance.memory_limit or ()
-    for device, (least, limit) in enumerate(zip(minimum_memory_limits(instance), limits, strict=True)):
-        if not fits(least, limit):
-            return f"device {device} needs {least / 1024:.1f} GiB of activations, its budget is {limit / 1024:.1f} GiB"
-    return ""
-
-
 def over_budget(instance: Instance, schedule: Schedule) -> str:
     """Why the run's own schedule does not fit its budgets as the model counts them ('' when it does;
     the plan would then choose another schedule)."""
@@ -331,7 +319,7 @@ def iteration(run: Run) -> Iteration:
     planned = run_description(spec, config, run)
     try:
         derivation = derive(planned, name=run.name)
-        refused = refused_by_plan(derivation.instance)
+        refused = activation_refusal(derivation.instance)
     except PipesatError as error:
         refused = f"model state: {error}"
         derivation = derive(unbounded(planned), name=run.name)

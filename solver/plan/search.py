@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from pipesat.models import InstanceError, Objective, PipesatError, Schedule, Status
+from pipesat.models import Instance, InstanceError, Objective, PipesatError, Schedule, Status
 from pipesat.models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
 from pipesat.models.tolerance import fits
 from pipesat.models.units import memory_text
@@ -183,16 +183,21 @@ def _checked(task: AssessTask) -> Assessment | Derivation:
         except InstanceError:
             return Assessment(config, refused=str(error), shape=True)
         return Assessment(config, refused=f"model state does not fit: {error}")
-    instance = derivation.instance
+    refusal = activation_refusal(derivation.instance)
+    return Assessment(config, refused=refusal) if refusal else derivation
+
+
+def activation_refusal(instance: Instance) -> str:
+    """Why no schedule of `instance` fits its budgets ('' when one may): a device whose smallest
+    feasible activation limit, one microbatch through its stages, exceeds its budget (exact)."""
     limits = instance.memory_limit or ()
     for device, (least, limit) in enumerate(zip(minimum_memory_limits(instance), limits, strict=True)):
         if not fits(least, limit):
-            return Assessment(
-                config,
-                refused=f"device {device} needs at least {memory_text(least, 'MiB')} of activations (one microbatch "
-                f"through its stages), its budget is {memory_text(limit, 'MiB')}",
+            return (
+                f"device {device} needs at least {memory_text(least, 'MiB')} of activations (one microbatch "
+                f"through its stages), its budget is {memory_text(limit, 'MiB')}"
             )
-    return derivation
+    return ""
 
 
 def _problem(derivation: Derivation) -> Problem:
