@@ -43,6 +43,17 @@ RESERVE_SHARE = 0.1
 MIN_SEARCH_SECONDS = 0.05
 # The longest the progress line goes without a report while CP-SAT searches.
 REFRESH_SECONDS = 0.5
+# With two workers CP-SAT runs one full search (default_lp) and one thread of LNS, and leaves out every
+# bound-raising subsolver. pipesat adds CP-SAT's objective lower-bound search: on a model of at most
+# PROOF_SMALL_OPS ops as a second full search in place of LNS (small models are where proofs are
+# expected), on a larger one as a third thread sharing the two cores, so that the LNS which improves
+# the warm start stays. Measured in benchmarks/bench_proofs.py and bench_targets.py (docs/manual.md,
+# "Proofs on two cores"). An expert's parameters that choose workers or subsolvers replace this whole;
+# a deterministic search keeps CP-SAT's portfolio.
+PROOF_PORTFOLIO_WORKERS = 2
+PROOF_SMALL_OPS = 150
+PROOF_SUBSOLVER = "objective_lb_search"
+PORTFOLIO_FIELDS = {"num_workers", "subsolvers", "extra_subsolvers", "ignore_subsolvers", "num_full_subsolvers"}
 LOG = logging.getLogger(__name__)
 INTERRUPTED = "stopped by Ctrl-C or SIGTERM"
 
@@ -170,7 +181,8 @@ def _why_stopped(ended: Ended, options: SearchOptions, objective: float | None) 
 def _parameters(options: SearchOptions, num_ops: int) -> tuple[str, float]:
     """The search's SatParameters (text form) and the wall seconds it may run. The expert's
     `options.cpsat_params` come last and win, but the wall seconds stay pipesat's: the solve returns
-    by its deadline whatever time limit they give CP-SAT."""
+    by its deadline whatever time limit they give CP-SAT. With two workers (and not deterministic) the
+    search runs the proof portfolio (PROOF_PORTFOLIO_WORKERS) unless the expert chose the subsolvers."""
     params = sat_parameters_pb2.SatParameters()
     params.num_workers = options.workers
     params.random_seed = options.seed
@@ -187,7 +199,15 @@ def _parameters(options: SearchOptions, num_ops: int) -> tuple[str, float]:
         params.max_time_in_seconds = remaining
     seconds = params.max_time_in_seconds
     params.log_search_progress = cpsat_log_wanted()
-    text_format.Merge(options.cpsat_params, params)
+    expert = text_format.Parse(options.cpsat_params, sat_parameters_pb2.SatParameters())
+    expert_sets = {field.name for field, _ in expert.ListFields()}
+    if options.workers == PROOF_PORTFOLIO_WORKERS and not options.deterministic and not expert_sets & PORTFOLIO_FIELDS:
+        params.extra_subsolvers.append(PROOF_SUBSOLVER)
+        if num_ops <= PROOF_SMALL_OPS:
+            params.num_full_subsolvers = 2
+        else:
+            params.num_workers = 3
+    params.MergeFrom(expert)
     return text_format.MessageToString(params), seconds
 
 

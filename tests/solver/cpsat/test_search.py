@@ -20,7 +20,7 @@ from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat import child as child_module
 from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Ended, Finished, Solution, run_search
 from pipesat.solver.cpsat.model import build_model
-from pipesat.solver.cpsat.search import SearchOptions, _parameters, _Record, _why_stopped, search
+from pipesat.solver.cpsat.search import PROOF_SMALL_OPS, SearchOptions, _parameters, _Record, _why_stopped, search
 from pipesat.solver.cpsat.warm_start import warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -175,6 +175,32 @@ def test_expert_parameters_come_after_pipesats_but_the_deadline_stays() -> None:
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
     assert params.num_workers == 3 and params.max_time_in_seconds == 500
     assert list(params.extra_subsolvers) == ["max_lp"] and seconds < 10
+
+
+def _parsed(options: SearchOptions, num_ops: int = 10) -> sat_parameters_pb2.SatParameters:
+    return text_format.Parse(_parameters(options, num_ops)[0], sat_parameters_pb2.SatParameters())
+
+
+def test_two_workers_add_the_objective_lower_bound_search() -> None:
+    deadline = time.monotonic() + 10
+    small = _parsed(SearchOptions(2, 0, False, 0.0, deadline), PROOF_SMALL_OPS)
+    assert small.num_workers == 2 and small.num_full_subsolvers == 2
+    assert list(small.extra_subsolvers) == ["objective_lb_search"]
+    large = _parsed(SearchOptions(2, 0, False, 0.0, deadline), PROOF_SMALL_OPS + 1)
+    assert large.num_workers == 3 and not large.num_full_subsolvers
+    assert list(large.extra_subsolvers) == ["objective_lb_search"]
+    for options in (SearchOptions(1, 0, False, 0.0, deadline), SearchOptions(4, 0, False, 0.0, deadline)):
+        assert _parsed(options).num_workers == options.workers and not _parsed(options).extra_subsolvers
+    deterministic = _parsed(SearchOptions(2, 0, True, 0.0, deadline))
+    assert deterministic.num_workers == 2 and not deterministic.extra_subsolvers
+
+
+def test_an_expert_who_chooses_subsolvers_replaces_the_proof_portfolio() -> None:
+    expert = 'extra_subsolvers: "max_lp"\n'
+    params = _parsed(SearchOptions(2, 0, False, 0.0, time.monotonic() + 10, cpsat_params=expert))
+    assert params.num_workers == 2 and list(params.extra_subsolvers) == ["max_lp"]
+    unrelated = _parsed(SearchOptions(2, 0, False, 0.0, time.monotonic() + 10, cpsat_params="linearization_level: 2\n"))
+    assert list(unrelated.extra_subsolvers) == ["objective_lb_search"] and unrelated.linearization_level == 2
 
 
 def test_cpsat_log_is_relayed_to_the_log_only_when_wanted(caplog: pytest.LogCaptureFixture) -> None:
