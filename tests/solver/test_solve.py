@@ -66,9 +66,10 @@ def test_proven_optimum_equals_brute_force(
     assert schedule.split_backward == split
 
 
+@pytest.mark.parametrize("workers", [1, 2])  # 2: the proof portfolio (objective lower-bound search)
 @pytest.mark.parametrize("symmetry_breaking", [True, False])
 @pytest.mark.parametrize(("placement", "objective"), [("interleaved", "makespan"), ("vshape", "span")])
-def test_brute_force_with_two_chunks(placement: str, objective: str, symmetry_breaking: bool) -> None:
+def test_brute_force_with_two_chunks(placement: str, objective: str, symmetry_breaking: bool, workers: int) -> None:
     instance = Instance.from_dict(
         {
             "num_devices": 2,
@@ -81,7 +82,7 @@ def test_brute_force_with_two_chunks(placement: str, objective: str, symmetry_br
             "memory_limit": 1.5,
         }
     )
-    result = solve(instance, objective, symmetry_breaking=symmetry_breaking, **FAST)
+    result = solve(instance, objective, symmetry_breaking=symmetry_breaking, **(FAST | {"workers": workers}))
     assert result.status == "optimal"
     assert result.value == brute_force_optimum(instance, False, objective)
     assert_valid(result.schedule)
