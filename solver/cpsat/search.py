@@ -202,13 +202,30 @@ def _parameters(options: SearchOptions, num_ops: int) -> tuple[str, float]:
     expert = text_format.Parse(options.cpsat_params, sat_parameters_pb2.SatParameters())
     expert_sets = {field.name for field, _ in expert.ListFields()}
     if options.workers == PROOF_PORTFOLIO_WORKERS and not options.deterministic and not expert_sets & PORTFOLIO_FIELDS:
-        params.extra_subsolvers.append(PROOF_SUBSOLVER)
-        if num_ops <= PROOF_SMALL_OPS:
-            params.num_full_subsolvers = 2
-        else:
-            params.num_workers = 3
+        _add_proof_portfolio(params, num_ops)
     params.MergeFrom(expert)
     return text_format.MessageToString(params), seconds
+
+
+def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int) -> None:
+    """Two workers' portfolio for proofs (see PROOF_PORTFOLIO_WORKERS)."""
+    params.extra_subsolvers.append(PROOF_SUBSOLVER)
+    if num_ops <= PROOF_SMALL_OPS:
+        params.num_full_subsolvers = 2
+        LOG.info(
+            "CP-SAT subsolvers: %s added as a second full search (%d ops, at most %d)",
+            PROOF_SUBSOLVER,
+            num_ops,
+            PROOF_SMALL_OPS,
+        )
+    else:
+        params.num_workers = 3
+        LOG.info(
+            "CP-SAT subsolvers: %s added as a third thread beside LNS (%d ops, more than %d)",
+            PROOF_SUBSOLVER,
+            num_ops,
+            PROOF_SMALL_OPS,
+        )
 
 
 class _Record:
