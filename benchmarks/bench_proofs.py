@@ -5,11 +5,11 @@
 The instances are those whose proven gaps are too wide to judge a handwritten schedule (V-shape
 placements and memory limits below the 1F1B peak, F/B/W 2/3/1 a chunk, p2p 0.1, activations 1 and
 weight memory 0.5 a chunk, limits in those units, the max-span objective), and linear p = 8, m = 32
-(F/B/W 2/3/1, p2p 1) at 2x for the makespan, and bench_targets' misses. A variant is a set of CP-SAT parameters given through
-`solve(cpsat_params=...)`: with few workers CP-SAT leaves out its bound-raising subsolvers, so the
-variants add them back in different ways (pipesat's default with 2 workers, a third thread for the
-objective lower-bound search, is `solver.cpsat.search.PROOF_PORTFOLIO_WORKERS`). Every schedule is validated; each row prints the value,
-the proven bound, the gap and the wall time, and `*` marks the default (no parameters).
+(F/B/W 2/3/1, p2p 1) at 2x for the makespan, and bench_targets' misses. A variant is a set of CP-SAT
+parameters given through `solve(cpsat_params=...)`: with few workers CP-SAT leaves out its
+bound-raising subsolvers, so the variants add them back in different ways (pipesat's default with 2
+workers is `solver.cpsat.search.PROOF_PORTFOLIO_WORKERS`). Every schedule is validated; each row
+prints the value, the proven bound, the gap and the wall time, and `*` marks the default (no parameters).
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ for seed, count, most, index, seconds in TARGET_MISSES:
     missed = random_instances(seed, count, most)[index]
     CASES.append(Case(f"targets {most}-op #{index}", missed, "span", seconds))
 VARIANTS: dict[str, dict[str, str]] = {
-    # pipesat's default: with 2 workers, a third thread runs CP-SAT's objective lower-bound search.
+    # pipesat's default: with 2 workers, CP-SAT's objective lower-bound search as a second full search
+    # (at most 150 ops) or a third thread beside LNS (larger models).
     "default": {},
     # CP-SAT's own choice for 2 workers (pipesat's default before): default_lp and one LNS thread.
     "cpsat-2": {"num_workers": "2"},

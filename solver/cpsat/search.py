@@ -211,21 +211,12 @@ def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int)
     """Two workers' portfolio for proofs (see PROOF_PORTFOLIO_WORKERS)."""
     params.extra_subsolvers.append(PROOF_SUBSOLVER)
     if num_ops <= PROOF_SMALL_OPS:
-        params.num_full_subsolvers = 2
-        LOG.info(
-            "CP-SAT subsolvers: %s added as a second full search (%d ops, at most %d)",
-            PROOF_SUBSOLVER,
-            num_ops,
-            PROOF_SMALL_OPS,
-        )
+        params.num_full_subsolvers = PROOF_PORTFOLIO_WORKERS
+        role, size = "a second full search", "at most"
     else:
-        params.num_workers = 3
-        LOG.info(
-            "CP-SAT subsolvers: %s added as a third thread beside LNS (%d ops, more than %d)",
-            PROOF_SUBSOLVER,
-            num_ops,
-            PROOF_SMALL_OPS,
-        )
+        params.num_workers = PROOF_PORTFOLIO_WORKERS + 1
+        role, size = "a third thread beside LNS", "more than"
+    LOG.info("CP-SAT subsolvers: %s added as %s (%d ops, %s %d)", PROOF_SUBSOLVER, role, num_ops, size, PROOF_SMALL_OPS)
 
 
 class _Record:
