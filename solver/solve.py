@@ -5,7 +5,8 @@ every applicable heuristic (and any extra starting schedules) on the instance, k
 limit (`solver.portfolio`); when the best leaves room to the lower bound, add the best periodic
 schedule (a tenth of the time at most); if the best meets the bound it is optimal and no search runs.
 Otherwise build the CP-SAT model (`solver.cpsat`), give it the best one as a complete hint, put
-[lower bound, its value] into the objective's domain, and search until the deadline: a watchdog
+[lower bound, its value] into the objective's domain, and search until the deadline, with a share
+of the time kept for bisection probes where the search ends unproven (`solver.cpsat.probes`): a watchdog
 stops CP-SAT there, so the wall time, heuristics and model building included, honours the time
 limit. The model's best per-device order is re-timed at the instance's exact float times (the
 simulator for the makespan, `retime` for the max span) and validated; the value comes from
@@ -306,10 +307,10 @@ class _Solve:
             problem.minimize_memory,
             problem.time_cap,
         )
-        warm_start(model, None if lead is None else lead.schedule.orders())
+        objective_range = warm_start(model, None if lead is None else lead.schedule.orders())
         start_value = None if lead is None else lead.value
         LOG.info("CP-SAT searches from %s", "no schedule" if lead is None else f"{lead.name} = {lead.value:g}")
-        outcome = search(model, self.options, self.clock, bound, start_value, self.progress)
+        outcome = search(model, self.options, self.clock, bound, start_value, self.progress, objective_range)
         found = None
         if outcome.orders is not None:
             timed = problem.timed(outcome.orders, name="cp-sat")

@@ -83,13 +83,14 @@ Message = Solution | Bound | Finished
 class Ended:
     """How a search ended: CP-SAT's last word (None when it gave none); whether it was interrupted (by
     Ctrl-C or SIGTERM in this process, or a callback raising KeyboardInterrupt); whether it was told to
-    stop at its wall-clock deadline; and, when it gave no last word, how the child ended (`was killed
-    by signal SIGSEGV; it last wrote: ...`)."""
+    stop at its wall-clock deadline; whether it was told to stop because `stop_when` said so; and, when
+    it gave no last word, how the child ended (`was killed by signal SIGSEGV; it last wrote: ...`)."""
 
     finished: Finished | None
     interrupted: bool = False
     deadline: bool = False
     how_ended: str | None = None
+    stopped_early: bool = False
 
 
 def cpsat_log_wanted() -> bool:
@@ -104,10 +105,12 @@ def run_search(
     seconds: float,
     on_message: Callable[[Message], None],
     on_poll: Callable[[], None] | None = None,
+    stop_when: Callable[[], bool] | None = None,
 ) -> Ended:
     """Search `model` with `parameters` (SatParameters in text form) in a child process for at most
     `seconds` of wall time, calling `on_message` with each solution (the values of `watched`) and bound
-    as it comes, and `on_poll` after every wait for one (at least every POLL_SECONDS), news or not.
+    as it comes, and `on_poll` after every wait for one (at least every POLL_SECONDS), news or not. When
+    `stop_when()` (asked as often) says so, the search is stopped as at its deadline.
 
     Returns how the search `Ended`. Ctrl-C or SIGTERM in this process, or either callback raising
     KeyboardInterrupt, interrupts it; any other exception from them stops the search and is raised.
@@ -128,11 +131,13 @@ def run_search(
         deadline = time.monotonic() + seconds
         stopping_since: float | None = None
         finished: Finished | None = None
-        interrupted = at_deadline = killed = False
+        interrupted = at_deadline = stopped_early = killed = False
         try:
             while finished is None:
                 if stopping_since is None and time.monotonic() >= deadline:
                     stopping_since, at_deadline = _ask_to_stop(child), True
+                if stopping_since is None and stop_when is not None and stop_when():
+                    stopping_since, stopped_early = _ask_to_stop(child), True
                 if stopping_since is not None and time.monotonic() >= stopping_since + STOP_GRACE:
                     break
                 message = _receive(receiver)
@@ -151,7 +156,7 @@ def run_search(
         finally:
             killed = _end(child, receiver, (stopping_since or time.monotonic()) + STOP_GRACE)
         how_ended = None if finished is not None else _how_it_ended(child.exitcode, killed, stderr)
-    return Ended(finished, interrupted, at_deadline, how_ended)
+    return Ended(finished, interrupted, at_deadline, how_ended, stopped_early)
 
 
 _CLOSED = object()

@@ -33,7 +33,10 @@ from pipesat.solver.cpsat.child import (
     cpsat_log_wanted,
     run_search,
 )
+from pipesat.solver.cpsat.data import SOLVER_BOUND_NOISE
 from pipesat.solver.cpsat.model import PipelineModel, orders_from_starts
+from pipesat.solver.cpsat.probes import PROBE_GAP, STALL_SHARE, Bisection, Outcome, Probe, bisect
+from pipesat.solver.cpsat.warm_start import ObjectiveRange, tick_value
 
 # Kept back from the search: the grace a stopping child gets and, per op of the model, the time to read
 # back, re-time and validate a schedule (about 20 microseconds an op), at most RESERVE_SHARE of what
@@ -113,43 +116,146 @@ def search(
     bound: float,
     start_value: float | None,
     progress: Progress | None,
+    objective_range: ObjectiveRange | None = None,
 ) -> SearchOutcome:
     """Run CP-SAT on the (warm-started) `model` until `options.deadline` less the reserve.
 
     `bound` is the analytic lower bound (instance units), which every reported bound is at least;
-    `start_value` the hinted schedule's value, the best value reported until CP-SAT finds one.
+    `start_value` the hinted schedule's value, the best value reported until CP-SAT finds one. Given
+    the minimised variable's `objective_range` (ticks, from `warm_start`), a search that stalls near
+    its bound (neither its value nor its bound moved for STALL_SHARE of its time, at a gap of at most
+    PROBE_GAP) is stopped and bisection probes (`solver.cpsat.probes`) take the rest of the time
+    between its bound and its best value. A deterministic search runs to its limit and does not
+    probe: when it stalls depends on the wall clock.
     """
     data = model.data
     keys = list(model.variables.starts)
     record = _Record(clock, data.ticks_per_unit, start_value, bound, data.proven_bound, progress)
-    parameters, seconds = _parameters(options, len(data.keys))
+    parameters, seconds = _parameters(options, len(keys))
     watched = [model.variables.starts[key] for key in keys]
-    ended = run_search(model.cp_model, parameters, watched, seconds, record.on_message, record.refresh)
+    probing = not options.deterministic and objective_range is not None and objective_range.upper is not None
+    stalled = record.stalled_for(STALL_SHARE * seconds, PROBE_GAP) if probing else None
+    ended = run_search(model.cp_model, parameters, watched, seconds, record.on_message, record.refresh, stalled)
     finished = ended.finished
-    proven = record.bound
+    tick_bound = None
     if finished is not None and (
         finished.status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         or (finished.status == cp_model.UNKNOWN and math.isfinite(finished.bound))
     ):
-        proven = max(proven, record.to_bound(finished.bound))
-    orders = None
-    if record.values is not None:
-        starts = dict(zip(keys, record.values, strict=True))
-        orders = orders_from_starts(data.instance, starts, data.durations)
+        record.bound = record.to_bound(finished.bound)
+        tick_bound = math.ceil(finished.bound - SOLVER_BOUND_NOISE)
     stopped_by, reason = _why_stopped(ended, options, record.objective)
     optimal = stopped_by == StopReason.PROOF  # CP-SAT says OPTIMAL at a gap limit too
+    tick_optimum = round(record.objective) if optimal and record.objective is not None else None
+    if ended.stopped_early and objective_range is not None and objective_range.upper is not None:
+        LOG.info("search stalled: no news for %.3g s; bisection probes take the rest", STALL_SHARE * seconds)
+        lower = max(objective_range.lower, tick_bound or 0)
+        upper = objective_range.upper if record.objective is None else round(record.objective)
+        stopped_by, reason, tick_optimum = _probe_after_stall(model, options, lower, upper, record)
     LOG.info("search stopped (%s): %s", stopped_by, reason)
+    infeasible = finished is not None and finished.status == cp_model.INFEASIBLE
+    interrupted = ended.interrupted or stopped_by == StopReason.INTERRUPT
+    return _outcome(model, record, stopped_by, reason, interrupted, infeasible, tick_optimum)
+
+
+def _outcome(
+    model: PipelineModel,
+    record: _Record,
+    stopped_by: StopReason,
+    reason: str,
+    interrupted: bool = False,
+    infeasible: bool = False,
+    tick_optimum: int | None = None,
+) -> SearchOutcome:
+    """The outcome from what `record` holds: its best solution's orders, when it came, its bound."""
+    orders = None
+    if record.values is not None:
+        starts = dict(zip(model.variables.starts, record.values, strict=True))
+        orders = orders_from_starts(model.data.instance, starts, model.data.durations)
     return SearchOutcome(
         orders=orders,
         found_at=record.found_at,
         first_at=record.first_at,
-        bound=proven,
-        infeasible=finished is not None and finished.status == cp_model.INFEASIBLE,
-        interrupted=ended.interrupted,
+        bound=record.bound,
+        infeasible=infeasible,
+        interrupted=interrupted,
         stopped_by=stopped_by,
         reason=reason,
-        tick_optimum=round(record.objective) if optimal and record.objective is not None else None,
+        tick_optimum=tick_optimum,
     )
+
+
+def _probe_after_stall(
+    model: PipelineModel, options: SearchOptions, lower: int, upper: int, record: _Record
+) -> tuple[StopReason, str, int | None]:
+    """The probes in the time a stalled search left: why the search ended, and the optimum (ticks)
+    when they proved one."""
+    bisection = _bisect(model, options, lower, upper, record)
+    if bisection.interrupted:
+        return StopReason.INTERRUPT, INTERRUPTED, None
+    if bisection.proven_optimal(upper):
+        return StopReason.PROOF, "proven by the bisection probes", upper if bisection.value is None else bisection.value
+    return StopReason.TIME_LIMIT, "the search stalled; bisection probes settled what they could", None
+
+
+def _bisect(model: PipelineModel, options: SearchOptions, lower: int, upper: int, record: _Record) -> Bisection:
+    """Bisection probes between `lower` and `upper` (ticks) in what is left of the search's time, each
+    a CP-SAT run of the model with the minimised variable at most T and no objective; what they find
+    and prove goes to `record` as it comes."""
+    keys = list(model.variables.starts)
+    watched = [model.variables.starts[key] for key in keys]
+    minimized = model.variables.minimized
+    per_unit = model.data.ticks_per_unit
+
+    def run_probe(limit: int, seconds: float) -> Probe:
+        probe = model.cp_model.clone()
+        probe.add(probe.get_int_var_from_proto_index(minimized.index) <= limit)
+        probe.clear_objective()
+        probe.clear_hints()  # the start's value is above the limit: repairing its hint only costs time
+        parameters, wall = _parameters(options, len(keys), seconds, portfolio=False)
+        solutions: list[Solution] = []
+        began = time.monotonic()
+        ended = run_search(probe, parameters, watched, wall, _keep_solutions(solutions), record.refresh)
+        status = None if ended.finished is None else ended.finished.status
+        result = Probe(Outcome.OPEN)
+        if ended.interrupted:
+            result = Probe(Outcome.INTERRUPTED)
+        elif solutions:
+            values = solutions[-1].values
+            starts = dict(zip(keys, values, strict=True))
+            orders = orders_from_starts(model.data.instance, starts, model.data.durations)
+            value = math.ceil(tick_value(model, orders) - SOLVER_BOUND_NOISE)
+            if record.objective is None or value < record.objective:
+                record.take(values, value)
+            result = Probe(Outcome.FOUND, value, values)
+        elif status == cp_model.INFEASIBLE:
+            record.improve(limit + 1)
+            result = Probe(Outcome.REFUTED)
+        LOG.info(
+            "probe: a value of at most %g? %s in %.2f s",
+            limit / per_unit,
+            result.outcome.value,
+            time.monotonic() - began,
+        )
+        return result
+
+    seconds = _search_seconds(options, len(keys))
+    bisection = bisect(lower, upper, run_probe, seconds, options.gap, time.monotonic)
+    LOG.info(
+        "%d probes: no schedule below %g, best %s",
+        bisection.probes,
+        model.data.proven_bound(bisection.lower),
+        "none better than the start" if bisection.value is None else f"{bisection.value / per_unit:g}",
+    )
+    return bisection
+
+
+def _keep_solutions(solutions: list[Solution]) -> Callable[[Message], None]:
+    def keep(message: Message) -> None:
+        if isinstance(message, Solution):
+            solutions.append(message)
+
+    return keep
 
 
 def _why_stopped(ended: Ended, options: SearchOptions, objective: float | None) -> tuple[StopReason, str]:
@@ -178,19 +284,21 @@ def _why_stopped(ended: Ended, options: SearchOptions, objective: float | None) 
     return StopReason.TIME_LIMIT, f"{ran_out}{killed}"
 
 
-def _parameters(options: SearchOptions, num_ops: int) -> tuple[str, float]:
-    """The search's SatParameters (text form) and the wall seconds it may run. The expert's
-    `options.cpsat_params` come last and win, but the wall seconds stay pipesat's: the solve returns
-    by its deadline whatever time limit they give CP-SAT. With two workers (and not deterministic) the
-    search runs the proof portfolio (PROOF_PORTFOLIO_WORKERS) unless the expert chose the subsolvers."""
+def _parameters(
+    options: SearchOptions, num_ops: int, seconds: float | None = None, portfolio: bool = True
+) -> tuple[str, float]:
+    """The search's SatParameters (text form) and the wall seconds it may run: `seconds` when given,
+    else what is left to the deadline less the reserve. The expert's `options.cpsat_params` come last
+    and win, but the wall seconds stay pipesat's: the solve returns by its deadline whatever time
+    limit they give CP-SAT. With two workers (and not deterministic) the search runs the proof
+    portfolio (PROOF_PORTFOLIO_WORKERS) unless the expert chose the subsolvers or `portfolio` is False
+    (a probe has no objective to bound)."""
     params = sat_parameters_pb2.SatParameters()
     params.num_workers = options.workers
     params.random_seed = options.seed
     # CP-SAT's relative gap is (value - bound) / value; pipesat's gap is (value - bound) / bound.
     params.relative_gap_limit = options.gap / (1 + options.gap)
-    left = options.deadline - time.monotonic()
-    reserve = min(STOP_GRACE + FINISH_SECONDS_PER_OP * num_ops, RESERVE_SHARE * left)
-    remaining = max(left - reserve, MIN_SEARCH_SECONDS)
+    remaining = _search_seconds(options, num_ops) if seconds is None else max(seconds, MIN_SEARCH_SECONDS)
     if options.deterministic:
         params.max_deterministic_time = remaining
         params.max_time_in_seconds = options.wall_factor * remaining
@@ -201,10 +309,18 @@ def _parameters(options: SearchOptions, num_ops: int) -> tuple[str, float]:
     params.log_search_progress = cpsat_log_wanted()
     expert = text_format.Parse(options.cpsat_params, sat_parameters_pb2.SatParameters())
     expert_sets = {field.name for field, _ in expert.ListFields()}
-    if options.workers == PROOF_PORTFOLIO_WORKERS and not options.deterministic and not expert_sets & PORTFOLIO_FIELDS:
+    proof_portfolio = portfolio and options.workers == PROOF_PORTFOLIO_WORKERS and not options.deterministic
+    if proof_portfolio and not expert_sets & PORTFOLIO_FIELDS:
         _add_proof_portfolio(params, num_ops)
     params.MergeFrom(expert)
     return text_format.MessageToString(params), seconds
+
+
+def _search_seconds(options: SearchOptions, num_ops: int) -> float:
+    """The seconds left to the deadline, less the reserve for reading the result back."""
+    left = options.deadline - time.monotonic()
+    reserve = min(STOP_GRACE + FINISH_SECONDS_PER_OP * num_ops, RESERVE_SHARE * left)
+    return max(left - reserve, MIN_SEARCH_SECONDS)
 
 
 def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int) -> None:
@@ -247,6 +363,7 @@ class _Record:
         self.found_at: float | None = None
         self.first_at: float | None = None
         self.reported_at = -math.inf
+        self.changed_at = now()  # the last new solution or raised bound
 
     def to_bound(self, ticks: float) -> float:
         """A bound CP-SAT reported (ticks) in instance units, at least the analytic floor."""
@@ -254,20 +371,38 @@ class _Record:
 
     def on_message(self, message: Message) -> None:
         if isinstance(message, Solution):
-            now = self.now() - self.clock
-            self.values, self.objective, self.found_at = message.values, message.objective, now
-            self.first_at = now if self.first_at is None else self.first_at
-            self.best_value = message.objective / self.per_unit
+            self.take(message.values, message.objective)
             self.improve(message.bound)
         elif isinstance(message, Bound):
             self.improve(message.bound)
         elif isinstance(message, Finished) and math.isfinite(message.bound):
             self.bound = self.to_bound(message.bound)
 
+    def take(self, values: list[int], objective: float) -> None:
+        """Keep a solution: the watched variables' `values` and its `objective` (ticks)."""
+        self.changed_at = self.now()
+        now = self.changed_at - self.clock
+        self.values, self.objective, self.found_at = values, objective, now
+        self.first_at = now if self.first_at is None else self.first_at
+        self.best_value = objective / self.per_unit
+
     def improve(self, ticks: float) -> None:
         """Take a bound CP-SAT reported (ticks) and report the news."""
-        self.bound = self.to_bound(ticks)
+        raised = self.to_bound(ticks)
+        if raised > self.bound:
+            self.bound, self.changed_at = raised, self.now()
         self.report()
+
+    def stalled_for(self, seconds: float, gap: float) -> Callable[[], bool]:
+        """A test of whether `seconds` have passed with neither a new solution nor a raised bound, at
+        a relative gap of at most `gap`."""
+
+        def stalled() -> bool:
+            if self.best_value is None or self.now() - self.changed_at < seconds:
+                return False
+            return self.best_value <= self.bound * (1 + gap)
+
+        return stalled
 
     def refresh(self) -> None:
         """Report again if the last report is REFRESH_SECONDS old."""

@@ -8,6 +8,7 @@ is then restricted to [the analytic lower bound in ticks, the hint's value].
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pipesat.models import Objective, OpKey
 from pipesat.solver.cpsat.model import PipelineModel
@@ -17,7 +18,16 @@ from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import min_span_schedule, timed_for
 
 
-def warm_start(model: PipelineModel, orders: Sequence[Sequence[OpKey]] | None) -> None:
+@dataclass(frozen=True)
+class ObjectiveRange:
+    """The minimised variable's range in ticks: the analytic lower bound and the hint's value (None
+    without a hint)."""
+
+    lower: int
+    upper: int | None
+
+
+def warm_start(model: PipelineModel, orders: Sequence[Sequence[OpKey]] | None) -> ObjectiveRange:
     """Hint `model` with `orders` (when given) and bound its minimised variable (see the module notes)."""
     upper = None
     if orders is not None:
@@ -28,7 +38,9 @@ def warm_start(model: PipelineModel, orders: Sequence[Sequence[OpKey]] | None) -
         bound = minimum_memory_limit(data.tick_instance)
     else:
         bound = lower_bound(data.tick_instance, data.objective, data.split_backward)
-    restrict_objective(model, ceil_ticks(bound), upper)
+    lower = ceil_ticks(bound)
+    restrict_objective(model, lower, upper)
+    return ObjectiveRange(lower, upper)
 
 
 def tick_starts(model: PipelineModel, orders: Sequence[Sequence[OpKey]]) -> tuple[dict[OpKey, int], int | None]:

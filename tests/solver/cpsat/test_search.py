@@ -159,6 +159,37 @@ def test_ctrl_c_in_a_progress_refresh_stops_the_search(hard_instance: Instance) 
     assert multiprocessing.active_children() == []
 
 
+def test_a_search_is_stopped_when_stop_when_says_so(hard_instance: Instance) -> None:
+    model = build_model(hard_instance, split_backward=True)
+    started = time.monotonic()
+    ended = run_search(model.cp_model, "num_workers: 2", [], 30, lambda message: None, None, lambda: True)
+    assert ended.stopped_early and not ended.deadline and not ended.interrupted
+    assert time.monotonic() - started < 30  # generous: stopped long before its 30 s
+    assert multiprocessing.active_children() == []
+
+
+def test_a_record_stalls_when_neither_its_value_nor_its_bound_moves_near_the_bound() -> None:
+    clock = SimpleNamespace(time=100.0)
+    record = _Record(100.0, 1, 21.0, 20.0, lambda ticks: ticks, None, lambda: clock.time)
+    stalled = record.stalled_for(5.0, 0.05)
+    clock.time = 104.0
+    assert not stalled()
+    record.on_message(Bound(19.0))  # no higher than the bound it has: no news
+    clock.time = 105.0
+    assert stalled()
+    record.on_message(Bound(20.5))
+    assert not stalled()
+    clock.time = 109.0
+    record.on_message(Solution(21.0, 20.5, [0]))
+    clock.time = 113.0
+    assert not stalled()
+    clock.time = 114.0
+    assert stalled()
+    far = _Record(100.0, 1, 30.0, 20.0, lambda ticks: ticks, None, lambda: clock.time)
+    clock.time = 200.0
+    assert not far.stalled_for(5.0, 0.05)() and far.stalled_for(5.0, 0.5)()  # 50% from its bound
+
+
 def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
 
     options = SearchOptions(1, 0, True, 0.0, time.monotonic() + 100, wall_factor=2.0)

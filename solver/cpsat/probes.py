@@ -1,0 +1,113 @@
+"""Bisection probes: "is there a schedule whose minimised value is at most T?", for T between the
+proven lower bound and the best value in hand, each probe a short CP-SAT run without an objective.
+
+Why: CP-SAT minimising from a warm start can stall well above the optimum, while the same model with
+the objective's domain cut to T (every op's latest start then follows from T) is often settled at
+once, both ways. On V p8 m16 under a loose limit (benchmarks/bench_proofs.py) a 40 s minimisation
+ends at 102.5 over a bound of 99.4, where one probe at T = 99.4 finds a schedule there in under a
+second: the bound was right and the search was stuck. A probe that CP-SAT refutes proves that no
+schedule has a value of T or less, so the bound becomes T + 1 tick; a probe that finds one lowers the
+best value to that schedule's. A probe that runs out of its time settles nothing.
+
+The probes take over from a search that has stalled near its bound: neither its value nor its bound
+moved for STALL_SHARE of its time, at a gap of at most PROBE_GAP (`solver.cpsat.search`); a search
+that moves keeps all its time. Near the bound few probes settle the question, and the model cut to
+T is nearly tight; far from it, CP-SAT's own bound search often proves the optimum after a long
+silence (bench_targets' 400-op case 0: stalled 11 s at 131 against 158, proven by the search at 43 s
+in three runs, not by the probes that took over). Probing
+before the search, or keeping a fixed share of its time for the probes, cost proofs the search would
+have found in that time (bench_targets, docs/manual.md). The first probe is at the search's bound
+itself (the cheapest refutation, and a schedule at the bound is optimal) and may take all the time
+left; the next ones are at the middle of what is left below the best value and below every probe
+left open, so that after an open probe the next goes towards the bound, where refutations come
+easier. They stop when the bound meets the best value (proven optimal), when a probe at the bound
+itself stays open, at the gap asked for, or when their time is spent.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# The search hands over to the probes when neither its value nor its bound moved for this share of its
+# time while its gap is at most PROBE_GAP.
+STALL_SHARE = 0.25
+PROBE_GAP = 0.05
+
+
+class Outcome(enum.Enum):
+    """What one probe settled."""
+
+    FOUND = "found"  # a schedule of value at most T
+    REFUTED = "refuted"  # no schedule of value at most T
+    OPEN = "open"  # neither, in its time
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe's result: what it settled and, when it found a schedule, that schedule's value
+    (ticks, at most the T probed) and the watched variables' values."""
+
+    outcome: Outcome
+    value: int | None = None
+    values: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """What the probes proved: no schedule below `lower` (ticks); the best schedule they found, its
+    `value` (ticks) and watched `values` (None when they found none better than the upper bound they
+    started from); how many probes ran; whether one was interrupted."""
+
+    lower: int
+    value: int | None
+    values: list[int] | None
+    probes: int
+    interrupted: bool
+
+    def proven_optimal(self, upper: int) -> bool:
+        """Whether the bound meets the best value (the probes' or `upper`, the one they started from)."""
+        return self.lower >= (upper if self.value is None else self.value)
+
+
+RunProbe = Callable[[int, float], Probe]
+"""`run_probe(T, seconds)`: one probe at T ticks, for at most `seconds`."""
+
+
+def bisect(
+    lower: int, upper: int, run_probe: RunProbe, seconds: float, gap: float, clock: Callable[[], float]
+) -> Bisection:
+    """Probe between `lower` (proven) and `upper` (a schedule's value), all in ticks, for at most
+    `seconds` of `clock` in all; stop at the relative `gap`. See the module notes for the order."""
+    deadline = clock() + seconds
+    best: int | None = None
+    values: list[int] | None = None
+    below_open = upper - 1  # the largest T worth probing: below the best value and below every open probe
+    probes = 0
+    while True:
+        value = upper if best is None else best
+        left = deadline - clock()
+        if lower >= value or lower > below_open or _within_gap(lower, value, gap) or left <= 0:
+            break
+        target = lower if probes == 0 else (lower + below_open) // 2
+        probe = run_probe(target, left)
+        probes += 1
+        if probe.outcome == Outcome.INTERRUPTED:
+            return Bisection(lower, best, values, probes, interrupted=True)
+        if probe.outcome == Outcome.REFUTED:
+            lower = target + 1
+        elif probe.outcome == Outcome.OPEN and target == lower:
+            break  # the easiest refutation left stays open: the probes have no more to give
+        elif probe.outcome == Outcome.OPEN:
+            below_open = target - 1
+        elif probe.value is not None and probe.value < value:
+            best, values = probe.value, probe.values
+            below_open = min(below_open, probe.value - 1)
+    return Bisection(lower, best, values, probes, interrupted=False)
+
+
+def _within_gap(lower: int, value: int, gap: float) -> bool:
+    return gap > 0 and lower > 0 and value <= math.floor(lower * (1 + gap))
