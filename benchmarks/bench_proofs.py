@@ -99,6 +99,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     "no-probes": {},
 }
 WITHOUT_PROBES = {"no-probes"}
+NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
 
 
 def main() -> None:
@@ -117,8 +118,8 @@ def main() -> None:
     for case in cases:
         for name in variants:
             started = time.monotonic()
-            never = float("inf")  # a search that never counts as stalled never hands over to the probes
-            with mock.patch.object(search_module, "STALL_SHARE", never if name in WITHOUT_PROBES else STALL_SHARE):
+            stall_share = NEVER_STALLS if name in WITHOUT_PROBES else STALL_SHARE
+            with mock.patch.object(search_module, "STALL_SHARE", stall_share):
                 result = solve(
                     case.instance,
                     objective=case.objective,

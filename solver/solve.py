@@ -5,8 +5,8 @@ every applicable heuristic (and any extra starting schedules) on the instance, k
 limit (`solver.portfolio`); when the best leaves room to the lower bound, add the best periodic
 schedule (a tenth of the time at most); if the best meets the bound it is optimal and no search runs.
 Otherwise build the CP-SAT model (`solver.cpsat`), give it the best one as a complete hint, put
-[lower bound, its value] into the objective's domain, and search until the deadline, with a share
-of the time kept for bisection probes where the search ends unproven (`solver.cpsat.probes`): a watchdog
+[lower bound, its value] into the objective's domain, and search until the deadline (a search that
+stalls near its bound hands the rest of its time to bisection probes, `solver.cpsat.probes`): a watchdog
 stops CP-SAT there, so the wall time, heuristics and model building included, honours the time
 limit. The model's best per-device order is re-timed at the instance's exact float times (the
 simulator for the makespan, `retime` for the max span) and validated; the value comes from

@@ -13,10 +13,10 @@ The probes take over from a search that has stalled near its bound: neither its 
 moved for STALL_SHARE of its time, at a gap of at most PROBE_GAP (`solver.cpsat.search`); a search
 that moves keeps all its time. Near the bound few probes settle the question, and the model cut to
 T is nearly tight; far from it, CP-SAT's own bound search often proves the optimum after a long
-silence (bench_targets' 400-op case 0: stalled 11 s at 131 against 158, proven by the search at 43 s
-in three runs, not by the probes that took over). Probing
-before the search, or keeping a fixed share of its time for the probes, cost proofs the search would
-have found in that time (bench_targets, docs/manual.md). The first probe is at the search's bound
+silence (bench_targets' 400-op case 0: with probes at any gap it stalled 11 s at 131 against 158 and
+the probes that took over did not prove it; without probes the search proved it at 43 s in two of
+five runs). Probing before the search, or keeping a fixed share of its time for the probes, cost
+proofs the search would have found in that time (bench_targets, docs/manual.md). The first probe is at the search's bound
 itself (the cheapest refutation, and a schedule at the bound is optimal) and may take all the time
 left; the next ones are at the middle of what is left below the best value and below every probe
 left open, so that after an open probe the next goes towards the bound, where refutations come

@@ -168,10 +168,7 @@ def _outcome(
     tick_optimum: int | None = None,
 ) -> SearchOutcome:
     """The outcome from what `record` holds: its best solution's orders, when it came, its bound."""
-    orders = None
-    if record.values is not None:
-        starts = dict(zip(model.variables.starts, record.values, strict=True))
-        orders = orders_from_starts(model.data.instance, starts, model.data.durations)
+    orders = None if record.values is None else _orders(model, record.values)
     return SearchOutcome(
         orders=orders,
         found_at=record.found_at,
@@ -182,6 +179,13 @@ def _outcome(
         stopped_by=stopped_by,
         reason=reason,
         tick_optimum=tick_optimum,
+    )
+
+
+def _orders(model: PipelineModel, values: list[int]) -> list[list[OpKey]]:
+    """Per-device op orders from the watched values (every op's start, in `model.variables.starts` order)."""
+    return orders_from_starts(
+        model.data.instance, dict(zip(model.variables.starts, values, strict=True)), model.data.durations
     )
 
 
@@ -222,9 +226,7 @@ def _bisect(model: PipelineModel, options: SearchOptions, lower: int, upper: int
             result = Probe(Outcome.INTERRUPTED)
         elif solutions:
             values = solutions[-1].values
-            starts = dict(zip(keys, values, strict=True))
-            orders = orders_from_starts(model.data.instance, starts, model.data.durations)
-            value = math.ceil(tick_value(model, orders) - SOLVER_BOUND_NOISE)
+            value = math.ceil(tick_value(model, _orders(model, values)) - SOLVER_BOUND_NOISE)
             if record.objective is None or value < record.objective:
                 record.take(values, value)
             result = Probe(Outcome.FOUND, value, values)

@@ -12,6 +12,23 @@ from pipesat.solver.evaluate.retime import timed_for
 from pipesat.solver.evaluate.validator import validate
 
 
+def two_chunk_instance(placement: str) -> Instance:
+    """The two-chunk instance (2 devices, 2 microbatches, uneven times, a tight limit) that brute force
+    settles in a second, for `placement` "interleaved" or "vshape"."""
+    return Instance.from_dict(
+        {
+            "num_devices": 2,
+            "num_microbatches": 2,
+            "chunks": 2,
+            "placement": placement,
+            "forward_times": [1, 2, 1, 1],
+            "backward_times": [2, 1, 2, 3],
+            "p2p_time": 1,
+            "memory_limit": 1.5,
+        }
+    )
+
+
 def _waits_for(key: OpKey, num_stages: int) -> set[OpKey]:
     """Every op `key` waits for, directly or through others, by the one dependency rule."""
     found: set[OpKey] = set()

@@ -24,7 +24,7 @@ from pipesat.solver.heuristics import all_heuristics, run_heuristic
 from pipesat.solver.report.solve_text import outcome_text, summary_fields
 from pipesat.solver.solve import solve
 from tests.conftest import make_instance
-from tests.solver.brute_force import brute_force_optimum
+from tests.solver.brute_force import brute_force_optimum, two_chunk_instance
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances, with_feasible_limit
 
 FAST = {"time_limit": 10.0, "workers": 1, "seed": 0}
@@ -70,18 +70,7 @@ def test_proven_optimum_equals_brute_force(
 @pytest.mark.parametrize("symmetry_breaking", [True, False])
 @pytest.mark.parametrize(("placement", "objective"), [("interleaved", "makespan"), ("vshape", "span")])
 def test_brute_force_with_two_chunks(placement: str, objective: str, symmetry_breaking: bool, workers: int) -> None:
-    instance = Instance.from_dict(
-        {
-            "num_devices": 2,
-            "num_microbatches": 2,
-            "chunks": 2,
-            "placement": placement,
-            "forward_times": [1, 2, 1, 1],
-            "backward_times": [2, 1, 2, 3],
-            "p2p_time": 1,
-            "memory_limit": 1.5,
-        }
-    )
+    instance = two_chunk_instance(placement)
     result = solve(instance, objective, symmetry_breaking=symmetry_breaking, **(FAST | {"workers": workers}))
     assert result.status == "optimal"
     assert result.value == brute_force_optimum(instance, False, objective)

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from pipesat.models import Instance
 from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.probes import Bisection, Outcome, Probe, bisect
@@ -18,7 +17,7 @@ from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import timed_for
 from pipesat.solver.heuristics.one_at_a_time import one_at_a_time_orders
-from tests.solver.brute_force import brute_force_optimum
+from tests.solver.brute_force import brute_force_optimum, two_chunk_instance
 from tests.strategies import assert_valid
 
 
@@ -92,18 +91,7 @@ def test_an_interrupted_probe_ends_the_bisection() -> None:
     assert result.interrupted and result.probes == 1
 
 
-CHUNKED = Instance.from_dict(
-    {
-        "num_devices": 2,
-        "num_microbatches": 2,
-        "chunks": 2,
-        "placement": "vshape",
-        "forward_times": [1, 2, 1, 1],
-        "backward_times": [2, 1, 2, 3],
-        "p2p_time": 1,
-        "memory_limit": 1.5,
-    }
-)
+CHUNKED = two_chunk_instance("vshape")
 
 
 @pytest.mark.parametrize("objective", ["makespan", "span"])
