@@ -5,7 +5,20 @@ from pipesat.models.errors import InputError, InstanceError, OptionError, Pipesa
 from pipesat.models.instance import Instance
 from pipesat.models.instance_file import load_instance
 from pipesat.models.objective import TIME_OBJECTIVES, Minimize, Objective, Status
-from pipesat.models.ops import KINDS, OpKey, dependency, expected_op_keys, memory_change, op_duration, op_label
+from pipesat.models.ops import (
+    KINDS,
+    OpKey,
+    Pair,
+    Step,
+    dependency,
+    expected_op_keys,
+    memory_change,
+    op_duration,
+    op_label,
+    pair_duration,
+    pair_label,
+    step_keys,
+)
 from pipesat.models.schedule import Op, Schedule
 
 __all__ = [
@@ -19,14 +32,19 @@ __all__ = [
     "Op",
     "OpKey",
     "OptionError",
+    "Pair",
     "PipesatError",
     "Schedule",
     "ScheduleError",
     "Status",
+    "Step",
     "dependency",
     "expected_op_keys",
     "load_instance",
     "memory_change",
     "op_duration",
     "op_label",
+    "pair_duration",
+    "pair_label",
+    "step_keys",
 ]

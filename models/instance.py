@@ -35,6 +35,8 @@ KNOWN_KEYS = (
     "forward_times",
     "backward_times",
     "weight_times",
+    "forward_comm_times",
+    "backward_comm_times",
     "p2p_time",
     "activation_memory",
     "weight_memory",
@@ -77,6 +79,11 @@ class Instance:
     `backward_times` is the whole backward. Memory follows docs/memory-model.md: F(s, j) allocates
     `activation_memory[s]` at its start, B frees `activation_memory[s] - weight_memory[s]` at its end
     and W frees `weight_memory[s]` at its end.
+
+    `forward_comm_times` and `backward_comm_times` (None without them) are the communication parts
+    of F and of B, the expert all-to-all of a MoE layer, included in `forward_times` and
+    `backward_times`: they change nothing for an op alone and only shorten overlapped pairs
+    (`models.ops.pair_duration`).
     """
 
     num_devices: int
@@ -90,6 +97,8 @@ class Instance:
     activation_memory: tuple[float, ...]
     weight_memory: tuple[float, ...]
     memory_limit: tuple[float, ...] | None = None
+    forward_comm_times: tuple[float, ...] | None = None
+    backward_comm_times: tuple[float, ...] | None = None
     time_unit: str = ""
     memory_unit: str = ""
     name: str = ""
@@ -127,6 +136,11 @@ class Instance:
     def split_backward(self) -> bool:
         """Whether the instance has separate W times (so B and W can be scheduled apart)."""
         return self.weight_times is not None
+
+    @property
+    def has_communication(self) -> bool:
+        """Whether F or B ops carry a communication part that an overlapped pair can hide."""
+        return any(any(times) for times in (self.forward_comm_times, self.backward_comm_times) if times is not None)
 
     def stages_of(self, device: int) -> list[int]:
         """The stages placed on `device`, in stage order."""
@@ -175,6 +189,10 @@ class Instance:
             "p2p_time": self.p2p_time,
             "memory_limit": _limit_for_file(self.memory_limit),
         }
+        for key in ("forward_comm_times", "backward_comm_times"):
+            times = getattr(self, key)
+            if times is not None:
+                data[key] = list(times)
         if self.time_unit:
             data["time_unit"] = self.time_unit
         if self.memory_unit:
@@ -222,6 +240,8 @@ class Instance:
                     f"weight_memory[{s}] = {w:g} exceeds activation_memory[{s}] = {a:g}; W frees part of what F allocated"
                 )
 
+        forward_comm = _communication(data, "forward_comm_times", "forward_times", forward, v)
+        backward_comm = _communication(data, "backward_comm_times", "backward_times", backward, v)
         deps = 3 * num_stages * m  # at most one dependency per op, each waiting p2p at most once
         _check_total("the total op time", m * (sum(forward) + sum(backward) + sum(weight or ())) + deps * p2p)
         _check_total("the total activation memory", m * sum(activation))
@@ -249,6 +269,8 @@ class Instance:
             p2p_time=p2p,
             activation_memory=tuple(activation),
             weight_memory=tuple(weight_memory),
+            forward_comm_times=forward_comm,
+            backward_comm_times=backward_comm,
             time_unit=time_unit,
             memory_unit=memory_unit,
             name=name,
@@ -259,6 +281,22 @@ class Instance:
             raise InstanceError(f"output_file must be a file name, got {output_file!r}")
         limit = parse_memory_limit(data.get("memory_limit"), instance)
         return dataclasses.replace(instance, memory_limit=limit, output_file=output_file)
+
+
+def _communication(
+    data: dict[str, Any], key: str, whole_key: str, whole: list[float], chunks: int
+) -> tuple[float, ...] | None:
+    """The communication part of each stage's op, None when not given; it is part of the op's time."""
+    if data.get(key) is None:
+        return None
+    parts = _per_stage(data, key, len(whole), chunks)
+    for s, (part, total) in enumerate(zip(parts, whole, strict=True)):
+        if part > total:
+            raise InstanceError(
+                f"{key}[{s}] = {part:g} exceeds {whole_key}[{s}] = {total:g}; the communication is part of the op's "
+                "time, so give it as at most that"
+            )
+    return tuple(parts)
 
 
 def _metadata_unit(metadata: dict, key: str, known: dict[str, float]) -> str:

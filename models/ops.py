@@ -1,4 +1,4 @@
-"""Ops: their kinds, identity, durations, the one dependency rule and the one memory rule."""
+"""Ops: their kinds, identity, durations, overlapped pairs, the one dependency rule and the one memory rule."""
 
 from __future__ import annotations
 
@@ -32,6 +32,75 @@ def op_duration(instance: Instance, kind: str, stage: int, split_backward: bool)
     if split_backward or instance.weight_times is None:
         return instance.backward_times[stage]
     return instance.backward_times[stage] + instance.weight_times[stage]
+
+
+class Pair(NamedTuple):
+    """An overlapped pair: the F of one microbatch run together with the B of another, on one device.
+
+    With `with_weight` the B's own W runs inside the pair too (DualPipe's F&B chunk with the whole
+    backward); otherwise a split schedule runs that W on its own later. The pair's ops all start and
+    end together and last `pair_duration`. Its F and B are of different microbatches.
+    """
+
+    forward: OpKey
+    backward: OpKey
+    with_weight: bool = False
+
+    def op_keys(self) -> tuple[OpKey, ...]:
+        """The ops in the pair: F, B, and the B's W when it is inside."""
+        weight = (OpKey("W", self.backward.stage, self.backward.microbatch),) if self.with_weight else ()
+        return (self.forward, self.backward, *weight)
+
+
+Step = OpKey | Pair
+"""One entry of a device's order: an op run alone, or an overlapped pair."""
+
+
+def step_keys(step: Step) -> tuple[OpKey, ...]:
+    """The ops a step runs: the op itself, or a pair's ops."""
+    return step.op_keys() if isinstance(step, Pair) else (step,)
+
+
+def split_out_weight(step: Step) -> list[Step]:
+    """A step of a fused-backward schedule in a split one, the same work: a whole-backward B becomes
+    its B then its W; a pair's whole backward keeps its W inside the pair."""
+    if isinstance(step, Pair):
+        return [step._replace(with_weight=True)]
+    if step.kind == "B":
+        return [step, step._replace(kind="W")]
+    return [step]
+
+
+def pair_label(pair: Pair) -> str:
+    """`F(stage 2, mb 5) with B(stage 5, mb 1)`: how messages name a pair."""
+    return " with ".join(op_label(key) for key in pair.op_keys())
+
+
+def communication_time(instance: Instance, kind: str, stage: int) -> float:
+    """The communication part of an op (the expert all-to-all): 0 for W and without comm times."""
+    times = {"F": instance.forward_comm_times, "B": instance.backward_comm_times}.get(kind)
+    return 0.0 if times is None else times[stage]
+
+
+def pair_duration(instance: Instance, pair: Pair, split_backward: bool) -> float:
+    """How long an overlapped pair lasts: the overlap model, in one place (docs/design.md, pairs).
+
+    Each op is compute then communication (F: compute c_F with all-to-all a_F; B, with its W when
+    inside the pair: c_B with a_B). The pair runs on two streams, a compute stream and a
+    communication stream: B's communication hides under F's compute and F's under B's compute,
+    each as far as it fits, so the pair lasts `max(c_F, a_B) + max(c_B, a_F)`: at least the sum of
+    the computes, at least the sum of the communications, and never longer than the two ops one
+    after the other. Without communication it is exactly F + B (no gain, no loss).
+    """
+    forward, backward = pair.forward, pair.backward
+    forward_comm = communication_time(instance, "F", forward.stage)
+    backward_comm = communication_time(instance, "B", backward.stage)
+    backward_time = op_duration(instance, "B", backward.stage, split_backward)
+    if pair.with_weight:
+        backward_time += op_duration(instance, "W", backward.stage, split_backward)
+    forward_compute = op_duration(instance, "F", forward.stage, split_backward) - forward_comm
+    backward_compute = backward_time - backward_comm
+    return max(forward_compute, backward_comm) + max(backward_compute, forward_comm)
 
 
 def dependency(key: OpKey, num_stages: int) -> OpKey | None:

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.instance import Instance
-from pipesat.models.ops import KINDS, OpKey, op_label
+from pipesat.models.ops import KINDS, OpKey, Pair, Step, op_label, step_keys
 
 FORMAT = "pipesat-schedule/1"
 
@@ -47,12 +47,25 @@ class Schedule:
         """Whether B and W are separate ops; without W ops every B is the whole backward."""
         return any(op.kind == "W" for op in self.ops)
 
-    def orders(self) -> list[list[OpKey]]:
-        """Per-device op keys in execution order (by start, then end)."""
+    def orders(self) -> list[list[Step]]:
+        """Per-device steps in execution order (by start, then end): ops, and overlapped pairs.
+
+        The ops of a pair share one interval: an F and a B (with the B's W when it is inside) that
+        start and end together on a device, for a positive time, are read back as a `Pair`.
+        """
         per_device: list[list[Op]] = [[] for _ in range(self.instance.num_devices)]
         for op in self.ops:
             per_device[op.device].append(op)
-        return [[op.key for op in sorted(ops, key=lambda o: (o.start, o.end))] for ops in per_device]
+        return [_steps(sorted(ops, key=lambda o: (o.start, o.end, KINDS.index(o.kind)))) for ops in per_device]
+
+    def op_orders(self) -> list[list[OpKey]]:
+        """Per-device op keys in execution order, a pair's ops one after the other (F, B, W)."""
+        return [[key for step in steps for key in step_keys(step)] for steps in self.orders()]
+
+    @cached_property
+    def has_pairs(self) -> bool:
+        """Whether any ops run as overlapped pairs."""
+        return any(isinstance(step, Pair) for steps in self.orders() for step in steps)
 
     def with_source(self, name: str | None = None, **source: Any) -> Schedule:
         return Schedule(self.instance, self.ops, self.name if name is None else name, {**self.source, **source})
@@ -88,6 +101,31 @@ class Schedule:
         if not isinstance(source, dict):
             raise ScheduleError(f"'source' must be an object saying what made the schedule, got {source!r}")
         return cls(instance, tuple(_parse_op(i, raw) for i, raw in enumerate(raw_ops)), name, dict(source))
+
+
+def _steps(ops: list[Op]) -> list[Step]:
+    """Ops of one device in time order -> steps: a run of ops sharing one positive interval that is
+    an F and a B (and that B's W) becomes a pair; anything else stays as single ops."""
+    steps: list[Step] = []
+    i = 0
+    while i < len(ops):
+        j = i + 1
+        while j < len(ops) and (ops[j].start, ops[j].end) == (ops[i].start, ops[i].end):
+            j += 1
+        pair = _as_pair(ops[i:j]) if ops[i].end > ops[i].start else None
+        steps.extend([pair] if pair is not None else [op.key for op in ops[i:j]])
+        i = j
+    return steps
+
+
+def _as_pair(group: list[Op]) -> Pair | None:
+    """The pair these ops (sorted F, B, W) form, or None when they are not one."""
+    kinds = "".join(op.kind for op in group)
+    if kinds not in ("FB", "FBW"):
+        return None
+    forward, backward = group[0].key, group[1].key
+    pair = Pair(forward, backward, with_weight=kinds == "FBW")
+    return pair if pair.op_keys() == tuple(op.key for op in group) else None
 
 
 def _parse_op(index: int, raw: Any) -> Op:

@@ -20,8 +20,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipesat.models import Instance, Objective, OpKey, PipesatError, Schedule
+from pipesat.models import Instance, Objective, PipesatError, Schedule, Step
 from pipesat.models.names import SCHEDULE_TITLES
+from pipesat.models.ops import split_out_weight
 from pipesat.models.solve_result import NamedValue
 from pipesat.models.tolerance import fits
 from pipesat.solver.evaluate.bounds import lower_bound, memory_bound_under_cap
@@ -64,7 +65,7 @@ class Problem:
         """What the result's value measures."""
         return Objective.MEMORY if self.minimize_memory else self.objective
 
-    def timed(self, orders: Sequence[Sequence[OpKey]], name: str = "") -> Schedule:
+    def timed(self, orders: Sequence[Sequence[Step]], name: str = "") -> Schedule:
         """The orders timed at exact floats: as soon as possible, or for the least max span."""
         return timed_for(self.objective, self.instance, orders, name)
 
@@ -155,10 +156,7 @@ def as_candidate(problem: Problem, name: str, schedule: Schedule, clock: float) 
     if schedule.split_backward != problem.split:
         if not problem.split:
             return None  # a schedule with separate W ops is not a fused-backward schedule
-        orders = [
-            [op for key in order for op in ([key, key._replace(kind="W")] if key.kind == "B" else [key])]
-            for order in orders
-        ]
+        orders = [[part for step in order for part in split_out_weight(step)] for order in orders]
         name = f"{SCHEDULE_TITLES.get(name, name)} with W split out"
     try:
         timed = problem.timed(orders, name=name).with_source(kind="heuristic", name=name)

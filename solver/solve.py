@@ -47,6 +47,7 @@ from pipesat.solver.evaluate.bounds import (
     lower_bound,
     minimum_memory_limits,
     resolve_split,
+    without_communication,
     zero_bubble_bound,
 )
 from pipesat.solver.evaluate.metrics import relative_gap
@@ -425,7 +426,7 @@ def _no_schedule(
 
 def _bound_origin(problem: Problem, bound: float) -> str:
     """Where the lower bound comes from, in words for the log (`solver.evaluate.bounds`)."""
-    instance, split = problem.instance, problem.split
+    instance, split = without_communication(problem.instance), problem.split
     if problem.known_bound is not None and same(bound, problem.known_bound):
         return "proven by an earlier solve (a larger memory limit's optimum)"
     if problem.minimize_memory:

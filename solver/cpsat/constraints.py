@@ -1,7 +1,8 @@
 """The CP-SAT model's constraints, each step over the variables made by `solver.cpsat.variables`.
 
-Precedences follow `models.ops.dependency`, with `p2p_time` between stages on different devices; one
-no-overlap per device; the memory limit (or the capacity being minimised) as one cumulative per
+Precedences follow `models.ops.dependency`, with `p2p_time` between stages on different devices (a W
+inside an overlapped pair with its B starts with it instead); each op alone or in exactly one pair,
+whose ops start together; one no-overlap per device over the ops run alone and the pairs run; the memory limit (or the capacity being minimised) as one cumulative per
 device over the held-memory intervals (the memory model of `models.ops.memory_change`). The
 intervals are made here, with the constraint that uses them.
 
@@ -16,20 +17,36 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import OpKey, dependency
+from pipesat.models import OpKey, Pair, dependency
 from pipesat.solver.cpsat.data import ModelData
-from pipesat.solver.cpsat.variables import ModelVariables, op_name
+from pipesat.solver.cpsat.variables import ModelVariables, op_name, pair_name
 
 
 def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
-    """Each op starts after the op it depends on ends, plus `p2p_time` across devices."""
+    """Each op starts after the op it depends on ends, plus `p2p_time` across devices; a W that may
+    run inside a pair with its B waits for it only when it runs alone."""
     placement = data.instance.placement
     p2p = int(data.tick_instance.p2p_time)
     for key in data.keys:
         dep = dependency(key, data.instance.num_stages)
         if dep is not None:
             latency = p2p if placement[dep.stage] != placement[key.stage] else 0
-            model.add(variables.starts[key] >= variables.ends[dep] + latency)
+            precedence = model.add(variables.starts[key] >= variables.ends[dep] + latency)
+            if key.kind == "W" and key in variables.alone:
+                precedence.only_enforce_if(variables.alone[key])
+
+
+def add_pairs(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
+    """Each op that could be paired runs alone or in exactly one pair; a pair's ops start together."""
+    chosen: dict[OpKey, list[cp_model.IntVar]] = {key: [] for key in variables.alone}
+    for pair, runs in variables.paired.items():
+        start = variables.starts[pair.forward]
+        for key in pair.op_keys()[1:]:
+            model.add(variables.starts[key] == start).only_enforce_if(runs)
+        for key in pair.op_keys():
+            chosen[key].append(runs)
+    for key, alone in variables.alone.items():
+        model.add_exactly_one([alone, *chosen[key]])
 
 
 def add_symmetry_breaking(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
@@ -43,12 +60,27 @@ def add_symmetry_breaking(model: cp_model.CpModel, data: ModelData, variables: M
 
 
 def add_no_overlaps(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
-    """One op at a time on each device: a fixed-size interval per op, one no-overlap per device."""
+    """One op or one pair at a time on each device: a fixed-size interval per op (present when it runs
+    alone) and per pair (present when it runs), one no-overlap per device."""
+    pairs_on: list[list[Pair]] = [[] for _ in range(data.instance.num_devices)]
+    for pair in variables.paired:
+        pairs_on[data.instance.placement[pair.forward.stage]].append(pair)
     for d in range(data.instance.num_devices):
-        runs = [
-            model.new_fixed_size_interval_var(variables.starts[key], data.durations[key], f"run {op_name(key)}")
-            for key in data.on_device(d)
-        ]
+        runs = []
+        for key in data.on_device(d):
+            start, duration, name = variables.starts[key], data.durations[key], f"run {op_name(key)}"
+            alone = variables.alone.get(key)
+            runs.append(
+                model.new_fixed_size_interval_var(start, duration, name)
+                if alone is None
+                else model.new_optional_fixed_size_interval_var(start, duration, alone, name)
+            )
+        for pair in pairs_on[d]:
+            runs.append(
+                model.new_optional_fixed_size_interval_var(
+                    variables.starts[pair.forward], data.pairs[pair], variables.paired[pair], f"run {pair_name(pair)}"
+                )
+            )
         model.add_no_overlap(runs)
 
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pipesat.models import TIME_OBJECTIVES, Instance, InstanceError, Objective, OpKey, expected_op_keys, op_duration
+from pipesat.models import (
+    TIME_OBJECTIVES,
+    Instance,
+    InstanceError,
+    Objective,
+    OpKey,
+    Pair,
+    expected_op_keys,
+    op_duration,
+)
+from pipesat.solver.cpsat.pairs import pair_candidates
 from pipesat.solver.cpsat.scale import TickScale, choose_scale, scaled_instance
 
 # CP-SAT's integers: every time in ticks stays below this, where doubles still hold whole numbers exactly.
@@ -21,7 +31,9 @@ class ModelData:
 
     `objective` is the time objective (makespan or max span). With `minimize_memory` the model
     minimises the memory capacity instead, with the time objective capped at `time_cap` (instance
-    units) when given. `horizon` bounds every time variable (ticks).
+    units) when given. `horizon` bounds every time variable (ticks). `pairs` are the overlapped
+    pairs the model may run, with their lengths in ticks (`solver.cpsat.pairs`; none without
+    communication).
     """
 
     instance: Instance
@@ -35,6 +47,7 @@ class ModelData:
     keys: list[OpKey]
     durations: dict[OpKey, int]
     horizon: int
+    pairs: dict[Pair, int]
 
     def on_device(self, device: int) -> list[OpKey]:
         """The ops that run on `device`, in `keys` order."""
@@ -93,6 +106,7 @@ def model_data(
         keys,
         durations,
         horizon,
+        pair_candidates(instance, ticks, scale, split_backward, symmetry_breaking),
     )
 
 

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 from ortools.sat.python.cp_model import IntVar
 
-from pipesat.models import Instance, Objective, OpKey
+from pipesat.models import Instance, Objective, OpKey, Pair, Step
 from pipesat.solver.cpsat.constraints import (
     add_memory_limits,
     add_memory_precedences,
     add_no_overlaps,
+    add_pairs,
     add_precedences,
     add_symmetry_breaking,
 )
@@ -35,8 +36,8 @@ class PipelineModel:
     cp_model: cp_model.CpModel
     variables: ModelVariables
 
-    def orders(self, value: Callable[[IntVar], int]) -> list[list[OpKey]]:
-        """Per-device op orders of a solution (`value` reads a variable, e.g. `solver.value`)."""
+    def orders(self, value: Callable[[IntVar], int]) -> list[list[Step]]:
+        """Per-device orders of a solution (`value` reads a variable, e.g. `solver.value`)."""
         starts = {key: value(var) for key, var in self.variables.starts.items()}
         return orders_from_starts(self.data.instance, starts, self.data.durations)
 
@@ -56,6 +57,7 @@ def build_model(
     model = cp_model.CpModel()
     variables = make_variables(model, data)
     add_precedences(model, data, variables)
+    add_pairs(model, data, variables)
     if data.symmetry_breaking:
         add_symmetry_breaking(model, data, variables)
     add_no_overlaps(model, data, variables)
@@ -71,9 +73,27 @@ def build_model(
 
 def orders_from_starts(
     instance: Instance, starts: Mapping[OpKey, int | float], duration: Mapping[OpKey, int | float]
-) -> list[list[OpKey]]:
-    """Per-device orders by start, then end (a zero-length W goes before an op starting with it)."""
-    orders: list[list[OpKey]] = [[] for _ in range(instance.num_devices)]
+) -> list[list[Step]]:
+    """Per-device orders by start, then end (a zero-length W goes before an op starting with it).
+
+    An F and a B that start together on a device run as an overlapped pair (two ops of positive
+    length start together on a device in no other way), with the B's W when it starts with them.
+    """
+    together: dict[tuple[int, int | float], list[OpKey]] = {}
     for key in sorted(starts, key=lambda k: (starts[k], starts[k] + duration[k])):
-        orders[instance.placement[key.stage]].append(key)
+        together.setdefault((instance.placement[key.stage], starts[key]), []).append(key)
+    orders: list[list[Step]] = [[] for _ in range(instance.num_devices)]
+    for (device, _), keys in together.items():
+        orders[device].extend(_paired(keys))
     return orders
+
+
+def _paired(keys: list[OpKey]) -> list[Step]:
+    """Ops starting together on one device: an F and a B among them (with that B's W) as a pair."""
+    forwards = [key for key in keys if key.kind == "F"]
+    backwards = [key for key in keys if key.kind == "B"]
+    if len(forwards) != 1 or len(backwards) != 1:
+        return list(keys)
+    pair = Pair(forwards[0], backwards[0], with_weight=OpKey("W", backwards[0].stage, backwards[0].microbatch) in keys)
+    rest = [key for key in keys if key not in pair.op_keys()]
+    return [*rest, pair]

@@ -53,6 +53,8 @@ def choose_scale(instance: Instance, objective: Objective) -> TickScale:
         *instance.forward_times,
         *instance.backward_times,
         *(instance.weight_times or ()),
+        *(instance.forward_comm_times or ()),
+        *(instance.backward_comm_times or ()),
         instance.p2p_time,
     ]
     budget = max(1, int(TICK_BUDGET // _longest_schedule(instance, objective)))
@@ -101,6 +103,8 @@ def scaled_instance(instance: Instance, scale: TickScale) -> Instance:
         forward_times=times(instance.forward_times),
         backward_times=times(instance.backward_times),
         weight_times=None if instance.weight_times is None else times(instance.weight_times),
+        forward_comm_times=None if instance.forward_comm_times is None else times(instance.forward_comm_times),
+        backward_comm_times=None if instance.backward_comm_times is None else times(instance.backward_comm_times),
         p2p_time=float(to_ticks(instance.p2p_time, scale.time)),
         activation_memory=memory(instance.activation_memory),
         weight_memory=memory(instance.weight_memory),

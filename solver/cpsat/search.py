@@ -21,7 +21,7 @@ from google.protobuf import text_format
 from ortools.sat import sat_parameters_pb2
 from ortools.sat.python import cp_model
 
-from pipesat.models import OpKey
+from pipesat.models import Step
 from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat.child import (
     STOP_GRACE,
@@ -98,7 +98,7 @@ class SearchOutcome:
     `tick_optimum` is the minimised variable's optimum in ticks when CP-SAT proved one. `stopped_by`
     and `reason` say why the search stopped."""
 
-    orders: list[list[OpKey]] | None
+    orders: list[list[Step]] | None
     found_at: float | None
     first_at: float | None
     bound: float
@@ -182,8 +182,8 @@ def _outcome(
     )
 
 
-def _orders(model: PipelineModel, values: list[int]) -> list[list[OpKey]]:
-    """Per-device op orders from the watched values (every op's start, in `model.variables.starts` order)."""
+def _orders(model: PipelineModel, values: list[int]) -> list[list[Step]]:
+    """Per-device orders (pairs included) from the watched values (every op's start, in `model.variables.starts` order)."""
     return orders_from_starts(
         model.data.instance, dict(zip(model.variables.starts, values, strict=True)), model.data.durations
     )

@@ -1,6 +1,8 @@
 """The CP-SAT model's variables, made in one step before any constraint.
 
-Per op: its start (and its end, an expression). Per microbatch and stage, while memory is
+Per op: its start (and its end, an expression). Per overlapped pair the model may run (`data.pairs`):
+whether it runs; per op in any such pair, whether it runs alone; an op's end is its start plus its
+own time, or its pair's when paired. Per microbatch and stage, while memory is
 constrained (a limit, or minimising it): how long it holds memory. The time objective (makespan or
 max span), with each device's first start and last end for the max span, and the shared memory
 capacity when minimising memory. All times are in ticks, within the horizon.
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import Objective, OpKey, memory_change
+from pipesat.models import Objective, OpKey, Pair, memory_change
 from pipesat.solver.cpsat.data import ModelData
 
 
@@ -33,10 +35,13 @@ class HeldMemory:
 @dataclass(frozen=True)
 class ModelVariables:
     """Every variable of the model; `held` and `first`/`last` are per device, `capacity` is None
-    unless the model minimises memory."""
+    unless the model minimises memory. `paired` and `alone` are empty without pairs; `alone` holds
+    the ops that could be paired."""
 
     starts: dict[OpKey, cp_model.IntVar]
     ends: dict[OpKey, cp_model.LinearExpr]
+    paired: dict[Pair, cp_model.IntVar]
+    alone: dict[OpKey, cp_model.IntVar]
     held: list[list[HeldMemory]]
     capacity: cp_model.IntVar | None
     time_objective: cp_model.IntVar
@@ -52,7 +57,20 @@ class ModelVariables:
 def make_variables(model: cp_model.CpModel, data: ModelData) -> ModelVariables:
     """All variables of the model for `data` (see the module notes)."""
     starts = {key: model.new_int_var(0, data.horizon, op_name(key)) for key in data.keys}
-    ends = {key: starts[key] + data.durations[key] for key in data.keys}
+    paired = {pair: model.new_bool_var(pair_name(pair)) for pair in data.pairs}
+    in_pairs: dict[OpKey, list[Pair]] = {}
+    for pair in data.pairs:
+        for key in pair.op_keys():
+            in_pairs.setdefault(key, []).append(pair)
+    alone = {key: model.new_bool_var(f"{op_name(key)} alone") for key in in_pairs}
+    ends: dict[OpKey, cp_model.LinearExpr] = {}
+    for key in data.keys:
+        duration = data.durations[key]
+        pairs = in_pairs.get(key, [])
+        ends[key] = starts[key] + duration
+        if pairs:
+            lengths = [data.pairs[pair] - duration for pair in pairs]
+            ends[key] += cp_model.LinearExpr.weighted_sum([paired[pair] for pair in pairs], lengths)
     devices = range(data.instance.num_devices)
     capacity = None
     if data.minimize_memory:
@@ -65,7 +83,7 @@ def make_variables(model: cp_model.CpModel, data: ModelData) -> ModelVariables:
         for d in devices:
             first.append(model.new_int_var(0, data.horizon, f"first on device {d}"))
             last.append(model.new_int_var(0, data.horizon, f"last on device {d}"))
-    return ModelVariables(starts, ends, held, capacity, time_objective, first, last)
+    return ModelVariables(starts, ends, paired, alone, held, capacity, time_objective, first, last)
 
 
 def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[HeldMemory]:
@@ -83,6 +101,11 @@ def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[
                 size = model.new_int_var(0, data.horizon, f"held {op_name(first)}..{op_name(last)}")
                 held.append(HeldMemory(first, last, demand, size))
     return held
+
+
+def pair_name(pair: Pair) -> str:
+    """`F2.5+B5.1` (`+W5.1` with the W inside): a pair's name in the model."""
+    return "+".join(op_name(key) for key in pair.op_keys())
 
 
 def op_name(key: OpKey) -> str:

@@ -1,7 +1,8 @@
 """Warm-starting a model: a complete hint from a schedule's order, and the objective's known range.
 
 The hint times the order in the model's ticks (as soon as possible for the makespan, for the least
-max span otherwise), so every variable gets a value and the hint is feasible. The minimised variable
+max span otherwise), so every variable gets a value and the hint is feasible; an order's pairs of a
+kind the model does not offer run as the model can run them (`solver.cpsat.pairs.model_steps`). The minimised variable
 is then restricted to [the analytic lower bound in ticks, the hint's value].
 """
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipesat.models import Objective, OpKey
+from pipesat.models import Objective, OpKey, Step
 from pipesat.solver.cpsat.model import PipelineModel
+from pipesat.solver.cpsat.pairs import model_steps
 from pipesat.solver.cpsat.scale import ceil_ticks
 from pipesat.solver.evaluate.bounds import lower_bound, minimum_memory_limit
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -27,7 +29,7 @@ class ObjectiveRange:
     upper: int | None
 
 
-def warm_start(model: PipelineModel, orders: Sequence[Sequence[OpKey]] | None) -> ObjectiveRange:
+def warm_start(model: PipelineModel, orders: Sequence[Sequence[Step]] | None) -> ObjectiveRange:
     """Hint `model` with `orders` (when given) and bound its minimised variable (see the module notes)."""
     upper = None
     if orders is not None:
@@ -43,9 +45,10 @@ def warm_start(model: PipelineModel, orders: Sequence[Sequence[OpKey]] | None) -
     return ObjectiveRange(lower, upper)
 
 
-def tick_starts(model: PipelineModel, orders: Sequence[Sequence[OpKey]]) -> tuple[dict[OpKey, int], int | None]:
+def tick_starts(model: PipelineModel, orders: Sequence[Sequence[Step]]) -> tuple[dict[OpKey, int], int | None]:
     """The orders timed in the model's ticks, and their peak memory when the model minimises it."""
     data = model.data
+    orders = model_steps(orders, data.pairs)
     timed = timed_for(data.objective, data.tick_instance, orders)
     if data.objective == Objective.SPAN and any(op.start != round(op.start) for op in timed.ops):
         # A min-span timing with a fractional span: the next whole tick keeps every time whole.
@@ -56,11 +59,11 @@ def tick_starts(model: PipelineModel, orders: Sequence[Sequence[OpKey]]) -> tupl
     return starts, capacity
 
 
-def tick_value(model: PipelineModel, orders: Sequence[Sequence[OpKey]]) -> float:
+def tick_value(model: PipelineModel, orders: Sequence[Sequence[Step]]) -> float:
     """The minimised quantity of `orders` in the model's ticks: timed for the objective at the tick
     times (or their peak memory, when the model minimises memory)."""
     data = model.data
-    metrics = compute_metrics(timed_for(data.objective, data.tick_instance, orders))
+    metrics = compute_metrics(timed_for(data.objective, data.tick_instance, model_steps(orders, data.pairs)))
     return metrics.max_peak_memory if data.minimize_memory else metrics.objective(data.objective)
 
 
@@ -77,6 +80,18 @@ def add_hint(model: PipelineModel, starts: Mapping[OpKey, int], capacity: int | 
     for key, var in variables.starts.items():
         cp.add_hint(var, starts[key])
     ends = {key: starts[key] + data.durations[key] for key in data.keys}
+    in_pair: set[OpKey] = set()
+    for pair, var in variables.paired.items():
+        runs = all(starts[key] == starts[pair.forward] for key in pair.op_keys())
+        if runs and not pair.with_weight:
+            weight = OpKey("W", pair.backward.stage, pair.backward.microbatch)
+            runs = weight not in starts or starts[weight] != starts[pair.forward]
+        cp.add_hint(var, runs)
+        if runs:
+            ends.update((key, starts[key] + data.pairs[pair]) for key in pair.op_keys())
+            in_pair.update(pair.op_keys())
+    for key, var in variables.alone.items():
+        cp.add_hint(var, key not in in_pair)
     for held in variables.held:
         for h in held:
             cp.add_hint(h.size, ends[h.last] - starts[h.first])

@@ -24,10 +24,17 @@ the memory limit respected (the validator's tolerance included). The arguments, 
   amount x duration over the limit.
 - For the makespan, d's first op cannot start before its first stage's forward chain reaches it,
   and (with a fused backward) the backward chain still runs after d's last op.
+
+On an instance whose ops carry communication, overlapped pairs can hide it, so `lower_bound` and
+`memory_bound_under_cap` bound the instance's compute alone (`without_communication`): every
+schedule with pairs becomes one of that instance, no pairs, with every op run in its own interval's
+first part (a pair lasts at least its two computes), each F starting and each B and W ending no
+later, so no bound of it is more than the real schedule's value.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -42,6 +49,23 @@ BISECTIONS = 40
 
 Item = tuple[float, float]
 """A kind of op in a knapsack: (its time, its memory weight)."""
+
+
+def without_communication(instance: Instance) -> Instance:
+    """The instance's compute alone: each op's time less its communication part (see the module notes)."""
+    if not instance.has_communication:
+        return instance
+
+    def compute(times: tuple[float, ...], comm: tuple[float, ...] | None) -> tuple[float, ...]:
+        return times if comm is None else tuple(t - c for t, c in zip(times, comm, strict=True))
+
+    return dataclasses.replace(
+        instance,
+        forward_times=compute(instance.forward_times, instance.forward_comm_times),
+        backward_times=compute(instance.backward_times, instance.backward_comm_times),
+        forward_comm_times=None,
+        backward_comm_times=None,
+    )
 
 
 def resolve_split(instance: Instance, split_backward: bool | None) -> bool:
@@ -189,6 +213,7 @@ def memory_bound_under_cap(instance: Instance, split: bool, objective: Objective
     `time_cap`: the smallest feasible limit, every device's memory energy over the cap (its span is
     at most the cap), and the largest limit whose time bound already passes the cap (by bisection:
     the time bound only falls as the limit grows)."""
+    instance = without_communication(instance)
     least = minimum_memory_limit(instance)
     energy = max(memory_energy(instance, split, d) for d in range(instance.num_devices)) / time_cap
     low, high = max(least, energy), max(least, energy)
@@ -217,6 +242,7 @@ def lower_bound(
 ) -> float:
     """The best proven lower bound on `objective` (makespan, span or memory) under the instance's limit."""
     split = resolve_split(instance, split_backward)
+    instance = without_communication(instance)
     if objective == Objective.MEMORY:
         return minimum_memory_limit(instance)
     if objective == Objective.SPAN:

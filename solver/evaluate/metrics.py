@@ -90,7 +90,9 @@ def compute_metrics(schedule: Schedule) -> Metrics:
     np.minimum.at(first, device, start)
     np.maximum.at(last, device, end)
     spans = np.where(np.isfinite(first), last - first, 0.0)
-    busy = np.bincount(device, weights=end - start, minlength=p)
+    # The ops of an overlapped pair share one interval: the device is busy for it once.
+    intervals = np.unique(np.column_stack((device, start, end)), axis=0)
+    busy = np.bincount(intervals[:, 0].astype(np.int64), weights=intervals[:, 2] - intervals[:, 1], minlength=p)
     peaks = tuple(profile.peak for profile in memory_profiles(schedule))
     total_busy = float(busy.sum())
     max_span = float(spans.max())

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from pipesat.models import Instance, Objective, OpKey, Schedule
+from pipesat.models import Instance, Objective, Schedule, Step, step_keys
 from pipesat.models.ops import dependency
 from pipesat.solver.evaluate.simulator import simulate
 
@@ -24,7 +24,7 @@ from pipesat.solver.evaluate.simulator import simulate
 def timed_for(
     objective: Objective,
     instance: Instance,
-    orders: Sequence[Sequence[OpKey]],
+    orders: Sequence[Sequence[Step]],
     name: str = "",
     source: dict[str, Any] | None = None,
 ) -> Schedule:
@@ -48,7 +48,7 @@ def retime_for_span(schedule: Schedule) -> Schedule:
 
 def min_span_schedule(
     instance: Instance,
-    orders: Sequence[Sequence[OpKey]],
+    orders: Sequence[Sequence[Step]],
     name: str = "",
     source: dict[str, Any] | None = None,
     span: float | None = None,
@@ -73,7 +73,8 @@ def min_span_schedule(
 
 class _TimingGraph:
     """Difference constraints of a fixed order: ops in topological order (the simulator's emission
-    order), each with its predecessors (index, minimum distance between their starts)."""
+    order), each with its predecessors (index, minimum distance between their starts). The ops of an
+    overlapped pair start with its F: the F carries the pair's constraints, the others follow it."""
 
     def __init__(self, asap: Schedule) -> None:
         instance = asap.instance
@@ -82,20 +83,27 @@ class _TimingGraph:
         self.durations = [op.end - op.start for op in asap.ops]
         index = {op.key: i for i, op in enumerate(asap.ops)}
         self.predecessors: list[list[tuple[int, float]]] = [[] for _ in asap.ops]
-        orders = asap.orders()
-        position = {key: (device, k) for device, order in enumerate(orders) for k, key in enumerate(order)}
+        orders = [[step_keys(step) for step in order] for order in asap.orders()]
+        position = {
+            key: (device, k) for device, order in enumerate(orders) for k, keys in enumerate(order) for key in keys
+        }
         for i, op in enumerate(asap.ops):
             device, k = position[op.key]
+            keys = orders[device][k]
+            if op.key != keys[0]:
+                self.predecessors[i].append((index[keys[0]], 0.0))
+                continue
             if k > 0:
-                j = index[orders[device][k - 1]]
+                j = index[orders[device][k - 1][0]]
                 self.predecessors[i].append((j, self.durations[j]))
-            dep = dependency(op.key, instance.num_stages)
-            if dep is not None:
-                j = index[dep]
-                latency = instance.p2p_time if instance.placement[dep.stage] != op.device else 0.0
-                self.predecessors[i].append((j, self.durations[j] + latency))
-        self.first = [index[order[0]] for order in orders]
-        self.last = [index[order[-1]] for order in orders]
+            for key in keys:
+                dep = dependency(key, instance.num_stages)
+                if dep is not None and dep not in keys:
+                    j = index[dep]
+                    latency = instance.p2p_time if instance.placement[dep.stage] != op.device else 0.0
+                    self.predecessors[i].append((j, self.durations[j] + latency))
+        self.first = [index[order[0][0]] for order in orders]
+        self.last = [index[order[-1][0]] for order in orders]
 
     def _longest_from(self, source: int) -> list[float]:
         distance = [-math.inf] * len(self.ops)

@@ -1,27 +1,43 @@
 """The one timeline evaluator: per-device op orders -> an as-soon-as-possible timed schedule.
 
-Each op starts at the latest of (the end of the previous op on its device) and (the end of its one
-direct dependency, plus `p2p_time` when that dependency ran on another device). Every heuristic,
-the solver and every import go through `simulate`.
+Each op starts at the latest of (the end of the previous step on its device) and (the end of its one
+direct dependency, plus `p2p_time` when that dependency ran on another device). An overlapped pair
+is one step: its ops start together once all their dependencies are met (a W inside the pair waits
+for nothing, its B being there too) and end together after `pair_duration`. Every heuristic, the
+solver and every import go through `simulate`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from pipesat.models import Instance, Op, OpKey, Schedule, ScheduleError, expected_op_keys, op_duration, op_label
+from pipesat.models import (
+    Instance,
+    Op,
+    OpKey,
+    Pair,
+    Schedule,
+    ScheduleError,
+    Step,
+    expected_op_keys,
+    op_duration,
+    op_label,
+    pair_duration,
+    pair_label,
+    step_keys,
+)
 from pipesat.models.ops import dependency
 
 
 def simulate(
     instance: Instance,
-    orders: Sequence[Sequence[OpKey]],
+    orders: Sequence[Sequence[Step]],
     name: str = "",
     source: dict[str, Any] | None = None,
 ) -> Schedule:
-    """Time per-device orders as soon as possible.
+    """Time per-device orders (of ops and overlapped pairs) as soon as possible.
 
     The backward is split exactly when the orders hold W ops. Raises `ScheduleError` when the orders
     are not a complete, correctly placed set of ops, or when they deadlock (naming the op each stuck
@@ -40,54 +56,70 @@ def simulate(
         device = ready.pop()
         order, i, now = orders[device], position[device], free_at[device]
         while i < len(order):
-            key = order[i]
-            kind, stage, microbatch = key
-            start = now
-            dep = dependency(key, num_stages)
-            if dep is not None:
+            step = order[i]
+            keys = step_keys(step)
+            start, blocked = now, None
+            for key in keys:
+                dep = dependency(key, num_stages)
+                if dep is None or dep in keys:
+                    continue
                 dep_end = end.get(dep)
                 if dep_end is None:
-                    waiting.setdefault(dep, []).append(device)
+                    blocked = dep
                     break
                 if placement[dep.stage] != device:
                     dep_end += p2p
                 if dep_end > start:
                     start = dep_end
-            now = start + durations[kind][stage]
-            end[key] = now
-            ops.append(Op(kind, stage, microbatch, device, start, now))
+            if blocked is not None:
+                waiting.setdefault(blocked, []).append(device)
+                break
+            if isinstance(step, Pair):
+                now = start + pair_duration(instance, step, split)
+            else:
+                now = start + durations[step[0]][step[1]]
+            for key in keys:
+                end[key] = now
+                ops.append(Op(key[0], key[1], key[2], device, start, now))
             i += 1
-            woken = waiting.pop(key, None)
-            if woken:
-                ready.extend(woken)
+            for key in keys:
+                woken = waiting.pop(key, None)
+                if woken:
+                    ready.extend(woken)
         position[device], free_at[device] = i, now
-    if len(ops) != sum(len(order) for order in orders):
-        raise ScheduleError(_deadlock_message(orders, position, num_stages))
+    if len(ops) != sum(len(step_keys(step)) for order in orders for step in order):
+        raise ScheduleError(_deadlock_message(orders, position, num_stages, end.keys()))
     return Schedule(instance, tuple(ops), name, dict(source or {}))
 
 
-def check_orders(instance: Instance, orders: Sequence[Sequence[OpKey]]) -> bool:
-    """Check that the orders hold every op once on its stage's device; return whether W is split."""
+def check_orders(instance: Instance, orders: Sequence[Sequence[Step]]) -> bool:
+    """Check that the orders hold every op once on its stage's device, and that every pair is an F
+    and a B of different microbatches (with that B's W if any); return whether W is split."""
     if len(orders) != instance.num_devices:
         raise ScheduleError(f"got orders for {len(orders)} devices, the instance has {instance.num_devices}")
-    split = any(kind == "W" for order in orders for kind, _, _ in order)
+    for order in orders:
+        for step in order:
+            if isinstance(step, Pair):
+                _check_pair(step)
+    keys = [[key for step in order for key in step_keys(step)] for order in orders]
+    split = any(key[0] == "W" for order in keys for key in order)
     if split and not instance.split_backward:
         raise ScheduleError("the orders hold W ops but the instance has no weight_times; add weight_times")
     expected = expected_op_keys(instance, split)
-    counts = Counter(key for order in orders for key in order)
+    counts = Counter(key for order in keys for key in order)
     if len(counts) != len(expected) or any(counts[key] != 1 for key in expected):
         missing = [key for key in expected if key not in counts]
         doubled = [key for key, n in counts.items() if n > 1]
         unknown = sorted(set(counts) - set(expected))
         problems = []
-        for what, keys in (("missing", missing), ("repeated", doubled), ("unknown", unknown)):
-            if keys:
-                shown = ", ".join(op_label(k) for k in keys[:3]) + (
-                    f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+        for what, listed in (("missing", missing), ("repeated", doubled), ("unknown", unknown)):
+            if listed:
+                shown = ", ".join(op_label(k) for k in listed[:3]) + (
+                    f" and {len(listed) - 3} more" if len(listed) > 3 else ""
                 )
                 problems.append(f"{what}: {shown}")
         raise ScheduleError("the orders are not a complete set of ops: " + "; ".join(problems))
-    for device, order in enumerate(orders):
+    for device, order in enumerate(keys):
         for key in order:
             _, stage, _ = key
             if instance.placement[stage] != device:
@@ -98,11 +130,24 @@ def check_orders(instance: Instance, orders: Sequence[Sequence[OpKey]]) -> bool:
     return split
 
 
-def _deadlock_message(orders: Sequence[Sequence[OpKey]], position: list[int], num_stages: int) -> str:
+def _check_pair(pair: Pair) -> None:
+    forward, backward = pair.forward, pair.backward
+    if forward.kind != "F" or backward.kind != "B":
+        raise ScheduleError(f"a pair runs an F with a B, not {op_label(forward)} with {op_label(backward)}")
+    if forward.microbatch == backward.microbatch:
+        raise ScheduleError(f"{pair_label(pair)} pairs one microbatch with itself; a pair needs two microbatches")
+
+
+def _deadlock_message(
+    orders: Sequence[Sequence[Step]], position: list[int], num_stages: int, done: Collection[OpKey]
+) -> str:
     stuck = []
     for d, i in enumerate(position):
         if i < len(orders[d]):
-            before = dependency(orders[d][i], num_stages)
-            assert before is not None  # only F of stage 0 waits for nothing, and it never waits
-            stuck.append(f"device {d} is stuck at {op_label(orders[d][i])} waiting for {op_label(before)}")
+            step = orders[d][i]
+            keys = step_keys(step)
+            # A stuck step waits for an op that has not run (never for an op of its own pair).
+            before = next(dep for key in keys if (dep := dependency(key, num_stages)) is not None and dep not in done)
+            at = pair_label(step) if isinstance(step, Pair) else op_label(keys[0])
+            stuck.append(f"device {d} is stuck at {at} waiting for {op_label(before)}")
     return "the orders deadlock: " + "; ".join(stuck)

@@ -2,7 +2,8 @@
 
 It shares no code with the simulator or any schedule maker, only the rules themselves (`models.ops`,
 `models.tolerance`). One check per rule (every op exactly once, placement, no start before time 0,
-durations, dependencies with p2p, one op at a time per device, the memory limit); every violation
+durations, dependencies with p2p, one op at a time per device or one overlapped pair, the memory
+limit); every violation
 comes back as a readable line. Times are compared up to float noise scaled to the times compared
 (`models.tolerance.time_slack`), never to the schedule's extent, so one op far away cannot hide an
 error elsewhere.
@@ -18,12 +19,14 @@ from pipesat.models import (
     Instance,
     Op,
     OpKey,
+    Pair,
     Schedule,
     ScheduleError,
     dependency,
     expected_op_keys,
     op_duration,
     op_label,
+    pair_duration,
 )
 from pipesat.models.tolerance import duration_slack, fits, time_slack
 from pipesat.models.units import memory_text
@@ -31,6 +34,9 @@ from pipesat.solver.evaluate.metrics import memory_profiles
 
 OpSet = dict[OpKey, Op]
 """The schedule's ops that exist on the instance, each once, by key."""
+
+Pairs = dict[OpKey, Pair]
+"""The overlapped pair each paired op runs in, by the op's key."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +58,13 @@ def validate(schedule: Schedule) -> list[Violation]:
     # W ops on an instance without weight times are reported as unknown, not expected everywhere.
     split = schedule.split_backward and instance.split_backward
     ops, violations = check_op_set(schedule, split)
+    pairs = find_pairs(ops)
     for op in ops.values():
         violations += check_placement(instance, op)
         violations += check_start(op)
-        violations += check_duration(instance, op, split)
-    violations += check_dependencies(instance, ops, origin)
-    violations += check_overlaps(ops, origin)
+        violations += check_duration(instance, op, split, pairs.get(op.key))
+    violations += check_dependencies(instance, ops, pairs, origin)
+    violations += check_overlaps(ops, pairs, origin)
     # Memory is only meaningful for a complete set of ops on their own devices (a device may not even exist).
     if not any(v.rule in ("missing", "repeated", "unknown", "placement") for v in violations):
         violations += check_memory(schedule)
@@ -92,6 +99,29 @@ def check_op_set(schedule: Schedule, split: bool) -> tuple[OpSet, list[Violation
     return ops, violations
 
 
+def find_pairs(ops: OpSet) -> Pairs:
+    """The overlapped pairs: ops on one device sharing one positive interval that are an F and a B of
+    different microbatches, with that B's W or not. Any other ops sharing a device's time are not a
+    pair, and `check_overlaps` reports them."""
+    together: dict[tuple[int, float, float], list[Op]] = defaultdict(list)
+    for op in ops.values():
+        if op.end > op.start:
+            together[(op.device, op.start, op.end)].append(op)
+    pairs: Pairs = {}
+    for group in together.values():
+        by_kind = {op.kind: op.key for op in group}
+        forward, backward, weight = by_kind.get("F"), by_kind.get("B"), by_kind.get("W")
+        if len(group) not in (2, 3) or len(by_kind) != len(group) or forward is None or backward is None:
+            continue
+        if forward.microbatch == backward.microbatch:
+            continue
+        if weight is not None and (weight.stage, weight.microbatch) != (backward.stage, backward.microbatch):
+            continue
+        pair = Pair(forward, backward, with_weight=weight is not None)
+        pairs.update((key, pair) for key in pair.op_keys())
+    return pairs
+
+
 def check_placement(instance: Instance, op: Op) -> list[Violation]:
     """The op runs on the device its stage is placed on."""
     expected_device = instance.placement[op.stage]
@@ -112,27 +142,29 @@ def check_start(op: Op) -> list[Violation]:
     return [Violation("start", f"device {op.device}: {op.label()} starts at {op.start:g}, before time 0")]
 
 
-def check_duration(instance: Instance, op: Op, split: bool) -> list[Violation]:
-    """The op lasts its stage's time for its kind (a B without separate Ws the whole backward)."""
-    duration = op_duration(instance, op.kind, op.stage, split)
+def check_duration(instance: Instance, op: Op, split: bool, pair: Pair | None = None) -> list[Violation]:
+    """The op lasts its stage's time for its kind (a B without separate Ws the whole backward), or in
+    an overlapped pair the pair's time (`models.ops.pair_duration`)."""
+    duration = op_duration(instance, op.kind, op.stage, split) if pair is None else pair_duration(instance, pair, split)
     if abs((op.end - op.start) - duration) <= duration_slack(duration, op.end):
         return []
     return [
         Violation(
             "duration",
             f"device {op.device}: {op.label()} lasts {op.end - op.start:g} (from {op.start:g} to {op.end:g}), "
-            f"expected {duration:g}",
+            f"expected {duration:g}{' for its overlapped pair' if pair is not None else ''}",
         )
     ]
 
 
-def check_dependencies(instance: Instance, ops: OpSet, origin: float) -> list[Violation]:
-    """Each op starts after its dependency (`models.ops.dependency`) ends, plus p2p between devices."""
+def check_dependencies(instance: Instance, ops: OpSet, pairs: Pairs, origin: float) -> list[Violation]:
+    """Each op starts after its dependency (`models.ops.dependency`) ends, plus p2p between devices;
+    a W in an overlapped pair with its B runs with it."""
     violations = []
     for op in ops.values():
         before = dependency(op.key, instance.num_stages)
         earlier = ops.get(before) if before else None
-        if earlier is None:
+        if earlier is None or (op.key in pairs and pairs.get(earlier.key) == pairs[op.key]):
             continue
         latency = instance.p2p_time if instance.placement[earlier.stage] != instance.placement[op.stage] else 0.0
         ready = earlier.end + latency
@@ -148,8 +180,8 @@ def check_dependencies(instance: Instance, ops: OpSet, origin: float) -> list[Vi
     return violations
 
 
-def check_overlaps(ops: OpSet, origin: float) -> list[Violation]:
-    """Each device runs one op at a time."""
+def check_overlaps(ops: OpSet, pairs: Pairs, origin: float) -> list[Violation]:
+    """Each device runs one op at a time, or the ops of one overlapped pair together."""
     per_device: dict[int, list[Op]] = defaultdict(list)
     for op in ops.values():
         per_device[op.device].append(op)
@@ -157,6 +189,8 @@ def check_overlaps(ops: OpSet, origin: float) -> list[Violation]:
     for device in sorted(per_device):
         in_time_order = sorted(per_device[device], key=lambda o: (o.start, o.end))
         for previous, current in itertools.pairwise(in_time_order):
+            if previous.key in pairs and pairs.get(current.key) == pairs[previous.key]:
+                continue
             if current.start < previous.end - time_slack(previous.end, origin):
                 violations.append(
                     Violation(

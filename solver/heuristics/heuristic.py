@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pipesat.models import InputError, Instance, OpKey, PipesatError
+from pipesat.models import InputError, Instance, OpKey, PipesatError, Step
 from pipesat.models.names import SCHEDULE_TITLES
 
 Orders = list[list[OpKey]]
+"""Per-device op orders, as most handwritten schedules build them."""
+
+StepOrders = Sequence[Sequence[Step]]
+"""Per-device orders of ops and overlapped pairs: what a handwritten schedule returns."""
 
 
 class NotApplicable(PipesatError):
@@ -29,7 +33,7 @@ class Heuristic:
 
     name: str
     requirement: Callable[[Instance], str | None]
-    orders: Callable[[Instance], Orders]
+    orders: Callable[[Instance], StepOrders]
 
     @property
     def title(self) -> str:

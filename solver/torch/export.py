@@ -2,7 +2,10 @@
 
 The CSV has one row per device (pipeline rank), each cell one action `{stage}{type}{microbatch}`:
 `F` forward, `B` the whole backward, `I` the backward for inputs and `W` the backward for weights.
-A pipesat schedule without W ops exports its B ops as `B`; one with W ops exports B as `I`.
+A pipesat schedule without W ops exports its B ops as `B`; one with W ops exports B as `I`. An
+overlapped pair is one `(F;B)OVERLAP_F_B` cell: `B` when the pair holds the whole backward (its W
+inside, or a schedule without W ops), `I` when its W runs on its own. Torch's runtime runs a pair's
+actions one after the other unless a custom function is registered for `OVERLAP_F_B`.
 PyTorch reads it with `_PipelineScheduleRuntime._load_csv(path, format="compute_only")` (a private
 API, checked against torch 2.13.0), which infers the stage-to-rank placement from the rows.
 
@@ -17,7 +20,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipesat.models import Instance, OpKey, Schedule
+from pipesat.models import Instance, OpKey, Pair, Schedule, Step
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.io.output_file import write_output
@@ -25,15 +28,23 @@ from pipesat.solver.io.output_file import write_output
 Rows = list[list[str]]
 
 
-def torch_cell(key: OpKey, split_backward: bool) -> str:
-    """The CSV cell of one op: `2F5`, `2B5` (whole backward), `2I5` (split B) or `2W5`."""
+def torch_cell(step: Step, split_backward: bool) -> str:
+    """The CSV cell of one step: `2F5`, `2B5` (whole backward), `2I5` (split B), `2W5`, or a pair
+    `(2F5;5B1)OVERLAP_F_B`."""
+    if isinstance(step, Pair):
+        backward = torch_cell(step.backward, split_backward and not step.with_weight)
+        return f"({torch_cell(step.forward, split_backward)};{backward})OVERLAP_F_B"
+    return _action(step, split_backward)
+
+
+def _action(key: OpKey, split_backward: bool) -> str:
     kind, stage, microbatch = key
     if kind == "B" and split_backward:
         kind = "I"
     return f"{stage}{kind}{microbatch}"
 
 
-def orders_to_rows(instance: Instance, orders: Sequence[Sequence[OpKey]]) -> Rows:
+def orders_to_rows(instance: Instance, orders: Sequence[Sequence[Step]]) -> Rows:
     """CSV rows of per-device op orders, refused (ScheduleError) when they deadlock or are invalid.
 
     The orders are timed by the simulator, which raises on an incomplete or deadlocking order, and
@@ -42,7 +53,7 @@ def orders_to_rows(instance: Instance, orders: Sequence[Sequence[OpKey]]) -> Row
     schedule = simulate(instance, orders, name="orders")
     ensure_valid(schedule)
     split = schedule.split_backward
-    return [[torch_cell(key, split) for key in order] for order in orders]
+    return [[torch_cell(step, split) for step in order] for order in orders]
 
 
 def schedule_to_rows(schedule: Schedule) -> Rows:

@@ -1,10 +1,13 @@
 """Import PyTorch pipeline schedules: torch's built-in schedules and any torch schedule CSV.
 
 A torch schedule is per-rank lists of actions `{stage}{type}{microbatch}` (`F`, `I` backward for
-inputs, `W` backward for weights, `B` whole backward, and `(a;b)OVERLAP_F_B` holding an F and a B that
-run one after the other). pipesat turns them into per-device op orders: `I` becomes pipesat's `B`;
-in a schedule with any `I`/`W` a whole-backward `B` becomes a `B` directly followed by its `W` (the
-same work, timed the same); communication, unshard/reshard and reduce-grad actions are dropped. The
+inputs, `W` backward for weights, `B` whole backward, and `(a;b)OVERLAP_F_B` holding an F and a
+backward of another microbatch that DualPipeV overlaps). pipesat turns them into per-device orders:
+`I` becomes pipesat's `B`; in a schedule with any `I`/`W` a whole-backward `B` becomes a `B` directly
+followed by its `W` (the same work, timed the same); an `OVERLAP_F_B` of an F and a backward becomes
+an overlapped pair, timed by pipesat's overlap model (with the whole backward's W inside); any other
+`OVERLAP_F_B` runs its actions one after the other, as torch's runtime does by default;
+communication, unshard/reshard and reduce-grad actions are dropped. The
 orders are then timed by the one simulator with the instance's durations and checked by the one
 validator, so an imported schedule is compared on the same footing as pipesat's own.
 
@@ -21,10 +24,23 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from pipesat.models import InputError, Instance, InstanceError, OpKey, PipesatError, Schedule, ScheduleError
+from pipesat.models import (
+    InputError,
+    Instance,
+    InstanceError,
+    OpKey,
+    Pair,
+    PipesatError,
+    Schedule,
+    ScheduleError,
+    Step,
+    step_keys,
+)
 from pipesat.models.document import MAX_FILE_BYTES
 from pipesat.models.instance import placement_devices
+from pipesat.models.ops import split_out_weight
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import NotApplicable, UnknownSchedule
@@ -59,6 +75,16 @@ TorchAction = tuple[str, int, int]
 """A torch compute action: (type F/I/W/B, stage, microbatch)."""
 
 
+class TorchOverlap(NamedTuple):
+    """An `OVERLAP_F_B` of a forward and a backward (`I` or `B`) of another microbatch."""
+
+    forward: TorchAction
+    backward: TorchAction
+
+
+TorchStep = TorchAction | TorchOverlap
+
+
 class TorchMissing(PipesatError):
     """torch (the optional extra) is not installed; the message says how to install it."""
 
@@ -77,7 +103,7 @@ class TorchOrders:
 
     num_microbatches: int
     placement: tuple[int, ...]
-    orders: list[list[OpKey]]
+    orders: list[list[Step]]
 
     @property
     def num_devices(self) -> int:
@@ -97,14 +123,26 @@ class TorchImport:
     known_issue: str | None = None
 
 
-def parse_cell(text: str) -> list[TorchAction]:
-    """The compute actions of one CSV cell (none for an empty or communication cell)."""
+def parse_cell(text: str) -> list[TorchStep]:
+    """The compute steps of one CSV cell (none for an empty or communication cell)."""
     text = text.strip()
     if not text or _NON_COMPUTE.fullmatch(text):
         return []
     overlap = _OVERLAP.fullmatch(text)
     if overlap:
-        return [action for part in overlap.group(1).split(";") for action in parse_cell(part)]
+        actions = [action for part in overlap.group(1).split(";") for action in _compute_actions(part)]
+        kinds = "".join(kind for kind, _, _ in actions)
+        if kinds in ("FB", "FI") and actions[0][2] != actions[1][2]:
+            return [TorchOverlap(actions[0], actions[1])]
+        return list(actions)
+    return list(_compute_actions(text))
+
+
+def _compute_actions(text: str) -> list[TorchAction]:
+    """The one compute action of a plain cell, none for communication."""
+    text = text.strip()
+    if not text or _NON_COMPUTE.fullmatch(text):
+        return []
     match = _COMPUTE.fullmatch(text)
     if not match:
         raise ScheduleError(f"cell {text!r} is not a torch action like 2F5, 2I5, 2W5, 2B5 or (0F3;3B1)OVERLAP_F_B")
@@ -118,7 +156,8 @@ def rows_to_orders(rows: Sequence[Sequence[str]], num_microbatches: int | None =
     `num_microbatches` defaults to the largest microbatch seen plus one. Completeness and
     deadlock-freedom are the simulator's to check.
     """
-    actions = [[action for cell in row for action in parse_cell(cell)] for row in rows]
+    steps = [[step for cell in row for step in parse_cell(cell)] for row in rows]
+    actions = [[action for step in row for action in _actions(step)] for row in steps]
     if not actions or not any(actions):
         raise ScheduleError("the torch schedule has no compute actions")
     device_of: dict[int, int] = {}
@@ -133,19 +172,24 @@ def rows_to_orders(rows: Sequence[Sequence[str]], num_microbatches: int | None =
             f"stage(s) {', '.join(map(str, absent))} have no actions; stages must be 0..{num_stages - 1}"
         )
     split = any(kind in "IW" for device_actions in actions for kind, _, _ in device_actions)
-    orders = [[key for action in device_actions for key in _to_op_keys(action, split)] for device_actions in actions]
+    orders = [[key for step in device_steps for key in _to_steps(step, split)] for device_steps in steps]
     if num_microbatches is None:
         num_microbatches = 1 + max(mb for device_actions in actions for _, _, mb in device_actions)
     return TorchOrders(num_microbatches, tuple(device_of[s] for s in range(num_stages)), orders)
 
 
-def _to_op_keys(action: TorchAction, split: bool) -> list[OpKey]:
-    kind, stage, microbatch = action
-    if kind == "I":
-        return [OpKey("B", stage, microbatch)]
-    if kind == "B" and split:
-        return [OpKey("B", stage, microbatch), OpKey("W", stage, microbatch)]
-    return [OpKey(kind, stage, microbatch)]
+def _actions(step: TorchStep) -> tuple[TorchAction, ...]:
+    return (step.forward, step.backward) if isinstance(step, TorchOverlap) else (step,)
+
+
+def _to_steps(step: TorchStep, split: bool) -> list[Step]:
+    if isinstance(step, TorchOverlap):
+        (_, f_stage, f_mb), (b_kind, b_stage, b_mb) = step
+        pair = Pair(OpKey("F", f_stage, f_mb), OpKey("B", b_stage, b_mb))
+        return split_out_weight(pair) if split and b_kind == "B" else [pair]
+    kind, stage, microbatch = step
+    key = OpKey("B" if kind == "I" else kind, stage, microbatch)
+    return split_out_weight(key) if split and kind == "B" else [key]
 
 
 def read_torch_csv(path: str | Path) -> TorchOrders:
@@ -243,7 +287,7 @@ def import_torch_schedule(name: str, instance: Instance) -> Schedule:
     if instance.placement != torch_orders.placement:
         chunks, placement = placement_options(torch_orders.placement, instance.num_devices)
         raise NotApplicable(f"torch {canonical}: needs chunks {chunks} with {placement} placement")
-    split = any(key.kind == "W" for order in torch_orders.orders for key in order)
+    split = any(key.kind == "W" for order in torch_orders.orders for step in order for key in step_keys(step))
     if split and not instance.split_backward:
         raise NotApplicable(f"torch {canonical}: needs a split backward (weight_times)")
     import torch

@@ -16,6 +16,7 @@ from pipesat.solver.torch.import_schedule import (
     INSTALL_HINT,
     TORCH_SCHEDULES,
     import_torch_csv,
+    TorchOverlap,
     import_torch_schedule,
     parse_cell,
     read_torch_csv,
@@ -50,7 +51,11 @@ def _write(path: Path, rows: list[list[str]]) -> Path:
 def test_cells_parse_compute_overlap_and_skip_communication() -> None:
     assert parse_cell("2F5") == [("F", 2, 5)]
     assert parse_cell(" 0I12 ") == [("I", 0, 12)]
-    assert parse_cell("(0F3;3B1)OVERLAP_F_B") == [("F", 0, 3), ("B", 3, 1)]
+    assert parse_cell("(0F3;3B1)OVERLAP_F_B") == [TorchOverlap(("F", 0, 3), ("B", 3, 1))]
+    assert parse_cell("(0F3;3I1)OVERLAP_F_B") == [TorchOverlap(("F", 0, 3), ("I", 3, 1))]
+    # Not a forward with another microbatch's backward: run one after the other, as torch's runtime does.
+    assert parse_cell("(0F3;3B3)OVERLAP_F_B") == [("F", 0, 3), ("B", 3, 3)]
+    assert parse_cell("(0F3;1F3)OVERLAP_F_B") == [("F", 0, 3), ("F", 1, 3)]
     for cell in ("", "1SEND_F0", "2RECV_B3", "0UNSHARD", "1REDUCE_GRAD"):
         assert parse_cell(cell) == []
     with pytest.raises(ScheduleError, match="cell '2X5' is not a torch action"):
