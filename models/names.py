@@ -10,6 +10,8 @@ SCHEDULE_TITLES: dict[str, str] = {
     "gpipe": "GPipe",
     "interleaved": "Interleaved 1F1B",
     "1f1b": "1F1B",
+    "interleaved-overlap": "Interleaved 1F1B, overlapped pairs",
+    "dualpipe-v": "DualPipeV",
     "v-min": "V-Min",
     "v-half": "V-Half",
     "v-zb": "V-ZB",

@@ -63,9 +63,14 @@ class Schedule:
         return [[key for step in steps for key in step_keys(step)] for steps in self.orders()]
 
     @cached_property
+    def pairs(self) -> tuple[Pair, ...]:
+        """The overlapped pairs, device by device in time order."""
+        return tuple(step for steps in self.orders() for step in steps if isinstance(step, Pair))
+
+    @property
     def has_pairs(self) -> bool:
         """Whether any ops run as overlapped pairs."""
-        return any(isinstance(step, Pair) for steps in self.orders() for step in steps)
+        return bool(self.pairs)
 
     def with_source(self, name: str | None = None, **source: Any) -> Schedule:
         return Schedule(self.instance, self.ops, self.name if name is None else name, {**self.source, **source})

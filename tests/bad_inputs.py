@@ -82,6 +82,12 @@ BAD_INSTANCES = [
         activation_memory=1,
         weight_memory=[3, 0],
     ),
+    _case(
+        "communication-over-op",
+        "forward_comm_times[1] = 1.5 exceeds forward_times[1] = 1; the communication is part of the op's time",
+        forward_comm_times=[0.5, 1.5],
+    ),
+    _case("negative-communication", "backward_comm_times = -1 must be non-negative", backward_comm_times=-1),
     _case("huge-microbatches", "4,000,000,000 ops (2 devices x 1 chunks x 1,000,000,000", num_microbatches=10**9),
     _case("huge-devices", "ops (about 10^308 devices x 1 chunks x 3 microbatches", num_devices=1e308),
     _case("huge-integer", "forward_times must be a finite number, got 1000000", forward_times=10**400),

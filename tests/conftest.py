@@ -18,6 +18,15 @@ def make_instance(p: int, m: int, **fields: Any) -> Instance:
     return Instance.from_dict({"num_devices": p, "num_microbatches": m, **fields})
 
 
+def moe_instance(p: int, m: int, placement: str = "vshape", comm: float = 0.45, **fields: Any) -> Instance:
+    """A MoE-like instance: F = B = W = 1 per device, the expert all-to-all `comm` of F and of B (0.45:
+    30% of a layer's F + B + W), two chunks per device unless the placement is linear."""
+    times = {"forward_times": 1, "backward_times": 1, "weight_times": 1}
+    chunks = 1 if placement == "linear" else 2
+    comm_times = {"forward_comm_times": comm, "backward_comm_times": comm}
+    return make_instance(p, m, chunks=chunks, placement=placement, **times, **comm_times, **fields)
+
+
 @pytest.fixture
 def one_f_one_b_instance() -> Instance:
     """The hand-computed 1F1B case: p=4, m=8, F=1, B=2 (the default times, fused backward), no p2p."""

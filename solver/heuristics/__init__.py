@@ -14,9 +14,14 @@ from functools import partial
 from pipesat.models import Instance, PipesatError, Schedule
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import one_at_a_time, periodic
+from pipesat.solver.heuristics.dual_pipe import dual_pipe_v_orders, dual_pipe_v_requirement
 from pipesat.solver.heuristics.fill_drain import gpipe_orders
 from pipesat.solver.heuristics.heuristic import Heuristic, NotApplicable, Orders, StartingSchedule, UnknownSchedule
-from pipesat.solver.heuristics.interleaved import interleaved_orders, interleaved_requirement
+from pipesat.solver.heuristics.interleaved import (
+    interleaved_orders,
+    interleaved_overlap_orders,
+    interleaved_requirement,
+)
 from pipesat.solver.heuristics.one_f_one_b import one_f_one_b_orders
 from pipesat.solver.heuristics.requirements import needs_linear, needs_nothing
 from pipesat.solver.heuristics.v_blocks import v_auto_orders, v_half_orders, v_min_orders
@@ -28,6 +33,7 @@ from pipesat.solver.heuristics.zero_bubble import zero_bubble_orders, zero_bubbl
 SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
     Heuristic("gpipe", needs_nothing, gpipe_orders),
     Heuristic("interleaved", interleaved_requirement, interleaved_orders),
+    Heuristic("interleaved-overlap", interleaved_requirement, interleaved_overlap_orders),
     Heuristic("1f1b", needs_linear, one_f_one_b_orders),
     Heuristic("v-min", v_requirement, v_min_orders),
     Heuristic("v-half", v_requirement, v_half_orders),
@@ -35,6 +41,7 @@ SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
     Heuristic("v-auto", v_requirement, v_auto_orders),
     Heuristic("zb-auto", zb_auto_requirement, zb_auto_orders),
     Heuristic("zb-v", zb_v_requirement, zb_v_orders),
+    Heuristic("dualpipe-v", dual_pipe_v_requirement, dual_pipe_v_orders),
     Heuristic("zb-h1", zero_bubble_requirement, partial(zero_bubble_orders, factor=1)),
     Heuristic("zb-h2", zero_bubble_requirement, partial(zero_bubble_orders, factor=2)),
     StartingSchedule(one_at_a_time.NAME),
@@ -72,6 +79,8 @@ ALIASES: dict[str, Heuristic] = {
     "scheduleinterleaved1f1b": _BY_NAME["interleaved"],
     "interleaved1f1b": _BY_NAME["interleaved"],
     "schedulezbvzerobubble": _BY_NAME["zb-v"],
+    "scheduledualpipev": _BY_NAME["dualpipe-v"],
+    "dualpipev": _BY_NAME["dualpipe-v"],
     "zbvzerobubble": _BY_NAME["zb-v"],
 }
 """Other names `pipesat schedule` takes; they are not listed or tried with the handwritten schedules."""

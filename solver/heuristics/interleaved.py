@@ -4,12 +4,16 @@ Forwards on a device walk microbatches in groups of p: microbatches 0..p-1 of ch
 ..., then the next group; backwards mirror that from the last chunk. Rank r runs
 `2(p-r-1) + (v-1)p` warm-up forwards (capped at all m·v of them), then one forward and one backward
 in turn, then the remaining backwards. The order needs m divisible by p.
+
+The overlapped variant runs the steady state in overlapped pairs (`solver.heuristics.phases`), as
+Megatron-Core does with the MoE all-to-all overlapped.
 """
 
 from __future__ import annotations
 
 from pipesat.models import Instance, OpKey
-from pipesat.solver.heuristics.heuristic import Orders
+from pipesat.solver.heuristics.heuristic import Orders, StepOrders
+from pipesat.solver.heuristics.phases import Phases
 from pipesat.solver.heuristics.requirements import (
     first_unmet,
     needs_interleaved,
@@ -25,9 +29,17 @@ def _chunk_and_microbatch(k: int, p: int, v: int) -> tuple[int, int]:
 
 
 def interleaved_orders(instance: Instance) -> Orders:
+    return [phases.ops() for phases in _phases(instance)]
+
+
+def interleaved_overlap_orders(instance: Instance) -> StepOrders:
+    return [phases.overlapped() for phases in _phases(instance)]
+
+
+def _phases(instance: Instance) -> list[Phases]:
     p, v, m = instance.num_devices, instance.chunks, instance.num_microbatches
     total = m * v
-    orders: Orders = []
+    phases = []
     for rank in range(p):
         forwards: list[OpKey] = []
         backwards: list[OpKey] = []
@@ -36,12 +48,9 @@ def interleaved_orders(instance: Instance) -> Orders:
             forwards.append(OpKey("F", chunk * p + rank, microbatch))
             backwards.append(OpKey("B", (v - 1 - chunk) * p + rank, microbatch))
         warmup = min(2 * (p - rank - 1) + (v - 1) * p, total)
-        order = forwards[:warmup]
-        for k in range(total - warmup):
-            order += [forwards[warmup + k], backwards[k]]
-        order += backwards[total - warmup :]
-        orders.append(order)
-    return orders
+        steady = [(forwards[warmup + k], backwards[k]) for k in range(total - warmup)]
+        phases.append(Phases(forwards[:warmup], steady, backwards[total - warmup :]))
+    return phases
 
 
 def interleaved_requirement(instance: Instance) -> str | None:

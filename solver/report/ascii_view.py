@@ -7,7 +7,8 @@ then ops may shrink to their kind letter, one column for the shortest; beyond th
 into one block, and ops too short for a column of their own are left out, with a line that says how
 many. `.` is idle.
 With two chunks per device, chunk 1 is lower case (`f`, `b`, `w`) as in the V-schedule papers; with
-more, the chunk follows a slash (`F3/2`).
+more, the chunk follows a slash (`F3/2`). An overlapped pair is one box, `F3&b1`, its F and its B
+(with the B's W inside when it is).
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def _texts(label: str) -> list[str]:
         texts.append(label.split("/")[0])
     texts.append(label[0])
     return texts
+
+
+def _pair_texts(forward: str, backward: str) -> list[str]:
+    """A pair's label and its shorter forms: `F3&b1`, `F&b`, `&`."""
+    return [f"{forward}&{backward}", f"{forward[0]}&{backward[0]}", "&"]
 
 
 def _cell(texts: list[str], width: int) -> str:
@@ -87,14 +93,18 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
     prefix = len(f"GPU {p - 1}: ")
     available = max(width - prefix, MIN_TIMELINE)
     chunk_of = {s: instance.stages_of(instance.placement[s]).index(s) for s in range(instance.num_stages)}
-    labels = {op: op_text(op, chunk_of[op.stage], v) for op in schedule.ops}
+    texts = {op.key: _texts(op_text(op, chunk_of[op.stage], v)) for op in schedule.ops}
+    for pair in schedule.pairs:
+        texts[pair.forward] = _pair_texts(texts[pair.forward][0], texts[pair.backward][0])
+    inside = {key for pair in schedule.pairs for key in pair.op_keys()[1:]}  # drawn in their pair's box
+    drawn = [op for op in schedule.ops if op.key not in inside]
 
     metrics = compute_metrics(schedule)
     origin = min((op.start for op in schedule.ops), default=0.0)
     makespan = metrics.makespan
     durations = [op.end - op.start for op in schedule.ops if op.end > op.start]
     if makespan > 0 and durations:
-        longest_label = max(len(text) for text in labels.values())
+        longest_label = max(len(texts[op.key][0]) for op in drawn)
         scale = columns_per_time(makespan, min(durations), longest_label, available)
     else:
         scale = 1.0
@@ -102,16 +112,16 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
 
     rows = [[IDLE] * columns for _ in range(p)]
     owner: list[list[Op | None]] = [[None] * columns for _ in range(p)]
-    for op in sorted(schedule.ops, key=lambda o: (o.start, o.end)):
+    for op in sorted(drawn, key=lambda o: (o.start, o.end)):
         first = min(_column(op.start - origin, scale), columns - 1)
         last = min(_column(op.end - origin, scale), columns)
         if last <= first:
             if owner[op.device][first] is not None:
                 continue
             last = first + 1
-        rows[op.device][first:last] = _cell(_texts(labels[op]), last - first)
+        rows[op.device][first:last] = _cell(texts[op.key], last - first)
         owner[op.device][first:last] = [op] * (last - first)
-    elided = len(schedule.ops) - len({op for row in owner for op in row if op is not None})
+    elided = len(drawn) - len({op for row in owner for op in row if op is not None})
 
     lines = [f"=== {display_name(schedule)} (p={p}, m={instance.num_microbatches}, v={v}) ==="]
     blocks = math.ceil(columns / available)
@@ -129,10 +139,12 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
         legend += "; lower case: chunk 1"
     elif v > 2:
         legend += "; /c: chunk c"
+    if schedule.pairs:
+        legend += "; F3&B1 an overlapped pair"
     lines.append(f"{legend}; {IDLE} idle")
     if elided:
         lines.append(
-            f"{elided} of {len(schedule.ops)} ops are too short for a column at this width and not drawn; "
+            f"{elided} of {len(drawn)} ops are too short for a column at this width and not drawn; "
             "a picture (-o FILE.png) draws every op"
         )
     peak_device = max(range(p), key=lambda d: metrics.peak_memory[d])

@@ -26,7 +26,8 @@ CHIP_STYLE = {"boxstyle": f"round,pad={CHIP_PAD}", "facecolor": "white", "edgeco
 class Box(NamedTuple):
     """An op as drawn: its bar's start and length on the time axis, cut to the window shown, and the
     whole op's centre and duration, which its label is centred on and fitted to (a label of an op the
-    window cuts is cut with it)."""
+    window cuts is cut with it). `band` is the part of the bar's height it fills, from the top: all
+    of it, or half of it in an overlapped pair (F above, B below)."""
 
     op: Op
     chunk: int
@@ -34,6 +35,7 @@ class Box(NamedTuple):
     length: float
     centre: float
     duration: float
+    band: tuple[float, float] = (0.0, 1.0)
 
     @property
     def label(self) -> str:

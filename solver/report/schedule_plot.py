@@ -2,7 +2,8 @@
 
 The Gantt chart has one row per device (device 0 on top), an op's box in its kind's colour, later
 chunks on a device in lighter shades; idle time is the grey background, so p2p latency shows as a
-grey gap. Every op's microbatch number is written in or on its box (`labels.py` places them). Below
+grey gap. An overlapped pair is one outlined box, its F in the upper half and its B in the lower
+(a W inside the pair is part of that B). Every op's microbatch number is written in or on its box (`labels.py` places them). Below
 it, one memory-over-time panel per device, with the memory limit drawn. A window (START, END) draws
 only that time range of both.
 """
@@ -17,7 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from pipesat.models import InputError, Objective, Schedule
+from pipesat.models import InputError, Objective, OpKey, Schedule
 from pipesat.solver.evaluate.metrics import compute_metrics, memory_profiles
 from pipesat.solver.report.figures import (
     DPI,
@@ -45,6 +46,10 @@ ROW_INCHES = 0.42
 BAR_HEIGHT = 0.8
 LANE_INCHES = 0.095
 MEMORY_FONT = 7.0
+
+# The parts of a device's bar an overlapped pair's F and B fill, from the top.
+PAIR_BANDS = ((0.0, 0.5), (0.5, 1.0))
+PAIR_OUTLINE = "#333333"
 
 Window = tuple[float, float]
 """A time range (START, END) from the schedule's first start, in the instance's time unit."""
@@ -102,15 +107,20 @@ def _end(schedule: Schedule) -> float:
 
 
 def _boxes(schedule: Schedule, shown: Window) -> list[Box]:
-    """The ops that reach into the shown time range."""
+    """The ops that reach into the shown time range (a W inside a pair is drawn as part of its B)."""
     instance, origin = schedule.instance, _origin(schedule)
     chunk_of = {s: instance.stages_of(instance.placement[s]).index(s) for s in range(instance.num_stages)}
+    bands: dict[OpKey, tuple[float, float] | None] = {}
+    for pair in schedule.pairs:
+        bands[pair.forward], bands[pair.backward] = PAIR_BANDS
+        bands.update((key, None) for key in pair.op_keys()[2:])
     boxes = []
     for op in schedule.ops:
+        band = bands.get(op.key, (0.0, 1.0))
         start, end = max(op.start - origin, shown[0]), min(op.end - origin, shown[1])
-        if end > start:
+        if end > start and band is not None:
             centre = (op.start + op.end) / 2 - origin
-            boxes.append(Box(op, chunk_of[op.stage], start, end - start, centre, op.end - op.start))
+            boxes.append(Box(op, chunk_of[op.stage], start, end - start, centre, op.end - op.start, band))
     return boxes
 
 
@@ -167,17 +177,24 @@ def _draw_gantt(axes: Any, schedule: Schedule, boxes: Sequence[Box], shown: Wind
     p, v = instance.num_devices, instance.chunks
     for device in range(p):
         axes.broken_barh([shown], (device - BAR_HEIGHT / 2, BAR_HEIGHT), facecolors=IDLE_COLOUR, edgecolor="none")
-    groups: dict[tuple[str, int], list[Box]] = {}
+    groups: dict[tuple[str, int, tuple[float, float]], list[Box]] = {}
     for box in boxes:
-        groups.setdefault((box.op.kind, box.chunk), []).append(box)
-    for (kind, chunk), members in sorted(groups.items()):
+        groups.setdefault((box.op.kind, box.chunk, box.band), []).append(box)
+    for (kind, chunk, band), members in sorted(groups.items()):
         rgb = shade(KIND_COLOURS[kind], chunk, v)
+        top, height = BAR_HEIGHT * band[0], BAR_HEIGHT * (band[1] - band[0])
         for device in range(p):
             bars = [(box.start, box.length) for box in members if box.op.device == device]
             if bars:
                 axes.broken_barh(
-                    bars, (device - BAR_HEIGHT / 2, BAR_HEIGHT), facecolors=rgb, edgecolor="white", linewidth=0.6
+                    bars, (device - BAR_HEIGHT / 2 + top, height), facecolors=rgb, edgecolor="white", linewidth=0.6
                 )
+    for device in range(p):
+        pairs = [(box.start, box.length) for box in boxes if box.op.device == device and box.band == PAIR_BANDS[0]]
+        if pairs:
+            axes.broken_barh(
+                pairs, (device - BAR_HEIGHT / 2, BAR_HEIGHT), facecolors="none", edgecolor=PAIR_OUTLINE, linewidth=0.9
+            )
     _draw_labels(axes, boxes, plan, v)
     axes.set_ylim(p - 0.5, -0.5)
     axes.set_yticks(range(p), [f"GPU {d}" for d in range(p)])
@@ -187,8 +204,8 @@ def _draw_gantt(axes: Any, schedule: Schedule, boxes: Sequence[Box], shown: Wind
         axes.spines[side].set_visible(False)
     if plan.labelled.step > 1:
         axes.text(1.0, 1.02, plan.note(), transform=axes.transAxes, ha="right", fontsize=8)
-    kinds = [kind for kind in KINDS if kind in {k for k, _ in groups}]
-    _draw_legend(axes, kinds, v, kind_names(schedule.split_backward))
+    kinds = [kind for kind in KINDS if kind in {k for k, _, _ in groups}]
+    _draw_legend(axes, kinds, v, kind_names(schedule.split_backward), schedule.has_pairs)
 
 
 def _draw_labels(axes: Any, boxes: Sequence[Box], plan: LabelPlan, chunks: int) -> None:
@@ -203,7 +220,7 @@ def _draw_labels(axes: Any, boxes: Sequence[Box], plan: LabelPlan, chunks: int) 
         colour = text_colour(shade(KIND_COLOURS[box.op.kind], box.chunk, chunks))
         axes.text(
             box.centre,
-            box.op.device,
+            box.op.device - BAR_HEIGHT / 2 + BAR_HEIGHT * (box.band[0] + box.band[1]) / 2,
             box.label,
             ha="center",
             va="center",
@@ -213,8 +230,9 @@ def _draw_labels(axes: Any, boxes: Sequence[Box], plan: LabelPlan, chunks: int) 
         )
 
 
-def _draw_legend(axes: Any, kinds: Sequence[str], chunks: int, names: dict[str, str]) -> None:
-    """One legend column per kind, one row per chunk (matplotlib fills legends column by column)."""
+def _draw_legend(axes: Any, kinds: Sequence[str], chunks: int, names: dict[str, str], pairs: bool = False) -> None:
+    """One legend column per kind, one row per chunk (matplotlib fills legends column by column), and
+    the pair's outline when there are pairs."""
     handles = []
     for kind in kinds:
         for chunk in range(chunks):
@@ -223,11 +241,14 @@ def _draw_legend(axes: Any, kinds: Sequence[str], chunks: int, names: dict[str, 
             handles.append(Patch(facecolor=shade(KIND_COLOURS[kind], chunk, chunks), label=label))
     handles.append(Patch(facecolor=IDLE_COLOUR, label="idle"))
     handles += [Patch(visible=False, label=" ")] * (chunks - 1)
+    if pairs:
+        handles.append(Patch(facecolor="none", edgecolor=PAIR_OUTLINE, label="overlapped pair: F above, B below"))
+        handles += [Patch(visible=False, label=" ")] * (chunks - 1)
     axes.legend(
         handles=handles,
         loc="lower left",
         bbox_to_anchor=(0, 1.0),
-        ncol=len(kinds) + 1,
+        ncol=len(kinds) + 1 + pairs,
         frameon=False,
         fontsize=8,
         handlelength=1.2,

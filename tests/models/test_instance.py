@@ -265,3 +265,16 @@ def test_one_model_at_every_placement_has_the_same_work_and_budget(
 def test_per_device_lists_on_a_chunked_cut_are_refused_with_the_way_out() -> None:
     with pytest.raises(InstanceError, match=r"one number \(a device's share, split over its 2 chunks\) also works"):
         make_instance(2, 4, chunks=2, forward_times=[1, 2])
+
+
+def test_communication_parts_are_per_stage_and_round_trip() -> None:
+    instance = make_instance(
+        2, 4, chunks=2, placement="vshape", forward_comm_times=0.4, backward_comm_times=[0, 0.2, 0.3, 0.1]
+    )
+    assert instance.forward_comm_times == (0.2, 0.2, 0.2, 0.2)  # a device's share, split over its chunks
+    assert instance.backward_comm_times == (0, 0.2, 0.3, 0.1)
+    assert instance.has_communication
+    assert Instance.from_dict(instance.to_dict()) == instance
+    plain = make_instance(2, 4)
+    assert not plain.has_communication and "forward_comm_times" not in plain.to_dict()
+    assert not make_instance(2, 4, forward_comm_times=0).has_communication

@@ -6,7 +6,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipesat.models import KINDS, Instance, dependency, expected_op_keys, memory_change, op_duration
+from pipesat.models import (
+    KINDS,
+    Instance,
+    OpKey,
+    Pair,
+    dependency,
+    expected_op_keys,
+    memory_change,
+    op_duration,
+    pair_duration,
+    step_keys,
+)
+from pipesat.models.ops import split_out_weight
 from tests.strategies import PROPERTY_SETTINGS, instances
 
 
@@ -85,3 +97,65 @@ def test_memory_change_of_split_and_fused_backward(split_instance: Instance) -> 
     assert memory_change(split_instance, "B", 1, split_backward=True) == -1
     assert memory_change(split_instance, "W", 1, split_backward=True) == -1
     assert memory_change(split_instance, "B", 1, split_backward=False) == -2
+
+
+def _pair_instance(forward_comm: float, backward_comm: float, split: bool = True) -> Instance:
+    """One device: F = 2, B = 3 (the activation part; W = 1), with the given communication parts."""
+    weight = {"weight_times": 1} if split else {}
+    return Instance.from_dict(
+        {
+            "num_devices": 1,
+            "num_microbatches": 2,
+            "forward_times": 2,
+            "backward_times": 3,
+            **weight,
+            "forward_comm_times": forward_comm,
+            "backward_comm_times": backward_comm,
+        }
+    )
+
+
+PAIR = Pair(OpKey("F", 0, 1), OpKey("B", 0, 0))
+
+
+@pytest.mark.parametrize(
+    ("forward_comm", "backward_comm", "expected"),
+    [
+        (0, 0, 5),  # nothing to hide: F + B
+        (0.5, 1, 3.5),  # each hides under the other's compute: the computes, 1.5 + 2
+        (1.5, 1, 3),  # B's communication outlasts F's compute: max(0.5, 1) + max(2, 1.5)
+        (2, 3, 5),  # all communication: nothing to hide it under, the communications add up
+    ],
+)
+def test_pair_duration_hides_each_communication_under_the_other_compute(
+    forward_comm: float, backward_comm: float, expected: float
+) -> None:
+    instance = _pair_instance(forward_comm, backward_comm)
+    forward_compute, backward_compute = 2 - forward_comm, 3 - backward_comm
+    length = pair_duration(instance, PAIR, split_backward=True)
+    assert length == max(forward_compute, backward_comm) + max(backward_compute, forward_comm)
+    assert length == expected
+    assert length >= forward_compute + backward_compute and length >= forward_comm + backward_comm
+    assert length <= 2 + 3
+
+
+def test_pair_with_weight_inside_hides_more_only_when_the_forward_communication_outlasts_b() -> None:
+    with_weight = PAIR._replace(with_weight=True)
+    # B's compute (3) covers F's communication (1.9): the W inside adds its own time.
+    covered = _pair_instance(1.9, 0)
+    assert pair_duration(covered, with_weight, True) == pair_duration(covered, PAIR, True) + 1
+    # B's compute (3 - 2.5) does not: the W's compute hides the rest of it.
+    uncovered = _pair_instance(1.5, 2.5)
+    assert pair_duration(uncovered, PAIR, True) == max(0.5, 2.5) + max(0.5, 1.5)
+    assert pair_duration(uncovered, with_weight, True) == max(0.5, 2.5) + max(1.5, 1.5)
+    # In a schedule that fuses the backward, the pair's B is the whole backward (B + W = 4).
+    assert pair_duration(_pair_instance(0.5, 1), PAIR, False) == max(1.5, 1) + max(3, 0.5)
+    assert pair_duration(_pair_instance(0.5, 1, split=False), PAIR, False) == max(1.5, 1) + max(2, 0.5)
+
+
+def test_split_out_weight_keeps_a_pairs_w_inside() -> None:
+    assert split_out_weight(OpKey("B", 1, 2)) == [OpKey("B", 1, 2), OpKey("W", 1, 2)]
+    assert split_out_weight(OpKey("F", 1, 2)) == [OpKey("F", 1, 2)]
+    assert split_out_weight(PAIR) == [PAIR._replace(with_weight=True)]
+    assert PAIR._replace(with_weight=True).op_keys() == (OpKey("F", 0, 1), OpKey("B", 0, 0), OpKey("W", 0, 0))
+    assert step_keys(OpKey("F", 0, 0)) == (OpKey("F", 0, 0),)

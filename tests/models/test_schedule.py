@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
 from pipesat.models import Instance, Op, Schedule, ScheduleError, op_label
 from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.heuristics import run_heuristic
 from tests.strategies import assert_valid
 
 
@@ -73,3 +75,15 @@ def test_from_dict_rejects_malformed_data(split_instance: Instance, corrupt, mes
 def test_from_dict_rejects_non_mapping() -> None:
     with pytest.raises(ScheduleError, match="a schedule file must hold a JSON object"):
         Schedule.from_dict([])
+
+
+def test_pairs_round_trip_through_the_file_form() -> None:
+    instance = Instance.from_dict(
+        {"num_devices": 2, "num_microbatches": 4, "chunks": 2, "placement": "vshape", "weight_times": 0.5}
+        | {"forward_comm_times": 0.3, "backward_comm_times": 0.3}
+    )
+    schedule = run_heuristic("dualpipe-v", instance)
+    assert schedule.has_pairs
+    again = Schedule.from_dict(json.loads(json.dumps(schedule.to_dict())))
+    assert again.orders() == schedule.orders() and again.has_pairs
+    assert not Schedule(instance, again.ops[:1]).has_pairs

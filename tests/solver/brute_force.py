@@ -1,12 +1,16 @@
 """Exhaustive optima of tiny instances: every per-device order, timed by the simulator (or re-timed for
-the least max span), checked by the validator. The reference the solver and the bounds are tested against."""
+the least max span), checked by the validator. The reference the solver and the bounds are tested against.
+
+On an instance whose ops carry communication the orders also hold every overlapped pair there can be:
+an F and a B of different microbatches (with the B's W inside or not, when the backward is split),
+each ready by the order so far."""
 
 from __future__ import annotations
 
 import functools
 import itertools
 
-from pipesat.models import Instance, OpKey, ScheduleError, dependency, expected_op_keys
+from pipesat.models import Instance, OpKey, Pair, ScheduleError, Step, dependency, expected_op_keys, step_keys
 from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
 from pipesat.solver.evaluate.retime import timed_for
 from pipesat.solver.evaluate.validator import validate
@@ -38,24 +42,35 @@ def _waits_for(key: OpKey, num_stages: int) -> set[OpKey]:
     return found
 
 
-def device_orders(instance: Instance, device: int, split: bool) -> list[list[OpKey]]:
-    """Every order of the device's ops consistent with the dependencies among them."""
+def device_orders(instance: Instance, device: int, split: bool) -> list[list[Step]]:
+    """Every order of the device's ops (and pairs, with communication) consistent with the dependencies among them."""
     keys = [key for key in expected_op_keys(instance, split) if instance.placement[key[1]] == device]
     waits = {b: _waits_for(b, instance.num_stages) for b in keys}
     before = {b: [a for a in keys if a in waits[b]] for b in keys}
-    results: list[list[OpKey]] = []
+    steps: list[Step] = list(keys)
+    if instance.has_communication:
+        for f, b in itertools.product(keys, keys):
+            if f.kind == "F" and b.kind == "B" and f.microbatch != b.microbatch:
+                steps += [Pair(f, b)] + ([Pair(f, b, with_weight=True)] if split else [])
+    results: list[list[Step]] = []
 
-    def extend(order: list[OpKey], placed: set[OpKey]) -> None:
-        if len(order) == len(keys):
+    def ready(step: Step, placed: set[OpKey]) -> bool:
+        inside = step_keys(step)
+        return all(key not in placed for key in inside) and all(
+            a in placed or a in inside for key in inside for a in before[key]
+        )
+
+    def extend(order: list[Step], placed: set[OpKey]) -> None:
+        if len(placed) == len(keys):
             results.append(list(order))
             return
-        for key in keys:
-            if key not in placed and all(a in placed for a in before[key]):
-                order.append(key)
-                placed.add(key)
+        for step in steps:
+            if ready(step, placed):
+                order.append(step)
+                placed.update(step_keys(step))
                 extend(order, placed)
                 order.pop()
-                placed.remove(key)
+                placed.difference_update(step_keys(step))
 
     extend([], set())
     return results

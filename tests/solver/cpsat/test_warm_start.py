@@ -9,12 +9,14 @@ from ortools.sat.python import cp_model
 
 from pipesat.models import Instance, Objective
 from pipesat.solver.cpsat.model import build_model
-from pipesat.solver.cpsat.warm_start import add_hint, tick_starts, warm_start
+from pipesat.solver.cpsat.warm_start import add_hint, tick_starts, tick_value, warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import timed_for
 from pipesat.solver.heuristics import handwritten_schedules
 from tests.solver.cpsat.test_model import solve_model
+
+MOE = {"forward_comm_times": 0.3, "backward_comm_times": 0.4}
 
 
 def _hint_instances() -> list[Instance]:
@@ -24,6 +26,9 @@ def _hint_instances() -> list[Instance]:
         Instance.from_dict({**base, "memory_limit": "2x"}),
         Instance.from_dict({**base, "chunks": 2, "placement": "vshape"}),
         Instance.from_dict({**base, "chunks": 2, "placement": "interleaved"}),
+        # With all-to-alls: the pairs of DualPipeV and overlapped interleaved 1F1B are hinted as pairs.
+        Instance.from_dict({**base, "chunks": 2, "placement": "vshape", **MOE}),
+        Instance.from_dict({**base, "chunks": 2, "placement": "interleaved", **MOE}),
     ]
 
 
@@ -35,13 +40,18 @@ def test_every_heuristic_gives_a_complete_feasible_hint(instance: Instance, obje
         if instance.over_limit(compute_metrics(schedule).peak_memory):
             continue
         model = build_model(instance, objective, split_backward=schedule.split_backward)
-        ticks = timed_for(objective, model.data.tick_instance, schedule.orders())
-        value = add_hint(model, {op.key: round(op.start) for op in ticks.ops})
+        starts, _ = tick_starts(model, schedule.orders())
+        value = add_hint(model, starts)
         proto = model.cp_model.proto
         assert len(proto.solution_hint.vars) == len(proto.variables), name
         status, solver = solve_model(model, fix_variables_to_their_hinted_value=True)
         assert status == cp_model.OPTIMAL, name
-        assert solver.objective_value == value == compute_metrics(ticks).objective(objective)
+        assert solver.objective_value == value == tick_value(model, schedule.orders())
+        if instance.has_communication and schedule.has_pairs:
+            assert any(solver.value(var) for var in model.variables.paired.values()), name
+            # Pairs the model does not offer run as it can run them, which is never slower.
+            ticks = timed_for(objective, model.data.tick_instance, schedule.orders())
+            assert value <= compute_metrics(ticks).objective(objective), name
         hinted += 1
     assert hinted >= 2
 

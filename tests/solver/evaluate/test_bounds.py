@@ -110,3 +110,23 @@ def test_knapsack_helpers_match_enumeration() -> None:
         assert max_total_time(items, count, capacity) == pytest.approx(best_time)
         assert max_count([w for _, w in items], count, capacity) == best_count
         assert max_total_time(items, count, None) == count * sum(t for t, _ in items)
+
+
+@settings(PROPERTY_SETTINGS, max_examples=12)
+@given(_tiny_instances(), st.sampled_from([0.25, 0.5, 1.0]), st.sampled_from([0.25, 0.5, 1.0]))
+def test_bounds_hold_for_schedules_with_overlapped_pairs(instance: Instance, forward: float, backward: float) -> None:
+    """With communication, the bounds of the compute alone never exceed the optimum over schedules with pairs."""
+    assume(not instance.split_backward)  # a fused backward keeps the enumeration with pairs small
+    moe = instance.with_changes(
+        forward_comm_times=[forward * f for f in instance.forward_times],
+        backward_comm_times=[backward * b for b in instance.backward_times],
+    )
+    assume(math.prod(len(device_orders(moe, d, False)) for d in range(moe.num_devices)) <= 20_000)
+    for objective in ("makespan", "span"):
+        optimum = brute_force_optimum(moe, False, objective)
+        assert lower_bound(moe, objective, False) <= optimum + 1e-9, objective
+        unlimited = moe.with_changes(memory_limit=None)
+        cap = brute_force_optimum(unlimited, False, objective)
+        least = brute_force_least_memory(moe, False, objective, cap)
+        assert least is not None
+        assert memory_bound_under_cap(unlimited, False, objective, cap) <= least + 1e-9, objective

@@ -13,6 +13,7 @@ from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import min_span_schedule, retime_for_span, retimed_for, timed_for
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import run_heuristic
+from tests.conftest import moe_instance
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances_with_orders
 
 # An order whose as-soon-as-possible timing has max span 16, but 15 is possible: device 1 starts
@@ -129,3 +130,11 @@ def test_each_objective_times_an_order_its_own_way() -> None:
     least_span = min_span_schedule(ORDER_INSTANCE, ORDERS, "order")
     assert timed_for(Objective.SPAN, ORDER_INSTANCE, ORDERS, "order") == least_span
     assert retimed_for("span", asap) == least_span
+
+
+def test_retiming_keeps_overlapped_pairs_together() -> None:
+    instance = moe_instance(3, 6)
+    schedule = run_heuristic("dualpipe-v", instance)
+    retimed = assert_valid(retime_for_span(schedule))
+    assert retimed.orders() == schedule.orders() and retimed.has_pairs
+    assert compute_metrics(retimed).max_span <= compute_metrics(schedule).max_span

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pipesat.models import Instance, OpKey, Schedule, ScheduleError
+from pipesat.models import Instance, OpKey, Pair, Schedule, ScheduleError
 from pipesat.models.ops import dependency
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import get_heuristic, run_heuristic
@@ -184,3 +184,60 @@ def test_fused_orders_of_a_split_instance_use_the_whole_backward(data) -> None:
     for op in schedule.ops:
         if op.kind == "B":
             assert op.end - op.start == instance.backward_times[op.stage] + instance.weight_times[op.stage]
+
+
+ONE_DEVICE_MOE = Instance.from_dict(
+    {
+        "num_devices": 1,
+        "num_microbatches": 2,
+        "forward_times": 2,
+        "backward_times": 3,
+        "forward_comm_times": 0.5,
+        "backward_comm_times": 1,
+    }
+)
+"""One device, F = 2 and B = 3 (fused), with all-to-alls of 0.5 and 1: a pair lasts 1.5 + 2 = 3.5."""
+
+PAIR = Pair(OpKey("F", 0, 1), OpKey("B", 0, 0))
+
+
+def test_a_pair_is_one_step_timed_by_the_overlap_model() -> None:
+    schedule = simulate(ONE_DEVICE_MOE, [[OpKey("F", 0, 0), PAIR, OpKey("B", 0, 1)]])
+    timeline = sorted((op.kind, op.microbatch, op.start, op.end) for op in schedule.ops)
+    assert timeline == [("B", 0, 2, 5.5), ("B", 1, 5.5, 8.5), ("F", 0, 0, 2), ("F", 1, 2, 5.5)]
+    assert schedule.orders() == [[OpKey("F", 0, 0), PAIR, OpKey("B", 0, 1)]]
+    assert schedule.has_pairs
+
+
+def test_a_pair_waits_for_both_its_ops_dependencies() -> None:
+    times = {"forward_times": 2, "backward_times": 3, "forward_comm_times": 0.5, "backward_comm_times": 1}
+    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "p2p_time": 1, **times})
+    forward_b_pair = Pair(OpKey("F", 1, 1), OpKey("B", 1, 0))
+    orders = [
+        [OpKey("F", 0, 0), OpKey("F", 0, 1), OpKey("B", 0, 0), OpKey("B", 0, 1)],
+        [OpKey("F", 1, 0), forward_b_pair, OpKey("B", 1, 1)],
+    ]
+    schedule = simulate(instance, orders)
+    start = {op.key: op.start for op in schedule.ops}
+    # F(1, 1) may start at 2 + 2 + 1 (stage 0's second forward, p2p); B(1, 0) at 1 + 2 + 2 = 5 after F(1, 0).
+    assert start[OpKey("F", 1, 1)] == start[OpKey("B", 1, 0)] == 5
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        (Pair(OpKey("F", 0, 0), OpKey("B", 0, 0)), "pairs one microbatch with itself"),
+        (Pair(OpKey("F", 0, 0), OpKey("F", 0, 1)), "a pair runs an F with a B"),
+    ],
+)
+def test_inadmissible_pairs_are_refused(pair: Pair, message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        simulate(ONE_DEVICE_MOE, [[pair, OpKey("F", 0, 1), OpKey("B", 0, 1)]])
+
+
+def test_a_stuck_pair_is_named_in_the_deadlock() -> None:
+    backwards_first = Pair(OpKey("F", 0, 0), OpKey("B", 0, 1))
+    with pytest.raises(
+        ScheduleError, match=r"stuck at F\(stage 0, mb 0\) with B\(stage 0, mb 1\) waiting for F\(stage 0, mb 1\)"
+    ):
+        simulate(ONE_DEVICE_MOE, [[backwards_first, OpKey("F", 0, 1), OpKey("B", 0, 0)]])

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipesat.models import Instance, Op, Schedule, ScheduleError
+from pipesat.models import Instance, Op, OpKey, Pair, Schedule, ScheduleError
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import ensure_valid, validate
@@ -279,3 +279,63 @@ def test_memory_limit_in_the_instance_units(one_f_one_b_instance: Instance) -> N
     assert _messages(schedule) == [
         ("memory", "device 0: holds 4 GiB of activation memory at time 3 ms, over the limit 3 GiB")
     ]
+
+
+ONE_DEVICE_MOE = Instance.from_dict(
+    {
+        "num_devices": 1,
+        "num_microbatches": 2,
+        "forward_times": 2,
+        "backward_times": 2,
+        "weight_times": 1,
+        "forward_comm_times": 0.5,
+        "backward_comm_times": 1,
+    }
+)
+"""One device, F = 2, B = 2, W = 1, all-to-alls 0.5 (F) and 1 (B): F with B lasts 1.5 + 1 = 2.5, with
+its W inside 1.5 + 2 = 3.5."""
+
+
+def _paired(with_weight: bool) -> list[Op]:
+    """F0, then F1 with B0 (and W0 inside or after), then B1, W1."""
+    end = 3.5 if with_weight else 2.5
+    ops = [Op("F", 0, 0, 0, 0, 2), Op("F", 0, 1, 0, 2, 2 + end), Op("B", 0, 0, 0, 2, 2 + end)]
+    t = 2 + end
+    if with_weight:
+        ops.append(Op("W", 0, 0, 0, 2, t))
+    else:
+        ops.append(Op("W", 0, 0, 0, t, t + 1))
+        t += 1
+    return [*ops, Op("B", 0, 1, 0, t, t + 2), Op("W", 0, 1, 0, t + 2, t + 3)]
+
+
+@pytest.mark.parametrize("with_weight", [False, True])
+def test_an_overlapped_pair_is_valid(with_weight: bool) -> None:
+    schedule = assert_valid(Schedule(ONE_DEVICE_MOE, tuple(_paired(with_weight))))
+    assert schedule.orders()[0][1] == Pair(OpKey("F", 0, 1), OpKey("B", 0, 0), with_weight)
+    # The device is busy once for the pair: 2 + 2.5 + 1 + 2 + 1, or 2 + 3.5 + 2 + 1.
+    assert compute_metrics(schedule).busy == (8.5,)
+
+
+def _rules(ops: list[Op]) -> list[str]:
+    return [violation.rule for violation in validate(Schedule(ONE_DEVICE_MOE, tuple(ops)))]
+
+
+def test_a_pair_must_last_the_overlap_models_time() -> None:
+    ops = _paired(False)
+    ops[1], ops[2] = ops[1]._replace(end=4), ops[2]._replace(end=4)  # 2 instead of 2.5
+    assert "duration" in _rules(ops)
+
+
+def test_ops_sharing_a_device_without_sharing_an_interval_are_not_a_pair() -> None:
+    apart = _paired(False)
+    apart[1] = apart[1]._replace(end=4.4)  # F1 starts with B0 but ends apart from it
+    assert "overlap" in _rules(apart)
+
+
+def test_a_pair_of_the_same_microbatch_is_not_a_pair() -> None:
+    instance = ONE_DEVICE_MOE
+    ops = (Op("F", 0, 0, 0, 0, 2.5), Op("B", 0, 0, 0, 0, 2.5), Op("W", 0, 0, 0, 2.5, 3.5))
+    ops += (Op("F", 0, 1, 0, 3.5, 5.5), Op("B", 0, 1, 0, 5.5, 7.5), Op("W", 0, 1, 0, 7.5, 8.5))
+    rules = [violation.rule for violation in validate(Schedule(instance, ops))]
+    assert "overlap" in rules and "dependency" in rules

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipesat.models import step_keys
 from pipesat.solver.heuristics import NotApplicable, run_heuristic
 from tests.solver.heuristics.helpers import B, F, W, run_valid, uniform
 
@@ -68,3 +69,16 @@ def test_warmup_is_capped_at_all_forwards() -> None:
 def test_refusals(extra: dict, reason: str) -> None:
     with pytest.raises(NotApplicable, match=reason):
         run_heuristic("interleaved", uniform(4, 8, **extra))
+
+
+@pytest.mark.parametrize(("p", "v"), [(2, 2), (4, 2), (4, 3)])
+def test_the_overlapped_variant_pairs_the_steady_state_and_hides_the_all_to_all(p: int, v: int) -> None:
+    moe = {"forward_comm_times": 0.3 * F, "backward_comm_times": 0.3 * B}
+    plain, plain_metrics = run_valid("interleaved", chunked(p, 2 * p, v, **moe))
+    paired, metrics = run_valid("interleaved-overlap", chunked(p, 2 * p, v, **moe))
+    assert paired.has_pairs and not plain.has_pairs
+    # The same order: each pair's ops where the plain order has them, one after the other.
+    flat = [[key for step in order for key in step_keys(step)] for order in paired.orders()]
+    assert flat == plain.orders()
+    assert metrics.makespan < plain_metrics.makespan
+    assert metrics.max_peak_memory == plain_metrics.max_peak_memory

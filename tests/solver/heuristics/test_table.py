@@ -28,7 +28,21 @@ from tests.conftest import INSTANCES_DIR, ROOT
 from tests.solver.heuristics.helpers import uniform
 
 # The order every list of handwritten schedules shows (compare, `schedule --help`, pareto).
-HANDWRITTEN = ("gpipe", "interleaved", "1f1b", "v-min", "v-half", "v-zb", "v-auto", "zb-auto", "zb-v", "zb-h1", "zb-h2")
+HANDWRITTEN = (
+    "gpipe",
+    "interleaved",
+    "interleaved-overlap",
+    "1f1b",
+    "v-min",
+    "v-half",
+    "v-zb",
+    "v-auto",
+    "zb-auto",
+    "zb-v",
+    "dualpipe-v",
+    "zb-h1",
+    "zb-h2",
+)
 
 
 def test_the_table_lists_the_handwritten_schedules_then_the_starts() -> None:
@@ -50,7 +64,8 @@ def test_every_schedule_has_a_title_and_every_title_a_schedule() -> None:
     own_names = {alias.name for alias in ALIASES.values()} - {entry.name for entry in SCHEDULES}
     assert own_names == {"zb-1p", "zb-2p"}
     assert {entry.name for entry in SCHEDULES} | own_names == set(SCHEDULE_TITLES)
-    assert [heuristic.title for heuristic in all_heuristics()][:3] == ["GPipe", "Interleaved 1F1B", "1F1B"]
+    titles = [heuristic.title for heuristic in all_heuristics()][:4]
+    assert titles == ["GPipe", "Interleaved 1F1B", "Interleaved 1F1B, overlapped pairs", "1F1B"]
     assert get_heuristic(" ZB-H1 ").title == "ZB-H1"
 
 
@@ -70,6 +85,7 @@ def test_an_unknown_name_is_an_input_error_that_lists_the_handwritten_names(name
         ("Schedule1F1B", "1f1b"),
         ("ScheduleInterleaved1F1B", "interleaved"),
         ("ZBVZeroBubble", "zb-v"),
+        ("ScheduleDualPipeV", "dualpipe-v"),
     ],
 )
 def test_the_papers_and_torchs_names_are_taken_too(alias: str, name: str) -> None:
@@ -81,7 +97,7 @@ def test_every_heuristic_is_tried_in_order_and_the_refusals_are_kept_or_skipped(
     attempts = try_every_heuristic(instance)
     assert tuple(attempt.heuristic.name for attempt in attempts) == HANDWRITTEN
     refused = [attempt.heuristic.name for attempt in attempts if isinstance(attempt.error, NotApplicable)]
-    assert refused == ["interleaved", "v-min", "v-half", "v-zb", "v-auto", "zb-v"]
+    assert refused == ["interleaved", "interleaved-overlap", "v-min", "v-half", "v-zb", "v-auto", "zb-v", "dualpipe-v"]
     assert all(attempt.schedule is not None for attempt in attempts if attempt.heuristic.name not in refused)
     applied = [name for name, _ in handwritten_schedules(instance)]
     assert applied == [name for name in HANDWRITTEN if name not in refused]

@@ -10,6 +10,7 @@ import pytest
 from pipesat.models import Instance, Op, Schedule, ScheduleError
 from pipesat.solver.heuristics import NotApplicable, all_heuristics, run_heuristic
 from pipesat.solver.torch.export import export_torch_csv, orders_to_rows, schedule_to_rows, torch_cell
+from pipesat.solver.torch.import_schedule import import_torch_csv
 from tests.solver.torch.torch_fakes import load_in_torch
 from tests.strategies import assert_valid
 
@@ -145,3 +146,17 @@ def test_solver_result_loads_in_torch(tmp_path: Path, shape: str) -> None:
     assert schedule.split_backward == instance.split_backward
     kinds = {action.computation_type.value for rank in runtime.pipeline_order.values() for action in rank}
     assert kinds == ({"F", "I", "W"} if instance.split_backward else {"F", "B"})
+
+
+def test_pairs_export_as_overlap_f_b_and_import_back(tmp_path: Path) -> None:
+    instance = Instance.from_dict(
+        {"num_devices": 2, "num_microbatches": 4, "chunks": 2, "placement": "vshape", "weight_times": 0.5}
+        | {"forward_comm_times": 0.3, "backward_comm_times": 0.3}
+    )
+    schedule = assert_valid(run_heuristic("dualpipe-v", instance))
+    path = export_torch_csv(schedule, tmp_path / "dualpipev.csv")
+    cells = [cell for row in _read(path) for cell in row]
+    assert "(0F3;3B1)OVERLAP_F_B" in cells  # the whole backward (its W inside) is torch's B
+    imported = import_torch_csv(path, instance)
+    assert imported.orders() == schedule.orders()
+    assert [op[:6] for op in sorted(imported.ops)] == [op[:6] for op in sorted(schedule.ops)]

@@ -15,8 +15,8 @@ from pipesat.solver.torch.export import export_torch_csv
 from pipesat.solver.torch.import_schedule import (
     INSTALL_HINT,
     TORCH_SCHEDULES,
-    import_torch_csv,
     TorchOverlap,
+    import_torch_csv,
     import_torch_schedule,
     parse_cell,
     read_torch_csv,

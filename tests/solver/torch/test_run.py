@@ -84,3 +84,13 @@ def test_a_worker_without_a_result_is_reported_with_its_last_line(tmp_path: Path
     result = torch_run_module._read_result(tmp_path, 1, (0, 1, 1, 0))
     assert not result.passed and result.stages == (1, 2)
     assert result.error == "the process died or timed out (RuntimeError: gloo connect failed)"
+
+
+def test_a_schedule_with_overlapped_pairs_trains_like_plain_training() -> None:
+    instance = Instance.from_dict(
+        {"num_devices": 2, "num_microbatches": 4, "chunks": 2, "placement": "vshape", "weight_times": 1}
+        | {"forward_comm_times": 0.3, "backward_comm_times": 0.3}
+    )
+    schedule = assert_valid(run_heuristic("dualpipe-v", instance))
+    assert schedule.has_pairs
+    _check_passed(schedule)
