@@ -17,6 +17,7 @@ from pipesat.cli_options import (
     LIMIT_OPTIONS,
     OBJECTIVE_OPTION,
     PICTURE_OPTIONS,
+    PLACEMENTS_OPTION,
     SAVE_DIR_OPTION,
     SCHEDULE_FILE,
     SOLVER_OPTIONS,
@@ -48,7 +49,7 @@ from pipesat.cli_output import (
 )
 from pipesat.cli_plan import plan_command
 from pipesat.cli_torch import calibrate_command, export_command, import_group, profile_command, torch_run_command
-from pipesat.models import Instance, Minimize, Objective, Status, expected_op_keys
+from pipesat.models import Instance, Minimize, Objective, OptionError, Status, expected_op_keys
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.limits import check_model_size, set_max_ops
 from pipesat.solver.evaluate.retime import retimed_for
@@ -65,7 +66,7 @@ from pipesat.solver.report.tables import format_rows, heuristic_title
 from pipesat.solver.report.text import describe
 from pipesat.solver.report.units import units_of
 from pipesat.solver.solve import solve as run_solver
-from pipesat.solver.studies.compare import SOLVER_NAME, compare, with_torch_rows
+from pipesat.solver.studies.compare import SOLVER_NAME, compare, compare_placements, with_torch_rows
 from pipesat.solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
 from pipesat.solver.torch import import_schedule as torch_import
 
@@ -247,6 +248,7 @@ def solve(
 @click.option("--no-solve", is_flag=True, help="Only the handwritten schedules (no CP-SAT run).")
 @FORMAT_OPTION
 @click.option("--with-torch", is_flag=True, help="Add torch's built-in schedules as rows (needs torch).")
+@PLACEMENTS_OPTION
 @SAVE_DIR_OPTION
 @FORCE_OPTION
 def compare_command(
@@ -255,31 +257,46 @@ def compare_command(
     no_solve: bool,
     fmt: str,
     with_torch: bool,
+    placements: tuple[str, ...],
     save_dir: Path | None,
     force: bool,
     **search: Any,
 ) -> None:
-    """Every handwritten schedule and the solver side by side, on one instance and memory limit."""
+    """Every handwritten schedule and the solver side by side, on one instance and memory limit (or the
+    same model at several placements)."""
     if with_torch:
+        if placements:
+            raise OptionError("--with-torch compares one placement; drop --placements or --with-torch")
         exit_without_torch()
     names = [SOLVER_NAME, *(h.name for h in all_heuristics())]
     names += [f"torch:{name}" for name in torch_import.TORCH_SCHEDULES] if with_torch else []
+    names = [f"{name}-{placement}" for placement in placements for name in names] or names
     check_writes(force, saved_files(save_dir, names))
     with live_progress(search.pop("progress")) as line:
-        comparison = compare(instance, objective, solve=not no_solve, progress=line, **search)
+        if placements:
+            comparison = compare_placements(
+                instance, placements, objective, solve=not no_solve, progress=line, **search
+            )
+        else:
+            comparison = compare(instance, objective, solve=not no_solve, progress=line, **search)
     if with_torch:
         comparison = with_torch_rows(comparison)
-    columns = comparison_columns(instance, objective, comparison.reference_kind, machine=fmt in ("csv", "json"))
+    machine = fmt in ("csv", "json")
+    columns = comparison_columns(instance, objective, comparison.reference_kind, machine, bool(placements))
     rows = [row.as_dict() for row in comparison.rows]
     if fmt == "json":
         kind, reference = comparison.reference_kind, comparison.reference
         click.echo(json.dumps(comparison_document(instance, objective, rows, kind, reference), indent=1))
     else:
         bound = comparison.reference if comparison.reference_kind == "bound" else None
-        click.echo(comparison_text(instance, format_rows(columns, rows, fmt), fmt, bound))
+        click.echo(comparison_text(instance, format_rows(columns, rows, fmt), fmt, bound, placements))
     if save_dir is not None:
         made = [row for row in comparison.rows if row.schedule is not None]
-        fitting = [(row.name, row.schedule) for row in made if row.schedule is not None and row.fits is not False]
+        fitting = [
+            (f"{row.name}-{row.placement}" if row.placement else row.name, row.schedule)
+            for row in made
+            if row.schedule is not None and row.fits is not False
+        ]
         save_schedules(fitting, save_dir, fmt, not_saved=len(made) - len(fitting))
     if comparison.solve_result is not None and comparison.solve_result.status == Status.INFEASIBLE:
         raise ScheduleError(no_schedule_text(comparison.solve_result, units_of(instance)))

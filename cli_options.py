@@ -24,6 +24,7 @@ import click
 from pipesat.cli_keys import key_options
 from pipesat.models import TIME_OBJECTIVES, Objective
 from pipesat.models.errors import InputError, InstanceError, PipesatError
+from pipesat.models.instance import PLACEMENTS
 from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from pipesat.models.log import log_shown, show_log
 from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs
@@ -478,6 +479,23 @@ def live_progress(enabled: bool | None) -> Iterator[ProgressLine]:
         line.clear()
 
 
+def _placements(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[str, ...]:
+    """`--placements linear,vshape`: named placements, each once."""
+    if value is None:
+        return ()
+    names = tuple(part.strip().lower() for part in value.split(","))
+    unknown = [name for name in names if name not in PLACEMENTS]
+    if unknown or not names or len(set(names)) != len(names):
+        raise click.BadParameter(f"give named placements, each once, from {', '.join(PLACEMENTS)}; got {value!r}")
+    return names
+
+
+PLACEMENTS_OPTION = click.option(
+    "--placements",
+    callback=_placements,
+    help="Compare the same model at each of these placements (comma-separated: linear, interleaved, vshape; "
+    "chunks 1 for linear, else --chunks or 2), in one table.",
+)
 SAVE_DIR_OPTION = click.option(
     "--save-dir",
     type=click.Path(file_okay=False, path_type=Path),

@@ -167,6 +167,37 @@ class Instance:
         p, v, m = self.num_devices, self.chunks, self.num_microbatches
         return max(min(p - k, m) * sum(self.activation_memory[k * v : (k + 1) * v]) for k in range(p))
 
+    def at_placement(self, placement: str, chunks: int | None = None) -> Instance:
+        """The same model cut for another named placement: `chunks` stages per device (default: 1 for
+        linear, else this cut's chunks, or 2 from a linear cut).
+
+        The model is the stages in order. With the same chunks only the placement changes; otherwise
+        each device's share of the linear cut (the sum of its `v` consecutive stages, exactly) is split
+        evenly over the new chunks, as one number in a file is (docs/design.md, one model, any placement).
+        The memory limit stays: it is in absolute units, and `1x` does not depend on the cut.
+        """
+        v, p = self.chunks, self.num_devices
+        new_chunks = chunks if chunks is not None else 1 if placement == "linear" else (v if v > 1 else 2)
+
+        def recut(values: tuple[float, ...] | None) -> list[float] | None:
+            if values is None or new_chunks == v:
+                return None if values is None else list(values)
+            shares = [sum(values[k * v : (k + 1) * v]) for k in range(p)]
+            return [shares[s // new_chunks] / new_chunks for s in range(p * new_chunks)]
+
+        per_stage = (
+            "forward_times",
+            "backward_times",
+            "weight_times",
+            "forward_comm_times",
+            "backward_comm_times",
+            "activation_memory",
+            "weight_memory",
+        )
+        data = self.to_dict() | {key: recut(getattr(self, key)) for key in per_stage}
+        data |= {"chunks": new_chunks, "placement": placement}
+        return Instance.from_dict({key: value for key, value in data.items() if value is not None})
+
     def with_changes(self, **changes: Any) -> Instance:
         """A copy with some normalised fields replaced, validated again."""
         data = self.to_dict()

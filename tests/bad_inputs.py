@@ -323,6 +323,16 @@ BAD_COMMANDS = [
     BadCommand("workers-thousands", ("solve", *SMALL, "--workers", "100000"), "100000 is not in the range"),
     BadCommand("cap-nan", ("solve", *SMALL, "--minimize", "memory", "--makespan-cap", "nan"), "'nan' is not a finite"),
     BadCommand("timeout-nan", ("torch-run", "--timeout", "nan", "x.json"), "'nan' is not a finite number"),
+    BadCommand(
+        "placements-unknown",
+        ("compare", *SMALL, "--no-solve", "--placements", "linear,diagonal"),
+        "give named placements, each once, from linear, interleaved, vshape; got 'linear,diagonal'",
+    ),
+    BadCommand(
+        "placements-with-torch",
+        ("compare", *SMALL, "--no-solve", "--placements", "vshape", "--with-torch"),
+        "--with-torch compares one placement; drop --placements or --with-torch",
+    ),
     BadCommand("export-without-to", ("export", "x.json", "out.csv"), "Missing option '--to'"),
     BadCommand("memory-limit-word", ("solve", *SMALL, "--memory-limit", "lots"), "--memory-limit must be a number"),
     BadCommand("memory-limit-unit", ("solve", *SMALL, "--memory-limit", "12GiB"), "has a unit but the instance's"),

@@ -521,3 +521,13 @@ def test_an_interrupted_solve_keeps_its_best_and_exits_interrupted(tmp_path: Pat
     assert process.returncode == EXIT_INTERRUPTED
     assert _field(out, "status").startswith("interrupted")
     assert validate(load_schedule(saved)) == []
+
+
+def test_compare_at_several_placements_names_each_rows_placement_and_saves_each(tmp_path: Path) -> None:
+    args = ["compare", "-s", 2, "-b", 4, "-w", 1, "-bw", 1, "--no-solve", "--placements", "linear,vshape"]
+    text = cli_ok(run_cli(*args))
+    assert "the same model at each placement: linear, vshape" in text and "slower than best" in text
+    rows = json.loads(cli_ok(run_cli(*args, "--format", "json", "--save-dir", tmp_path)))["rows"]
+    made = {(row["name"], row["placement"]) for row in rows if row["value"] is not None}
+    assert {("zb-h1", "linear"), ("zb-v", "vshape"), ("dualpipe-v", "vshape")} <= made
+    assert sorted(path.stem for path in tmp_path.iterdir()) == sorted(f"{name}-{placement}" for name, placement in made)

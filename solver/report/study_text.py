@@ -13,12 +13,17 @@ from pipesat.solver.report.text import describe
 from pipesat.solver.report.units import units_of
 
 
-def comparison_text(instance: Instance, table: str, fmt: str, lower_bound: float | None) -> str:
-    """The compare table; a text table comes under the instance, with a note when the gaps are to
-    `lower_bound` because the optimum is not proven."""
+def comparison_text(
+    instance: Instance, table: str, fmt: str, lower_bound: float | None, placements: Sequence[str] = ()
+) -> str:
+    """The compare table; a text table comes under the instance (and the placements it is cut for),
+    with a note when the gaps are to `lower_bound` because the optimum is not proven."""
     if fmt != "text":
         return table
-    lines = [describe(instance), "", table]
+    head = describe(instance)
+    if placements:
+        head += f"; the same model at each placement: {', '.join(placements)}"
+    lines = [head, "", table]
     if lower_bound is not None:
         lines += ["", f"The optimum is not proven: gaps are to the lower bound {format_number(lower_bound)}."]
     return "\n".join(lines)
@@ -97,10 +102,15 @@ def _point_row(limit: float, result: SolveResult, reference: float) -> dict[str,
 
 
 def comparison_columns(
-    instance: Instance, objective: Objective, reference_kind: str | None, machine: bool = False
+    instance: Instance,
+    objective: Objective,
+    reference_kind: str | None,
+    machine: bool = False,
+    placements: bool = False,
 ) -> list[Column]:
     """The compare table's columns; headers name the objective, the limit, the units and what the gap
-    refers to (`reference_kind`: "optimum", "bound" or None).
+    refers to (`reference_kind`: "optimum", "bound", "best" or None); with `placements` each row's
+    placement.
 
     `machine` (CSV, JSON) adds the schedule's name, which scripts pass back to pipesat, and
     keeps the "fits" column even without a limit, so the columns do not depend on the instance.
@@ -119,6 +129,7 @@ def comparison_columns(
     return [
         *name,
         Column("title", "schedule", align_right=False),
+        *([Column("placement", "placement", align_right=False)] if placements else []),
         Column("value", units.time_header(objective.label), unit=instance.time_unit),
         Column("bubble_rate", "bubble rate", percent_or_dash),
         Column(

@@ -3,11 +3,16 @@
 Heuristics are judged by their peak memory against the limit ("fits"), not refused for it, so the
 table shows what each would cost. Gaps are measured against the solver's proven optimum, or against
 its lower bound when the optimum is not proven (then the true gap is at most the one shown).
+
+Across placements (`compare_placements`) the same model is cut for each one and compared there; the
+rows come together, each with its placement, and their gaps are to the fastest schedule that fits
+(each solver row's note keeps its own proof or gap to its placement's bound).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +44,7 @@ class ComparisonRow:
     fits: bool | None = None
     gap: float | None = None
     note: str = ""
+    placement: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -55,7 +61,8 @@ class Comparison:
     rows: list[ComparisonRow]
     solve_result: SolveResult | None = None
     reference: float | None = None
-    reference_kind: str | None = None  # "optimum" | "bound" | None
+    reference_kind: str | None = None  # "optimum" | "bound" | "best" (across placements) | None
+    placements: tuple[str, ...] = ()
 
 
 def _fits(peaks: tuple[float, ...], instance: Instance) -> bool | None:
@@ -165,6 +172,47 @@ def compare(
     ]
     rows.insert(0, solver_row(result, objective, units_of(instance)))
     return Comparison(instance, objective, rows, result, reference, kind)
+
+
+def compare_placements(
+    instance: Instance,
+    placements: Sequence[str],
+    objective: Objective | str = Objective.MAKESPAN,
+    time_limit: float = 10.0,
+    solve: bool = True,
+    **solve_kwargs: Any,
+) -> Comparison:
+    """`compare` on the same model at each named placement (`Instance.at_placement`), in one table.
+
+    A schedule that applies at no placement keeps one row saying what it needs; rows come best
+    first, gaps are to the fastest row that fits, and each solver row's note keeps its own outcome.
+    """
+    objective = time_objective(objective)
+    rows: list[ComparisonRow] = []
+    needs: dict[str, ComparisonRow] = {}
+    for placement in placements:
+        comparison = compare(instance.at_placement(placement), objective, time_limit, solve, **solve_kwargs)
+        for row in comparison.rows:
+            if row.value is None and row.name != SOLVER_NAME:
+                needs.setdefault(row.name, row)
+                continue
+            note = row.note
+            if row.name == SOLVER_NAME and row.gap is not None and row.gap > 0:
+                note = f"{note}, {row.gap:.2%} over its bound"
+            rows.append(dataclasses.replace(row, placement=placement, note=note))
+    made = {row.name for row in rows}
+    rows += [row for name, row in needs.items() if name not in made]
+    fitting = [row.value for row in rows if row.value is not None and row.fits is not False]
+    best = min(fitting, default=None)
+    rows = sorted(
+        (
+            dataclasses.replace(row, gap=None if row.fits is False or row.value is None else _gap(row.value, best))
+            for row in rows
+        ),
+        key=lambda row: (row.value is None, row.fits is False, row.value or 0.0),
+    )
+    kind = None if best is None else "best"
+    return Comparison(instance, objective, rows, None, best, kind, tuple(placements))
 
 
 def with_torch_rows(comparison: Comparison) -> Comparison:

@@ -278,3 +278,20 @@ def test_communication_parts_are_per_stage_and_round_trip() -> None:
     plain = make_instance(2, 4)
     assert not plain.has_communication and "forward_comm_times" not in plain.to_dict()
     assert not make_instance(2, 4, forward_comm_times=0).has_communication
+
+
+def test_the_same_model_at_another_placement() -> None:
+    v_cut = make_instance(
+        4, 8, chunks=2, placement="vshape", forward_times=[1, 2, 3, 4, 5, 6, 7, 8], weight_times=0.5, memory_limit="1x"
+    )
+    interleaved = v_cut.at_placement("interleaved")
+    assert interleaved.forward_times == v_cut.forward_times and interleaved.placement_name() == "interleaved"
+    linear = v_cut.at_placement("linear")
+    assert linear.forward_times == (3, 7, 11, 15)  # each device's share of the model, exactly
+    assert linear.at_placement("vshape").forward_times == (1.5, 1.5, 3.5, 3.5, 5.5, 5.5, 7.5, 7.5)  # split evenly
+    for cut in (interleaved, linear):
+        assert cut.memory_limit == v_cut.memory_limit and cut.one_f_one_b_peak() == v_cut.one_f_one_b_peak()
+        assert sum(cut.weight_times or ()) == sum(v_cut.weight_times or ())
+    assert v_cut.at_placement("interleaved", chunks=4).chunks == 4
+    with pytest.raises(InstanceError, match="placement 'vshape' needs chunks 2"):
+        linear.at_placement("vshape", chunks=3)

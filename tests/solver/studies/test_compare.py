@@ -9,8 +9,9 @@ from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveRe
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retime_for_span
 from pipesat.solver.heuristics import all_heuristics, run_heuristic
-from pipesat.solver.studies.compare import SOLVER_NAME, compare, solver_row, with_torch_rows
+from pipesat.solver.studies.compare import SOLVER_NAME, compare, compare_placements, solver_row, with_torch_rows
 from pipesat.solver.torch.import_schedule import TORCH_SCHEDULES
+from tests.conftest import moe_instance
 from tests.strategies import assert_valid
 
 SPLIT = {"num_devices": 3, "num_microbatches": 6, "weight_times": 1, "backward_times": 1}
@@ -108,3 +109,26 @@ def test_compare_with_torch_adds_one_row_per_builtin_after_pipesats() -> None:
     assert dual.fits is False and dual.note == "over the memory limit"
     assert instance.over_limit(compute_metrics(dual.schedule).peak_memory)
     assert torch_part["torch:GPipe"].note == "n/a: needs one stage per device (chunks 1, linear placement)"
+
+
+def test_the_same_model_at_several_placements_in_one_table() -> None:
+    moe = moe_instance(4, 8, p2p_time=0.05)
+    comparison = compare_placements(moe, ("linear", "vshape"), time_limit=2, workers=1, seed=0)
+    assert comparison.placements == ("linear", "vshape") and comparison.reference_kind == "best"
+    by_name = {(row.name, row.placement): row for row in comparison.rows}
+    assert {(SOLVER_NAME, "linear"), (SOLVER_NAME, "vshape"), ("dualpipe-v", "vshape"), ("1f1b", "linear")} <= set(
+        by_name
+    )
+    # Interleaved 1F1B applies at neither placement: one row says what it needs.
+    assert [row.note for row in comparison.rows if row.name == "interleaved"] == [
+        "n/a: needs chunks >= 2 with interleaved placement"
+    ]
+    for row in comparison.rows:
+        if row.schedule is not None:
+            assert_valid(row.schedule)
+            assert row.schedule.instance.placement_name() == row.placement
+    values = [row.value for row in comparison.rows if row.value is not None]
+    assert values == sorted(values) and comparison.reference == values[0] and comparison.rows[0].gap == 0
+    assert by_name[("dualpipe-v", "vshape")].value < min(by_name[(name, "vshape")].value for name in ("zb-v", "v-zb"))
+    assert by_name[("dualpipe-v", "vshape")].value < by_name[("1f1b", "linear")].value
+    assert by_name[(SOLVER_NAME, "vshape")].value <= by_name[("dualpipe-v", "vshape")].value
