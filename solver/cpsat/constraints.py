@@ -37,7 +37,10 @@ def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVa
 
 
 def add_pairs(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
-    """Each op that could be paired runs alone or in exactly one pair; a pair's ops start together."""
+    """Each op that could be paired runs alone or in exactly one pair, and ends after its own time or
+    its pair's; a pair's ops start together."""
+    for end, length in variables.pair_ends.values():
+        model.add(end == length)
     chosen: dict[OpKey, list[cp_model.IntVar]] = {key: [] for key in variables.alone}
     for pair, runs in variables.paired.items():
         start = variables.starts[pair.forward]

@@ -1,8 +1,9 @@
 """The CP-SAT model's variables, made in one step before any constraint.
 
 Per op: its start (and its end, an expression). Per overlapped pair the model may run (`data.pairs`):
-whether it runs; per op in any such pair, whether it runs alone; an op's end is its start plus its
-own time, or its pair's when paired. Per microbatch and stage, while memory is
+whether it runs; per op in any such pair, whether it runs alone, and its end as a variable (its
+start plus its own time, or its pair's when paired: `add_pairs` ties it to `pair_ends`, so that the
+intervals that end with the op have an affine end, as CP-SAT needs). Per microbatch and stage, while memory is
 constrained (a limit, or minimising it): how long it holds memory. The time objective (makespan or
 max span), with each device's first start and last end for the max span, and the shared memory
 capacity when minimising memory. All times are in ticks, within the horizon.
@@ -42,6 +43,7 @@ class ModelVariables:
     ends: dict[OpKey, cp_model.LinearExpr]
     paired: dict[Pair, cp_model.IntVar]
     alone: dict[OpKey, cp_model.IntVar]
+    pair_ends: dict[OpKey, tuple[cp_model.IntVar, cp_model.LinearExpr]]
     held: list[list[HeldMemory]]
     capacity: cp_model.IntVar | None
     time_objective: cp_model.IntVar
@@ -64,13 +66,19 @@ def make_variables(model: cp_model.CpModel, data: ModelData) -> ModelVariables:
             in_pairs.setdefault(key, []).append(pair)
     alone = {key: model.new_bool_var(f"{op_name(key)} alone") for key in in_pairs}
     ends: dict[OpKey, cp_model.LinearExpr] = {}
+    pair_ends: dict[OpKey, tuple[cp_model.IntVar, cp_model.LinearExpr]] = {}
     for key in data.keys:
         duration = data.durations[key]
         pairs = in_pairs.get(key, [])
         ends[key] = starts[key] + duration
         if pairs:
             lengths = [data.pairs[pair] - duration for pair in pairs]
-            ends[key] += cp_model.LinearExpr.weighted_sum([paired[pair] for pair in pairs], lengths)
+            end = model.new_int_var(0, data.horizon, f"end {op_name(key)}")
+            pair_ends[key] = (
+                end,
+                ends[key] + cp_model.LinearExpr.weighted_sum([paired[pair] for pair in pairs], lengths),
+            )
+            ends[key] = end
     devices = range(data.instance.num_devices)
     capacity = None
     if data.minimize_memory:
@@ -83,7 +91,7 @@ def make_variables(model: cp_model.CpModel, data: ModelData) -> ModelVariables:
         for d in devices:
             first.append(model.new_int_var(0, data.horizon, f"first on device {d}"))
             last.append(model.new_int_var(0, data.horizon, f"last on device {d}"))
-    return ModelVariables(starts, ends, paired, alone, held, capacity, time_objective, first, last)
+    return ModelVariables(starts, ends, paired, alone, pair_ends, held, capacity, time_objective, first, last)
 
 
 def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[HeldMemory]:

@@ -92,6 +92,8 @@ def add_hint(model: PipelineModel, starts: Mapping[OpKey, int], capacity: int | 
             in_pair.update(pair.op_keys())
     for key, var in variables.alone.items():
         cp.add_hint(var, key not in in_pair)
+    for key, (end, _) in variables.pair_ends.items():
+        cp.add_hint(end, ends[key])
     for held in variables.held:
         for h in held:
             cp.add_hint(h.size, ends[h.last] - starts[h.first])

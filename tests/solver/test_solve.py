@@ -413,13 +413,15 @@ def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture) -
     assert not any(line.startswith("CpSolverResponse") for line in caplog.messages)  # CP-SAT's log is DEBUG
 
 
-@pytest.mark.parametrize("symmetry_breaking", [True, False])
+@pytest.mark.parametrize(("limit", "symmetry_breaking"), [(None, True), (None, False), (3.5, True)])
 @pytest.mark.parametrize("objective", ["makespan", "span"])
-def test_overlapped_pairs_are_chosen_and_proven_against_brute_force(objective: str, symmetry_breaking: bool) -> None:
+def test_overlapped_pairs_are_chosen_and_proven_against_brute_force(
+    objective: str, limit: float | None, symmetry_breaking: bool
+) -> None:
     """On an interleaved two-chunk instance with all-to-alls, pairs save time: CP-SAT proves the optimum
-    over every schedule with pairs, below the best without them."""
+    over every schedule with pairs, below the best without them (also under a memory limit)."""
     times = {"forward_times": [2, 2.5, 2, 2], "backward_times": [3, 2.5, 3, 3.5], "p2p_time": 0.5}
-    plain = make_instance(2, 2, chunks=2, placement="interleaved", **times)
+    plain = make_instance(2, 2, chunks=2, placement="interleaved", **times, memory_limit=limit)
     moe = plain.with_changes(forward_comm_times=[1, 1.5, 1, 1], backward_comm_times=[2, 1, 2, 2.5])
     result = solve(moe, objective, symmetry_breaking=symmetry_breaking, **FAST)
     assert result.status == "optimal", outcome_text(result)
@@ -427,6 +429,14 @@ def test_overlapped_pairs_are_chosen_and_proven_against_brute_force(objective: s
     assert result.value < brute_force_optimum(plain, False, objective)
     schedule = assert_valid(result.schedule)
     assert schedule.has_pairs and compute_metrics(schedule).objective(objective) == result.value
+
+
+def test_the_least_memory_with_pairs_is_valid_and_within_the_bounds() -> None:
+    moe = make_instance(2, 4, chunks=2, placement="vshape", forward_comm_times=0.3, backward_comm_times=0.5)
+    result = solve(moe, "makespan", minimize="memory", makespan_cap=30, **FAST)
+    assert result.status == "optimal", outcome_text(result)
+    assert_valid(result.schedule)
+    assert compute_metrics(result.schedule).max_peak_memory == result.value and result.bound == result.value
 
 
 def test_a_solve_with_pairs_starts_from_dualpipev_and_never_does_worse() -> None:
