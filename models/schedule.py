@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -9,7 +10,7 @@ from typing import Any, NamedTuple
 
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.instance import Instance
-from pipesat.models.ops import KINDS, OpKey, Pair, Step, op_label, step_keys
+from pipesat.models.ops import KINDS, OpKey, Pair, Step, op_label
 
 FORMAT = "pipesat-schedule/1"
 
@@ -58,10 +59,6 @@ class Schedule:
             per_device[op.device].append(op)
         return [_steps(sorted(ops, key=lambda o: (o.start, o.end, KINDS.index(o.kind)))) for ops in per_device]
 
-    def op_orders(self) -> list[list[OpKey]]:
-        """Per-device op keys in execution order, a pair's ops one after the other (F, B, W)."""
-        return [[key for step in steps for key in step_keys(step)] for steps in self.orders()]
-
     @cached_property
     def pairs(self) -> tuple[Pair, ...]:
         """The overlapped pairs, device by device in time order."""
@@ -109,17 +106,13 @@ class Schedule:
 
 
 def _steps(ops: list[Op]) -> list[Step]:
-    """Ops of one device in time order -> steps: a run of ops sharing one positive interval that is
-    an F and a B (and that B's W) becomes a pair; anything else stays as single ops."""
+    """Ops of one device in time order -> steps: ops sharing one positive interval that are an F and
+    a B (and that B's W) become a pair; anything else stays as single ops."""
     steps: list[Step] = []
-    i = 0
-    while i < len(ops):
-        j = i + 1
-        while j < len(ops) and (ops[j].start, ops[j].end) == (ops[i].start, ops[i].end):
-            j += 1
-        pair = _as_pair(ops[i:j]) if ops[i].end > ops[i].start else None
-        steps.extend([pair] if pair is not None else [op.key for op in ops[i:j]])
-        i = j
+    for (start, end), together in itertools.groupby(ops, key=lambda op: (op.start, op.end)):
+        group = list(together)
+        pair = _as_pair(group) if end > start else None
+        steps.extend([pair] if pair is not None else [op.key for op in group])
     return steps
 
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipesat.models import Schedule
+from pipesat.models import Schedule, pair_label
 from pipesat.solver.evaluate.metrics import memory_profiles
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.io.output_file import write_output
@@ -50,7 +50,10 @@ def chrome_trace(schedule: Schedule) -> dict[str, Any]:
         events.append(
             {"ph": "M", "name": "thread_sort_index", "pid": PROCESS_ID, "tid": device, "args": {"sort_index": device}}
         )
+    # The ops of an overlapped pair share one interval: each event names the pair it runs in.
+    pair_of = {key: pair_label(pair) for pair in schedule.pairs for key in pair.op_keys()}
     for op in sorted(schedule.ops, key=lambda o: (o.device, o.start, o.end)):
+        paired = {"overlapped_pair": pair_of[op.key]} if op.key in pair_of else {}
         events.append(
             {
                 "ph": "X",
@@ -66,6 +69,7 @@ def chrome_trace(schedule: Schedule) -> dict[str, Any]:
                     "microbatch": op.microbatch,
                     "start": op.start,
                     "end": op.end,
+                    **paired,
                 },
             }
         )

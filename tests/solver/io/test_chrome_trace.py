@@ -12,6 +12,7 @@ from pipesat.models import Instance, Op, Schedule, ScheduleError
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.io.chrome_trace import MICROSECONDS_PER_UNIT, export_chrome_trace, memory_counter_name
+from tests.conftest import moe_instance
 from tests.strategies import assert_valid
 
 P4_M8 = {"num_devices": 4, "num_microbatches": 8, "forward_times": [1, 1.5, 1, 1], "p2p_time": 0.5}
@@ -58,3 +59,13 @@ def test_invalid_schedule_gets_no_trace(tmp_path: Path, one_f_one_b_instance: In
     with pytest.raises(ScheduleError, match=r"B\(stage 0, mb 0\) starts at 9.5 before B\(stage 1, mb 0\) ends at 10"):
         export_chrome_trace(Schedule(schedule.instance, shifted, "shifted"), out)
     assert not out.exists()
+
+
+def test_each_op_of_an_overlapped_pair_names_its_pair(tmp_path: Path) -> None:
+    schedule = assert_valid(run_heuristic("dualpipe-v", moe_instance(2, 4)))
+    events = json.loads(export_chrome_trace(schedule, tmp_path / "trace.json").read_text())["traceEvents"]
+    paired = [event for event in events if event["ph"] == "X" and "overlapped_pair" in event["args"]]
+    assert len(paired) == sum(len(pair.op_keys()) for pair in schedule.pairs) > 0
+    assert "F(stage 0, mb 3) with B(stage 3, mb 1) with W(stage 3, mb 1)" in {
+        e["args"]["overlapped_pair"] for e in paired
+    }
