@@ -29,7 +29,12 @@ On an instance whose ops carry communication, overlapped pairs can hide it, so `
 `memory_bound_under_cap` bound the instance's compute alone (`without_communication`): every
 schedule with pairs becomes one of that instance, no pairs, with every op run in its own interval's
 first part (a pair lasts at least its two computes), each F starting and each B and W ending no
-later, so no bound of it is more than the real schedule's value.
+later, so no bound of it is more than the real schedule's value. One thing the relaxation forgets is
+kept: in a device's head window (before its first B) there is no B to pair a forward with, so each
+forward there runs alone and pays its all-to-all; the window then exceeds the compute of the
+forwards in it by at least the least all-to-all share of a forward times the window
+(`head_share`): filled to the window with forwards, a share of them is communication; filled
+beyond, their communication alone is at least that share of the window.
 """
 
 from __future__ import annotations
@@ -126,9 +131,11 @@ def critical_path_bound(instance: Instance, split: bool) -> float:
     return max(offset + op_duration(instance, kind, stage, split) for (kind, stage), offset in offsets.items())
 
 
-def device_span_bound(instance: Instance, split: bool, device: int) -> float:
+def device_span_bound(instance: Instance, split: bool, device: int, head_share: float = 0.0) -> float:
     """A lower bound on the span of `device` under its memory limit: its busy time plus the idle of its
-    head and tail windows, or its memory energy over its limit, whichever is larger."""
+    head and tail windows, or its memory energy over its limit, whichever is larger. `instance` is
+    the compute alone when the ops carry communication, and `head_share` the least all-to-all share
+    of the device's forwards (see the module notes)."""
     memory_limit = instance.limit_of(device)
     m = instance.num_microbatches
     stages = instance.stages_of(device)
@@ -139,7 +146,8 @@ def device_span_bound(instance: Instance, split: bool, device: int) -> float:
 
     forwards = [(instance.forward_times[s], instance.activation_memory[s]) for s in stages]
     first_b_start = min(offsets[("B", s)] for s in stages)
-    head_idle = first_b_start - offsets[("F", stages[0])] - max_total_time(forwards, m, capacity)
+    head_window = first_b_start - offsets[("F", stages[0])]
+    head_idle = max(head_window - max_total_time(forwards, m, capacity), head_share * head_window)
 
     backward_ends = [
         offsets[(kind, s)] + op_duration(instance, kind, s, split)
@@ -181,16 +189,28 @@ def memory_energy(
     return instance.num_microbatches * total
 
 
+def head_share(instance: Instance, device: int) -> float:
+    """The least share of its time a forward of `device` spends in communication (0 without any)."""
+    if instance.forward_comm_times is None:
+        return 0.0
+    return min(instance.forward_comm_times[s] / instance.forward_times[s] for s in instance.stages_of(device))
+
+
 def span_bound(instance: Instance, split: bool) -> float:
-    """A lower bound on the max span under the instance's memory limits."""
+    """A lower bound on the max span under the instance's memory limits (of its compute alone, and
+    the communication of its head windows, with communication)."""
+    relaxed = without_communication(instance)
     return max(
-        zero_bubble_bound(instance, split),
-        max(device_span_bound(instance, split, d) for d in range(instance.num_devices)),
+        zero_bubble_bound(relaxed, split),
+        max(device_span_bound(relaxed, split, d, head_share(instance, d)) for d in range(instance.num_devices)),
     )
 
 
 def makespan_bound(instance: Instance, split: bool) -> float:
-    """A lower bound on the makespan: per device, head + span bound + tail, and the critical path."""
+    """A lower bound on the makespan: per device, head + span bound + tail, and the critical path (of
+    the compute alone, and the communication of its head windows, with communication)."""
+    shares = [head_share(instance, d) for d in range(instance.num_devices)]
+    instance = without_communication(instance)
     offsets = chain_offsets(instance, split)
     placement = instance.placement
     best = critical_path_bound(instance, split)
@@ -204,7 +224,7 @@ def makespan_bound(instance: Instance, split: bool) -> float:
             # The last op on d is a B whose successor (if any) runs elsewhere.
             last_candidates = [s for s in stages if s == 0 or placement[s - 1] != d]
             tail = min(end_of_chain - offsets[("B", s)] - op_duration(instance, "B", s, split) for s in last_candidates)
-        best = max(best, head + device_span_bound(instance, split, d) + tail)
+        best = max(best, head + device_span_bound(instance, split, d, shares[d]) + tail)
     return best
 
 
@@ -213,9 +233,9 @@ def memory_bound_under_cap(instance: Instance, split: bool, objective: Objective
     `time_cap`: the smallest feasible limit, every device's memory energy over the cap (its span is
     at most the cap), and the largest limit whose time bound already passes the cap (by bisection:
     the time bound only falls as the limit grows)."""
-    instance = without_communication(instance)
+    relaxed = without_communication(instance)
     least = minimum_memory_limit(instance)
-    energy = max(memory_energy(instance, split, d) for d in range(instance.num_devices)) / time_cap
+    energy = max(memory_energy(relaxed, split, d) for d in range(instance.num_devices)) / time_cap
     low, high = max(least, energy), max(least, energy)
 
     def time_bound(limit: float) -> float:
@@ -242,7 +262,6 @@ def lower_bound(
 ) -> float:
     """The best proven lower bound on `objective` (makespan, span or memory) under the instance's limit."""
     split = resolve_split(instance, split_backward)
-    instance = without_communication(instance)
     if objective == Objective.MEMORY:
         return minimum_memory_limit(instance)
     if objective == Objective.SPAN:

@@ -17,9 +17,12 @@ from pipesat.solver.evaluate.bounds import (
     max_count,
     max_total_time,
     memory_bound_under_cap,
+    without_communication,
     zero_bubble_bound,
 )
-from tests.conftest import make_instance
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.heuristics import run_heuristic
+from tests.conftest import make_instance, moe_instance
 from tests.solver.brute_force import brute_force_least_memory, brute_force_optimum, device_orders
 from tests.strategies import LAYOUTS, PROPERTY_SETTINGS, ZERO_OR_TIMES, instances, with_feasible_limit
 
@@ -130,3 +133,13 @@ def test_bounds_hold_for_schedules_with_overlapped_pairs(instance: Instance, for
         least = brute_force_least_memory(moe, False, objective, cap)
         assert least is not None
         assert memory_bound_under_cap(unlimited, False, objective, cap) <= least + 1e-9, objective
+
+
+def test_head_windows_pay_their_all_to_all() -> None:
+    """Before a device's first B no forward can be paired: the bound counts their communication there,
+    above the bound of the compute alone, and still below DualPipeV."""
+    moe = moe_instance(4, 16, p2p_time=0.05)
+    for objective in ("makespan", "span"):
+        bound = lower_bound(moe, objective)
+        assert bound > lower_bound(without_communication(moe), objective)
+        assert bound <= compute_metrics(run_heuristic("dualpipe-v", moe)).objective(objective)
