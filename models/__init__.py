@@ -16,6 +16,7 @@ from pipesat.models.ops import (
     op_duration,
     op_label,
     pair_duration,
+    pair_error,
     pair_label,
     step_keys,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "op_duration",
     "op_label",
     "pair_duration",
+    "pair_error",
     "pair_label",
     "step_keys",
 ]

@@ -71,6 +71,17 @@ def split_out_weight(step: Step) -> list[Step]:
     return [step]
 
 
+def pair_error(pair: Pair) -> str | None:
+    """Why `pair` cannot run as an overlapped pair, or None when it can: the rule, in one place (an F
+    and a B of different microbatches; a W inside is always the B's own)."""
+    forward, backward = pair.forward, pair.backward
+    if forward.kind != "F" or backward.kind != "B":
+        return f"a pair runs an F with a B, not {op_label(forward)} with {op_label(backward)}"
+    if forward.microbatch == backward.microbatch:
+        return f"{pair_label(pair)} pairs one microbatch with itself; a pair needs two microbatches"
+    return None
+
+
 def pair_label(pair: Pair) -> str:
     """`F(stage 2, mb 5) with B(stage 5, mb 1)`: how messages name a pair."""
     return " with ".join(op_label(key) for key in pair.op_keys())

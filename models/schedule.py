@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.instance import Instance
-from pipesat.models.ops import KINDS, OpKey, Pair, Step, op_label
+from pipesat.models.ops import KINDS, OpKey, Pair, Step, op_label, pair_error
 
 FORMAT = "pipesat-schedule/1"
 
@@ -118,12 +118,10 @@ def _steps(ops: list[Op]) -> list[Step]:
 
 def _as_pair(group: list[Op]) -> Pair | None:
     """The pair these ops (sorted F, B, W) form, or None when they are not one."""
-    kinds = "".join(op.kind for op in group)
-    if kinds not in ("FB", "FBW"):
+    if len(group) not in (2, 3):
         return None
-    forward, backward = group[0].key, group[1].key
-    pair = Pair(forward, backward, with_weight=kinds == "FBW")
-    return pair if pair.op_keys() == tuple(op.key for op in group) else None
+    pair = Pair(group[0].key, group[1].key, with_weight=len(group) == 3)
+    return pair if pair.op_keys() == tuple(op.key for op in group) and pair_error(pair) is None else None
 
 
 def _parse_op(index: int, raw: Any) -> Op:

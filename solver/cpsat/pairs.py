@@ -34,34 +34,35 @@ def pair_candidates(
         return {}
     p, m = instance.num_devices, instance.num_microbatches
     weight_variants = (False, True) if split_backward else (False,)
-    lengths: dict[tuple[int, int, bool], float] = {}
+    lengths: dict[Pair, float] = {}  # by shape: the stages and the W, for microbatches 1 and 0
     for device in range(p):
         stages = instance.stages_of(device)
         for forward_stage in stages:
             for backward_stage in stages:
                 for with_weight in weight_variants:
-                    pair = Pair(OpKey("F", forward_stage, 1), OpKey("B", backward_stage, 0), with_weight)
-                    length = pair_duration(instance, pair, split_backward)
+                    shape = Pair(OpKey("F", forward_stage, 1), OpKey("B", backward_stage, 0), with_weight)
+                    length = pair_duration(instance, shape, split_backward)
                     apart = op_duration(instance, "F", forward_stage, split_backward) + op_duration(
                         instance, "B", backward_stage, split_backward
                     )
                     if with_weight:
                         weight = op_duration(instance, "W", backward_stage, split_backward)
-                        without = pair_duration(instance, pair._replace(with_weight=False), split_backward)
+                        without = pair_duration(instance, shape._replace(with_weight=False), split_backward)
                         if length >= without + weight:
                             continue
                         apart += weight
                     if length < apart:
-                        lengths[(forward_stage, backward_stage, with_weight)] = length
+                        lengths[shape] = length
     candidates: dict[Pair, int] = {}
-    for (forward_stage, backward_stage, with_weight), length in lengths.items():
-        shape = Pair(OpKey("F", forward_stage, 1), OpKey("B", backward_stage, 0), with_weight)
+    for shape, length in lengths.items():
         in_ticks = min(to_ticks(length, scale.time), int(pair_duration(ticks, shape, split_backward)))
         for j in range(m):
             for k in range(m):
                 if j == k or (first_in_first_out and k > j):
                     continue
-                pair = Pair(OpKey("F", forward_stage, j), OpKey("B", backward_stage, k), with_weight)
+                pair = Pair(
+                    shape.forward._replace(microbatch=j), shape.backward._replace(microbatch=k), shape.with_weight
+                )
                 candidates[pair] = in_ticks
     return candidates
 

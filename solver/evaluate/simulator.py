@@ -25,6 +25,7 @@ from pipesat.models import (
     op_duration,
     op_label,
     pair_duration,
+    pair_error,
     pair_label,
     step_keys,
 )
@@ -99,8 +100,8 @@ def check_orders(instance: Instance, orders: Sequence[Sequence[Step]]) -> bool:
         raise ScheduleError(f"got orders for {len(orders)} devices, the instance has {instance.num_devices}")
     for order in orders:
         for step in order:
-            if isinstance(step, Pair):
-                _check_pair(step)
+            if isinstance(step, Pair) and (problem := pair_error(step)) is not None:
+                raise ScheduleError(problem)
     keys = [[key for step in order for key in step_keys(step)] for order in orders]
     split = any(key[0] == "W" for order in keys for key in order)
     if split and not instance.split_backward:
@@ -128,14 +129,6 @@ def check_orders(instance: Instance, orders: Sequence[Sequence[Step]]) -> bool:
                     f"{instance.placement[stage]}"
                 )
     return split
-
-
-def _check_pair(pair: Pair) -> None:
-    forward, backward = pair.forward, pair.backward
-    if forward.kind != "F" or backward.kind != "B":
-        raise ScheduleError(f"a pair runs an F with a B, not {op_label(forward)} with {op_label(backward)}")
-    if forward.microbatch == backward.microbatch:
-        raise ScheduleError(f"{pair_label(pair)} pairs one microbatch with itself; a pair needs two microbatches")
 
 
 def _deadlock_message(

@@ -27,6 +27,7 @@ from pipesat.models import (
     op_duration,
     op_label,
     pair_duration,
+    pair_error,
 )
 from pipesat.models.tolerance import duration_slack, fits, time_slack
 from pipesat.models.units import memory_text
@@ -113,12 +114,9 @@ def find_pairs(ops: OpSet) -> Pairs:
         forward, backward, weight = by_kind.get("F"), by_kind.get("B"), by_kind.get("W")
         if len(group) not in (2, 3) or len(by_kind) != len(group) or forward is None or backward is None:
             continue
-        if forward.microbatch == backward.microbatch:
-            continue
-        if weight is not None and (weight.stage, weight.microbatch) != (backward.stage, backward.microbatch):
-            continue
         pair = Pair(forward, backward, with_weight=weight is not None)
-        pairs.update((key, pair) for key in pair.op_keys())
+        if pair_error(pair) is None and set(pair.op_keys()) == {op.key for op in group}:
+            pairs.update((key, pair) for key in pair.op_keys())
     return pairs
 
 
