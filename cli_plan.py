@@ -219,7 +219,8 @@ def _report(result: PlanResult, options: dict[str, Any], notes: list[str]) -> No
     if fmt == "json":
         click.echo(json.dumps(plan_document(result, options["top"]), indent=1))
     else:
-        columns = plan_columns(options["breakdown"], machine=fmt == "csv")
+        experts = any(item.config.expert_parallel > 1 for item in result.results)
+        columns = plan_columns(options["breakdown"], machine=fmt == "csv", experts=experts)
         click.echo(format_rows(columns, plan_rows(result, options["top"]), fmt))
     for summary in [*plan_summary(result), *notes]:
         if fmt in ("text", "markdown"):

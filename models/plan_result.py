@@ -18,8 +18,9 @@ class Configuration:
     """One way to run the training: t GPUs per pipeline device (tensor parallelism), p pipeline
     devices, d data-parallel replicas, v chunks a device in a placement, microbatches of b sequences,
     m of them per replica and iteration, each sequence split over cp GPUs (context parallelism; t·cp·p·d
-    GPUs), the activation recomputation and the ZeRO stage. Ordered by these numbers: the total order
-    that breaks every tie."""
+    GPUs), the activation recomputation, the ZeRO stage and the expert-parallel degree (EP of the d
+    replicas split the routed experts). Ordered by these numbers: the total order that breaks every
+    tie."""
 
     tensor_parallel: int
     pipeline: int
@@ -31,15 +32,20 @@ class Configuration:
     context_parallel: int = 1
     recompute: str = "none"
     zero: int = 0
+    expert_parallel: int = 1
 
     @property
     def label(self) -> str:
-        """`t8 p16 d64 interleaved v8 b1 m32 zero1`; `cp2` after t with context parallelism,
-        `full-recompute` (or `selective-`) with recomputation, `zero1` with a ZeRO stage."""
+        """`t8 p16 d64 interleaved v8 b1 m32 zero1`; `cp2` after t with context parallelism, `ep8`
+        after d with expert parallelism, `full-recompute` (or `selective-`) with recomputation,
+        `zero1` with a ZeRO stage."""
         parts = [f"t{self.tensor_parallel}"]
         if self.context_parallel > 1:
             parts.append(f"cp{self.context_parallel}")
-        parts += [f"p{self.pipeline}", f"d{self.data_parallel}", self.placement]
+        parts += [f"p{self.pipeline}", f"d{self.data_parallel}"]
+        if self.expert_parallel > 1:
+            parts.append(f"ep{self.expert_parallel}")
+        parts.append(self.placement)
         if self.placement == "interleaved":
             parts.append(f"v{self.chunks}")
         parts += [f"b{self.microbatch_size}", f"m{self.microbatches}"]
@@ -66,13 +72,14 @@ class Outcome(str, Enum):
 @dataclass(frozen=True)
 class Breakdown:
     """Where an iteration's time goes, in ms, summing to it: on the critical device (the busiest),
-    compute, recomputation, exposed tensor-parallel (and context-parallel) communication and exposed
-    data-parallel communication (ZeRO-3's in the ops, and the exchange after the schedule); the
+    compute, recomputation, exposed tensor-parallel (and context-parallel) communication, the experts'
+    exposed all-to-all (expert parallelism) and exposed data-parallel communication (ZeRO-3's in the ops, and the exchange after the schedule); the
     pipeline's p2p communication and bubble (the critical device's idle time); the optimizer step."""
 
     compute_ms: float
     recompute_ms: float
     tensor_parallel_ms: float
+    expert_parallel_ms: float
     data_parallel_ms: float
     pipeline_ms: float
     bubble_ms: float
@@ -91,6 +98,7 @@ PART_NAMES = {
     "compute_ms": "compute",
     "recompute_ms": "recompute",
     "tensor_parallel_ms": "TP comm",
+    "expert_parallel_ms": "EP comm",
     "data_parallel_ms": "DP comm",
     "pipeline_ms": "PP comm",
     "bubble_ms": "bubble",

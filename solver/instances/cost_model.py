@@ -33,7 +33,7 @@ state are in `solver.instances.model_state`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from pipesat.models import InstanceError
 from pipesat.solver.instances.collectives import Collective, Link, collective_ms
@@ -67,10 +67,44 @@ class Transformer(Keyed):
     vocab: int = key(WHOLE, "Vocabulary V of the embedding and the output head (0: neither).", 0, at_least=0)
     kv_heads: int = key(WHOLE, "Key/value heads g, for grouped-query attention (0: as many as heads).", 0, at_least=0)
     ffn_hidden: int = key(WHOLE, "MLP width f; given, the MLP is SwiGLU (0: a GELU MLP of width 4h).", 0, at_least=0)
+    experts: int = key(WHOLE, "Routed experts E of a mixture-of-experts layer's MLP (0: a dense MLP).", 0, at_least=0)
+    top_k: int = key(WHOLE, "Routed experts each token goes to (with experts).", 1, at_least=1)
+    shared_experts: int = key(
+        WHOLE, "Experts every token goes to besides its routed ones (with experts).", 0, at_least=0
+    )
+    expert_ffn_hidden: int = key(
+        WHOLE, "An expert's MLP width (0: as the dense MLP's, ffn_hidden or 4h).", 0, at_least=0
+    )
+    dense_layers: int = key(
+        WHOLE, "Leading layers with a dense MLP of width ffn_hidden, the rest mixture-of-experts.", 0, at_least=0
+    )
 
     @property
     def swiglu(self) -> bool:
         return self.ffn_hidden > 0
+
+    @property
+    def moe(self) -> bool:
+        """Whether the layers (but the `dense_layers` first) are mixture-of-experts layers."""
+        return self.experts > 0
+
+    @property
+    def expert_width(self) -> int:
+        """An expert's MLP width."""
+        return self.expert_ffn_hidden or self.mlp_width
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.moe else 0
+
+    def dense(self) -> Transformer:
+        """The model's dense layer: the same model with a dense MLP (what its first `dense_layers` are)."""
+        return replace(self, experts=0, dense_layers=0)
+
+    def layer_kinds(self, first: int, count: int) -> tuple[int, int]:
+        """(dense, mixture-of-experts) layers among the `count` layers from layer `first` on."""
+        dense = max(0, min(first + count, self.layers - self.moe_layers) - first)
+        return dense, count - dense
 
     @property
     def mlp_width(self) -> int:
@@ -104,6 +138,12 @@ class Training(Keyed):
         WHOLE, "GPUs cp that split each sequence (context parallelism: ring attention).", 1, at_least=1
     )
     data_parallel: int = key(WHOLE, "Data-parallel replicas (for zero).", 1, at_least=1)
+    expert_parallel: int = key(
+        WHOLE,
+        "GPUs EP that split the routed experts (expert parallelism), out of the data-parallel replicas.",
+        1,
+        at_least=1,
+    )
     zero: int = key(
         WHOLE,
         "What is sharded over the data-parallel replicas (the ZeRO stage): 0 nothing, 1 the optimizer state "
@@ -197,6 +237,20 @@ class Hardware(Keyed):
         at_least=0,
         default_from="latency",
     )
+    ep_bandwidth: float = key(
+        NUMBER,
+        "The expert-parallel link, to time the experts' all-to-all (default: as dp_bandwidth).",
+        unit="GB/s",
+        at_least=0,
+        default_from="dp_bandwidth",
+    )
+    ep_latency: float = key(
+        NUMBER,
+        "The expert-parallel link's latency a step (default: as dp_latency).",
+        unit="µs",
+        at_least=0,
+        default_from="dp_latency",
+    )
     memory_bandwidth: float = key(
         NUMBER,
         "The GPU memory's bandwidth: elementwise work, memory-bound GEMMs and the optimizer step "
@@ -279,8 +333,10 @@ class Pipeline(Keyed):
 @dataclass(frozen=True)
 class Cost:
     """Of one GPU: the FLOPs of the three passes, the memory (bytes) held from F to B (M_B) and from B
-    to W (M_W), the exposed tensor- and context-parallel communication (ms) in F and in B, and the
-    compute time (ms) of each pass, of which `recompute_ms` is the part of B that recomputes."""
+    to W (M_W), the exposed tensor-, context- and expert-parallel communication (ms) in F and in B, of
+    which `forward_a2a_ms` and `backward_a2a_ms` are the experts' all-to-all (what an overlapped pair
+    can hide), and the compute time (ms) of each pass, of which `recompute_ms` is the part of B that
+    recomputes."""
 
     forward_flops: float
     backward_flops: float
@@ -293,6 +349,8 @@ class Cost:
     backward_ms: float = 0.0
     weight_ms: float = 0.0
     recompute_ms: float = 0.0
+    forward_a2a_ms: float = 0.0
+    backward_a2a_ms: float = 0.0
 
     def plus(self, other: Cost, times: int = 1) -> Cost:
         """This cost plus `times` copies of `other`."""
@@ -319,19 +377,60 @@ class Tensor:
 
 @dataclass(frozen=True)
 class StageCost:
-    """One stage: its layer count, whether it holds the embedding or the head, and its total cost."""
+    """One stage: its layer count (of which `moe_layers` mixture-of-experts), whether it holds the
+    embedding or the head, and its total cost."""
 
     layers: int
     has_embedding: bool
     has_head: bool
     cost: Cost
+    moe_layers: int = 0
+
+
+@dataclass(frozen=True)
+class Mlp:
+    """One MLP of a layer as one GPU runs it: `tokens` rows through it (the microbatch's n, or its n·k
+    routed copies), its width, and `groups` equal GEMMs the rows are split into (a GPU's E/EP
+    experts, each with its share of the routed tokens, balanced). `label` names its GEMMs and, but
+    for the dense MLP, prefixes its tensors' names."""
+
+    label: str
+    tokens: float
+    width: int
+    groups: int = 1
+
+    @property
+    def prefix(self) -> str:
+        return "" if self.label == DENSE_MLP else f"{self.label}: "
+
+
+DENSE_MLP = "MLP"
+ROUTED = "routed experts"
+
+
+def layer_mlps(model: Transformer, tokens: float, experts_per_gpu: int) -> list[Mlp]:
+    """A layer's MLPs for `tokens` tokens: the dense MLP, or the routed experts (each token to top_k
+    of them, `experts_per_gpu` on one GPU) and the shared experts (every token, one MLP of their
+    joint width)."""
+    if not model.moe:
+        return [Mlp(DENSE_MLP, tokens, model.mlp_width)]
+    mlps = [Mlp(ROUTED, tokens * model.top_k, model.expert_width, experts_per_gpu)]
+    if model.shared_experts:
+        mlps.append(Mlp("shared experts", tokens, model.shared_experts * model.expert_width))
+    return mlps
+
+
+def gpu_mlps(model: Transformer, training: Training) -> list[Mlp]:
+    """A layer's MLPs on one GPU: its n tokens, its E/EP experts."""
+    return layer_mlps(model, local_tokens(model, training), model.experts // training.expert_parallel)
 
 
 def linear_flops(model: Transformer) -> float:
-    """L: the matmul FLOPs of one layer's forward (QKV, attention output, MLP), on one GPU without TP."""
-    n, h, f = model.tokens, model.hidden, model.mlp_width
-    mlp = (6 if model.swiglu else 4) * n * h * f
-    return 2 * n * h * (h + 2 * model.kv_width) + 2 * n * h * h + mlp
+    """L: the matmul FLOPs of one layer's forward (QKV, attention output, MLP), on one GPU without TP;
+    of a mixture-of-experts layer, its top_k routed and its shared experts a token, and the router."""
+    n, h = model.tokens, model.hidden
+    mlp = sum((6 if model.swiglu else 4) * mlp.tokens * h * mlp.width for mlp in layer_mlps(model, n, model.experts))
+    return 2 * n * h * (h + 2 * model.kv_width) + 2 * n * h * h + mlp + 2 * n * h * model.experts
 
 
 def score_flops(model: Transformer, training: Training) -> float:
@@ -348,7 +447,7 @@ def keeps_scores(training: Training) -> bool:
 def layer_activations(model: Transformer, training: Training) -> list[Tensor]:
     """What one layer keeps from F for B, tensor by tensor (Korthikanti et al.'s accounting); with
     full recomputation only the layer's input."""
-    n, h, f, bpv = local_tokens(model, training), model.hidden, model.mlp_width, training.bytes_per_value
+    n, h, bpv = local_tokens(model, training), model.hidden, training.bytes_per_value
     if training.recompute == "full":
         return [Tensor("layer input (all else recomputed in B)", n * h, bpv, sharded=False)]
     scores = model.heads * model.seq_len * n
@@ -369,34 +468,54 @@ def layer_activations(model: Transformer, training: Training) -> list[Tensor]:
     if training.dropout:
         tensors.append(Tensor("attention dropout mask", n * h, MASK_BYTES, sharded=False))
     tensors += [Tensor("MLP norm input", n * h, bpv, sharded=False), Tensor("MLP input", n * h, bpv, sharded=False)]
-    if model.swiglu:
-        tensors += [
-            Tensor("gate and up outputs", 2 * n * f, bpv, sharded=True),
-            Tensor("down projection input", n * f, bpv, sharded=True),
-        ]
-    else:
-        tensors += [
-            Tensor("GELU input", n * f, bpv, sharded=True),
-            Tensor("GELU output (down projection input)", n * f, bpv, sharded=True),
-        ]
+    if model.moe:
+        tensors.append(Tensor("router probabilities (fp32)", n * model.experts, 4, sharded=False))
+    for mlp in gpu_mlps(model, training):
+        rows, width, name = mlp.tokens, mlp.width, mlp.prefix
+        if mlp.label == ROUTED:
+            # The dispatched copies enter the experts; the experts' outputs are kept for the combine's
+            # backward (the gradient of each token's routing weight is its gradient times them).
+            tensors.append(Tensor(f"{name}input (the dispatched tokens)", rows * h, bpv, sharded=False))
+            tensors.append(Tensor(f"{name}outputs (for the combine's backward)", rows * h, bpv, sharded=False))
+        if model.swiglu:
+            tensors += [
+                Tensor(f"{name}gate and up outputs", 2 * rows * width, bpv, sharded=True),
+                Tensor(f"{name}down projection input", rows * width, bpv, sharded=True),
+            ]
+        else:
+            tensors += [
+                Tensor(f"{name}GELU input", rows * width, bpv, sharded=True),
+                Tensor(f"{name}GELU output (down projection input)", rows * width, bpv, sharded=True),
+            ]
     if training.dropout:
         tensors.append(Tensor("MLP dropout mask", n * h, MASK_BYTES, sharded=False))
     return tensors
 
 
 def weight_gradient_inputs(model: Transformer, training: Training) -> list[Tensor]:
-    """What one layer's W needs after its B: each weight matmul's input and its output's gradient."""
-    n, h, f, bpv = local_tokens(model, training), model.hidden, model.mlp_width, training.bytes_per_value
-    return [
+    """What one layer's W needs after its B: each weight matmul's input and its output's gradient (the
+    router's and the shared experts' input is the MLP input; the routed experts' the dispatched tokens)."""
+    n, h, bpv = local_tokens(model, training), model.hidden, training.bytes_per_value
+    tensors = [
         Tensor("QKV input", n * h, bpv, sharded=False),
         Tensor("QKV output gradient", n * (h + 2 * model.kv_width), bpv, sharded=True),
         Tensor("output projection input", n * h, bpv, sharded=True),
         Tensor("output projection output gradient", n * h, bpv, sharded=False),
         Tensor("MLP input", n * h, bpv, sharded=False),
-        Tensor("up projection output gradient", (2 if model.swiglu else 1) * n * f, bpv, sharded=True),
-        Tensor("down projection input", n * f, bpv, sharded=True),
-        Tensor("down projection output gradient", n * h, bpv, sharded=False),
     ]
+    if model.moe:
+        tensors.append(Tensor("router output gradient", n * model.experts, bpv, sharded=False))
+    for mlp in gpu_mlps(model, training):
+        rows, name = mlp.tokens, mlp.prefix
+        if mlp.label == ROUTED:
+            tensors.append(Tensor(f"{name}input (the dispatched tokens)", rows * h, bpv, sharded=False))
+        up = (2 if model.swiglu else 1) * rows * mlp.width
+        tensors += [
+            Tensor(f"{name}up projection output gradient", up, bpv, sharded=True),
+            Tensor(f"{name}down projection input", rows * mlp.width, bpv, sharded=True),
+            Tensor(f"{name}down projection output gradient", rows * h, bpv, sharded=False),
+        ]
+    return tensors
 
 
 def held_bytes(tensors: list[Tensor], training: Training) -> float:
@@ -413,31 +532,54 @@ def layer_gemms(model: Transformer, training: Training) -> tuple[Gemm, ...]:
     MLP's up (and gate) projection split their outputs over the t GPUs, the attention output and the
     MLP's down projection their inputs (Megatron's column- then row-parallel pairs)."""
     n, h, t = local_tokens(model, training), model.hidden, training.tensor_parallel
-    up = (2 if model.swiglu else 1) * model.mlp_width
-    return (
+    gemms = [
         Gemm(n, (h + 2 * model.kv_width) / t, h, "QKV projection"),
         Gemm(n, h, h / t, "attention output projection"),
-        Gemm(n, up / t, h, "MLP gate and up projections" if model.swiglu else "MLP up projection"),
-        Gemm(n, h, model.mlp_width / t, "MLP down projection"),
-    )
+    ]
+    if model.moe:
+        gemms.append(Gemm(n, model.experts, h, "router"))
+    for mlp in gpu_mlps(model, training):
+        rows, up = mlp.tokens / mlp.groups, (2 if model.swiglu else 1) * mlp.width
+        gemms += [
+            Gemm(
+                rows,
+                up / t,
+                h,
+                f"{mlp.label} gate and up projections" if model.swiglu else f"{mlp.label} up projection",
+            ),
+            Gemm(rows, h, mlp.width / t, f"{mlp.label} down projection"),
+        ] * mlp.groups
+    return tuple(gemms)
 
 
 def elementwise_traffic(model: Transformer, training: Training) -> list[Tensor]:
     """What one layer's F reads and writes outside its GEMMs and attention. The norms and residual
     adds work on whole n·h activations, which every tensor-parallel GPU repeats unless sequence
     parallelism splits them; the MLP's activation and the rotary embedding work on split tensors."""
-    n, h, f, bpv = local_tokens(model, training), model.hidden, model.mlp_width, training.bytes_per_value
-    return [
+    n, h, bpv = local_tokens(model, training), model.hidden, training.bytes_per_value
+    tensors = [
         Tensor("two norms: n·h read and written each", 4 * n * h, bpv, sharded=False),
         Tensor("two residual adds: 2n·h read and n·h written each", 6 * n * h, bpv, sharded=False),
-        Tensor(
-            "MLP activation: SwiGLU's gate and up read, product written" if model.swiglu else "GELU: read and written",
-            (3 if model.swiglu else 2) * n * f,
-            bpv,
-            sharded=True,
-        ),
-        Tensor("rotary embedding: queries and keys read and written", 2 * n * (h + model.kv_width), bpv, sharded=True),
     ]
+    for mlp in gpu_mlps(model, training):
+        activation = "MLP activation: SwiGLU's gate and up read, product written" if model.swiglu else "GELU"
+        tensors.append(
+            Tensor(
+                f"{mlp.prefix}{activation}{'' if model.swiglu else ': read and written'}",
+                (3 if model.swiglu else 2) * mlp.tokens * mlp.width,
+                bpv,
+                sharded=True,
+            )
+        )
+    if model.moe:
+        # Permute: the n tokens read, their n·k copies written in expert order; unpermute: read back,
+        # weighted and summed into n.
+        copies = n * model.top_k
+        tensors.append(Tensor("token permutation and its inverse", 2 * (n + copies) * h, bpv, sharded=False))
+    tensors.append(
+        Tensor("rotary embedding: queries and keys read and written", 2 * n * (h + model.kv_width), bpv, sharded=True)
+    )
+    return tensors
 
 
 def score_traffic(model: Transformer, training: Training) -> list[Tensor]:
@@ -578,15 +720,33 @@ def exposed_ms(communication: float, attention_flops: float, training: Training,
     return max(0.0, communication - pass_ms(Work(attention_flops=attention_flops), training, hardware))
 
 
-def layer_comm_ms(model: Transformer, training: Training, hardware: Hardware, passes: Passes) -> tuple[float, float]:
-    """One layer's exposed communication in F and in B, in ms: two tensor-parallel block exchanges a
-    pass, and ring attention's exchange beyond the attention it overlaps (B passes the keys and values
-    and their gradients, twice F's bytes). Full recomputation runs F's communication again in B."""
+def all_to_all_ms(model: Transformer, training: Training, hardware: Hardware) -> float:
+    """One all-to-all of a mixture-of-experts layer among the EP GPUs over their link, in ms: each
+    token's hidden vector to (or back from) its top_k experts, n·k·h values (a t-th of them with
+    sequence parallelism), (EP-1)/EP of it leaving the GPU; 0 for a dense layer, EP = 1 or a link not
+    timed."""
+    if not model.moe or hardware.ep_bandwidth <= 0:
+        return 0.0
+    size = model.top_k * activation_message_bytes(model, training)
+    link = Link(hardware.ep_bandwidth, hardware.ep_latency)
+    return collective_ms(Collective.ALL_TO_ALL, size, training.expert_parallel, link)
+
+
+def layer_comm_ms(
+    model: Transformer, training: Training, hardware: Hardware, passes: Passes
+) -> tuple[float, float, float, float]:
+    """One layer's exposed communication in F and in B, and of them the experts' all-to-all, in ms:
+    two tensor-parallel block exchanges a pass, ring attention's exchange beyond the attention it
+    overlaps (B passes the keys and values and their gradients, twice F's bytes), and a
+    mixture-of-experts layer's dispatch and combine (two all-to-alls in F, their two mirrors in B).
+    Full recomputation runs F's communication again in B."""
     exchanges = 2 * block_exchange_ms(model, training, hardware)
     ring = kv_exchange_ms(model, training, hardware)
-    forward = exchanges + exposed_ms(ring, passes.forward.attention_flops, training, hardware)
-    backward = exchanges + exposed_ms(2 * ring, passes.backward.attention_flops, training, hardware)
-    return forward, backward + (forward if training.recompute == "full" else 0.0)
+    a2a = 2 * all_to_all_ms(model, training, hardware)
+    forward = exchanges + exposed_ms(ring, passes.forward.attention_flops, training, hardware) + a2a
+    backward = exchanges + exposed_ms(2 * ring, passes.backward.attention_flops, training, hardware) + a2a
+    again = training.recompute == "full"
+    return forward, backward + (forward if again else 0.0), a2a, a2a * (2 if again else 1)
 
 
 def layer_cost(model: Transformer, training: Training, hardware: Hardware) -> Cost:
@@ -596,12 +756,14 @@ def layer_cost(model: Transformer, training: Training, hardware: Hardware) -> Co
     # W frees at most what F allocated (the memory model's rule); with full recomputation B makes
     # more than F kept, which this caps (docs/cost-model.md says so).
     weight = min(held_bytes(weight_gradient_inputs(model, training), training), activation)
-    forward_comm, backward_comm = layer_comm_ms(model, training, hardware, passes)
+    forward_comm, backward_comm, forward_a2a, backward_a2a = layer_comm_ms(model, training, hardware, passes)
     return Cost(
         activation_bytes=activation,
         weight_bytes=weight,
         forward_comm_ms=forward_comm,
         backward_comm_ms=backward_comm,
+        forward_a2a_ms=forward_a2a,
+        backward_a2a_ms=backward_a2a,
         **compute(passes, training, hardware),
     )
 
@@ -661,7 +823,8 @@ def check_training(model: Transformer, training: Training) -> None:
     """Raise `InstanceError` when the parallelism does not fit the model or itself."""
     t = training.tensor_parallel
     kv_heads = model.kv_heads or model.heads
-    for what, count in (("heads", model.heads), ("kv_heads", kv_heads), ("ffn_hidden", model.mlp_width)):
+    widths = (("ffn_hidden", model.mlp_width),) + ((("expert_ffn_hidden", model.expert_width),) if model.moe else ())
+    for what, count in (("heads", model.heads), ("kv_heads", kv_heads), *widths):
         if count % t:
             raise InstanceError(
                 f"tensor parallelism {t} does not divide {what} {count}; choose a tensor-parallel degree that does"
@@ -682,6 +845,29 @@ def check_training(model: Transformer, training: Training) -> None:
         raise InstanceError(
             f"ZeRO stage {training.zero} shards over data parallelism; give --data-parallel 2 or more, or --zero 0"
         )
+    check_expert_parallel(model, training)
+
+
+def check_expert_parallel(model: Transformer, training: Training) -> None:
+    """Raise `InstanceError` when expert parallelism does not fit: it splits the experts, and its GPUs
+    are data-parallel replicas (as Megatron-Core carves the expert-parallel group out of the
+    data-parallel one), so EP divides both; ZeRO 3 of experts is not modelled."""
+    ep, d = training.expert_parallel, training.data_parallel
+    if not model.moe:
+        if ep > 1:
+            raise InstanceError(f"expert parallelism {ep} needs experts; give experts, or --expert-parallel 1")
+        return
+    if model.experts % ep:
+        raise InstanceError(
+            f"expert parallelism {ep} does not divide the {model.experts} experts; each GPU holds experts/EP of them"
+        )
+    if d % ep:
+        raise InstanceError(
+            f"expert parallelism {ep} does not divide data parallelism {d}; the expert-parallel GPUs are "
+            "data-parallel replicas, give --data-parallel a multiple of it"
+        )
+    if training.zero == 3:
+        raise InstanceError("ZeRO 3 with experts is not modelled; give --zero 0, 1 or 2")
 
 
 def check_pipeline(pipeline: Pipeline) -> None:
@@ -701,6 +887,27 @@ def check_model(model: Transformer) -> None:
         raise InstanceError(
             f"heads {model.heads} is not divisible by kv_heads {model.kv_heads}; each key/value head serves a "
             "whole group of query heads"
+        )
+    check_experts(model)
+
+
+def check_experts(model: Transformer) -> None:
+    """Raise `InstanceError` when the mixture-of-experts keys do not fit together: a dense model
+    given expert keys, more experts a token than there are, no mixture-of-experts layer left."""
+    if not model.moe:
+        given = [name for name in ("shared_experts", "expert_ffn_hidden", "dense_layers") if getattr(model, name)]
+        if given or model.top_k > 1:
+            name = given[0] if given else "top_k"
+            raise InstanceError(f"{name} is given but experts is 0 (a dense model); give experts, or leave {name} out")
+        return
+    if model.top_k > model.experts:
+        raise InstanceError(
+            f"top_k {model.top_k} is more than the {model.experts} experts; a token goes to top_k distinct experts"
+        )
+    if model.dense_layers >= model.layers:
+        raise InstanceError(
+            f"dense_layers {model.dense_layers} leaves none of the {model.layers} layers a mixture of experts; "
+            "give fewer, or experts 0"
         )
 
 
@@ -746,15 +953,18 @@ def stage_costs(
     model: Transformer, training: Training, hardware: Hardware, split: tuple[int, ...], layer: Cost | None = None
 ) -> list[StageCost]:
     """Per-stage costs (FLOPs, times, memory) for `split` (layers per stage); the embedding on stage 0,
-    the head and loss on the last stage. `layer` is one layer's cost when known otherwise (measured:
-    `solver.instances.calibration`), else the model's."""
-    layer = layer or layer_cost(model, training, hardware)
+    the head and loss on the last stage; of a mixture-of-experts model, the first `dense_layers` dense.
+    `layer` is one dense layer's cost when known otherwise (measured: `solver.instances.calibration`),
+    else the model's."""
+    dense = layer or layer_cost(model.dense(), training, hardware)
+    moe = layer_cost(model, training, hardware) if model.moe else NO_COST
     head = head_cost(model, training, hardware)
     last = len(split) - 1
     costs = []
     for s, count in enumerate(split):
         with_head = s == last and model.vocab > 0
-        cost = (head if with_head else NO_COST).plus(layer, count)
+        dense_count, moe_count = model.layer_kinds(sum(split[:s]), count)
+        cost = (head if with_head else NO_COST).plus(dense, dense_count).plus(moe, moe_count)
         if s == 0:
             cost = cost.plus(embedding_cost(model, training, hardware))
         forward, backward, _ = stage_times(cost)
@@ -763,7 +973,7 @@ def stage_costs(
             raise InstanceError(
                 f"stage {s} has 0 layers and only {what}, so it does no work; give it at least one layer"
             )
-        costs.append(StageCost(layers=count, has_embedding=s == 0, has_head=with_head, cost=cost))
+        costs.append(StageCost(count, s == 0, with_head, cost, moe_count))
     return costs
 
 

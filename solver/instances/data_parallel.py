@@ -101,27 +101,44 @@ def exchange(
     return Exchange(total, overlapped_ms(compute, before, after) - sum(compute))
 
 
-def gradient_reduction(training: Training, parameters: float, backward_ms: float, link: Link) -> Exchange:
+def replica_buckets(training: Training, parameters: float, experts: float) -> list[tuple[float, int]]:
+    """(bucket, replicas) in the order the backward fills them: a device's routed-expert parameters
+    (`experts` of its `parameters`; the last layers' experts come first) over their d/EP replicas,
+    then the rest over all d. Megatron buckets the two groups apart."""
+    d, ep = training.data_parallel, training.expert_parallel
+    groups = [(experts, d // ep), (parameters - experts, d)]
+    return [(bucket, replicas) for size, replicas in groups for bucket in buckets(size, replicas) if replicas > 1]
+
+
+def gradient_reduction(
+    training: Training, parameters: float, backward_ms: float, link: Link, experts: float = 0.0
+) -> Exchange:
     """ZeRO 0 to 2: a device's gradients all-reduced (ZeRO 0) or reduce-scattered, bucket by bucket,
-    behind its last microbatch's backward of `backward_ms`. ZeRO 3 reduces in its ops instead."""
-    d = training.data_parallel
-    if d == 1 or training.zero == 3:
+    behind its last microbatch's backward of `backward_ms`; the routed experts' (`experts` of the
+    parameters) over their d/EP replicas. ZeRO 3 reduces in its ops instead."""
+    if training.data_parallel == 1 or training.zero == 3:
         return NOTHING
     collective = Collective.ALL_REDUCE if training.zero == 0 else Collective.REDUCE_SCATTER
-    filled = buckets(parameters, d)
-    reduce = [collective_ms(collective, bucket * training.grad_bytes, d, link) for bucket in filled]
-    return exchange(backward_ms, filled, [0.0] * len(filled), reduce, training.overlap_grad_reduce)
+    filled = replica_buckets(training, parameters, experts)
+    reduce = [collective_ms(collective, bucket * training.grad_bytes, group, link) for bucket, group in filled]
+    sizes = [bucket for bucket, _ in filled]
+    return exchange(backward_ms, sizes, [0.0] * len(filled), reduce, training.overlap_grad_reduce)
 
 
-def weight_gather(training: Training, parameters: float, forward_ms: float, link: Link) -> Exchange:
+def weight_gather(
+    training: Training, parameters: float, forward_ms: float, link: Link, experts: float = 0.0
+) -> Exchange:
     """ZeRO 1 and 2: the updated weights all-gathered, bucket by bucket in the forward's order, before
-    the first microbatch's forward of `forward_ms` needs them."""
-    d = training.data_parallel
-    if d == 1 or training.zero not in (1, 2):
+    the first microbatch's forward of `forward_ms` needs them; the routed experts' over their d/EP
+    replicas."""
+    if training.data_parallel == 1 or training.zero not in (1, 2):
         return NOTHING
-    filled = buckets(parameters, d)[::-1]
-    gather = [collective_ms(Collective.ALL_GATHER, bucket * training.weight_bytes, d, link) for bucket in filled]
-    return exchange(forward_ms, filled, gather, [0.0] * len(filled), training.overlap_param_gather)
+    filled = replica_buckets(training, parameters, experts)[::-1]
+    gather = [
+        collective_ms(Collective.ALL_GATHER, bucket * training.weight_bytes, group, link) for bucket, group in filled
+    ]
+    sizes = [bucket for bucket, _ in filled]
+    return exchange(forward_ms, sizes, gather, [0.0] * len(filled), training.overlap_param_gather)
 
 
 def sharded_op_ms(

@@ -11,6 +11,7 @@ from pipesat.solver.instances.cost_model import (
     Training,
     Transformer,
     activation_message_bytes,
+    all_to_all_ms,
     block_exchange_ms,
     effective_flops_per_ms,
     exposed_ms,
@@ -46,10 +47,11 @@ def command_line(description: Description) -> str:
         "pipesat instance from-model",
         *_options(model, "layers hidden heads seq_len"),
         *_options(model, "kv_heads ffn_hidden microbatch_size vocab", changed=True),
+        *_options(model, "experts top_k shared_experts expert_ffn_hidden dense_layers", changed=True),
         *_options(training, "recompute tensor_parallel data_parallel bytes_per_value weight_bytes", changed=True),
         *_options(training, "grad_bytes optimizer_bytes flash_attention causal dropout", changed=True),
         *_options(training, "sequence_parallel zero overlap_grad_reduce overlap_param_gather", changed=True),
-        *_options(training, "context_parallel", changed=True),
+        *_options(training, "context_parallel expert_parallel", changed=True),
         *_options(pipeline, "balance", changed=True),
         *_options(pipeline, "devices chunks microbatches"),
         *_options(pipeline, "placement layers_per_stage", changed=True),
@@ -101,6 +103,12 @@ def _setting_lines(description: Description, derivation: Derivation) -> list[str
         else ""
     )
     mlp = f"SwiGLU MLP f={model.ffn_hidden}" if model.swiglu else f"GELU MLP f=4h={model.mlp_width}"
+    if model.moe:
+        shared = f" + {model.shared_experts} shared" if model.shared_experts else ""
+        mlp += (
+            (f" in the first {model.dense_layers} layers, " if model.dense_layers else " replaced, ")
+            + f"mixture of experts: E={model.experts} routed (top_k k={model.top_k}){shared} of width {model.expert_width}"
+        )
     kernel = ("causal " if training.causal else "") + ("flash attention" if training.flash_attention else "attention")
     split = " ".join(str(count) for count in derivation.split)
     if pipeline.balance:
@@ -113,7 +121,8 @@ def _setting_lines(description: Description, derivation: Derivation) -> list[str
         f"{'dropout' if training.dropout else 'no dropout'}, recompute {training.recompute}, "
         f"tensor parallel t={training.tensor_parallel}"
         + (" with sequence parallelism" if training.sequence_parallel else "")
-        + f", data parallel {training.data_parallel}",
+        + f", data parallel {training.data_parallel}"
+        + (f", expert parallel EP={training.expert_parallel}" if model.moe else ""),
         f"pipeline: p={pipeline.devices} devices x v={pipeline.chunks} chunks = {instance.num_stages} stages "
         f"({instance.placement_name()} placement), m={pipeline.microbatches} microbatches; layers per stage: {split}",
     ]
@@ -136,9 +145,14 @@ def _layer_lines(description: Description) -> list[str]:
     cp = training.context_parallel
     split = "(t·cp)" if cp > 1 else "t"
     tokens = f"n = s·b = {n} tokens" + (f", {n // cp} on each of the cp = {cp} GPUs of a sequence" if cp > 1 else "")
+    mlp = f"{mlp_factor}n·h·f"
+    if model.moe:
+        shared = f" + {model.shared_experts}" if model.shared_experts else ""
+        mlp = f"{mlp_factor}n·(k{shared})·h·f_e + 2n·h·E (the router)"
+    layer_name = "mixture-of-experts layer" if model.moe else "transformer layer"
     lines = [
-        f"per transformer layer, on each GPU ({tokens}, g·d = {model.kv_width}; docs/cost-model.md):",
-        f"  L = 2n·h·(h+2g·d) + 2n·h² + {mlp_factor}n·h·f = {_flops(linear_flops(model))}",
+        f"per {layer_name}, on each GPU ({tokens}, g·d = {model.kv_width}; docs/cost-model.md):",
+        f"  L = 2n·h·(h+2g·d) + 2n·h² + {mlp} = {_flops(linear_flops(model))}",
         f"  S = 4n·s·h·c = {_flops(scores)} (c = {causal})",
         f"  F = (L + S)/{split} = {_flops(layer.forward_flops)}",
         f"  B = ({backward_terms})/{split} = {_flops(layer.backward_flops)}",
@@ -206,6 +220,17 @@ def _communication_lines(model: Transformer, training: Training, hardware: Hardw
         )
     elif training.tensor_parallel > 1:
         lines.append("  tensor-parallel collectives not timed (give --tp-bandwidth or --gpu to time them)")
+    a2a = all_to_all_ms(model, training, hardware)
+    if a2a > 0:
+        lines.append(
+            f"  expert parallelism: an all-to-all of the n·k routed copies of h values among EP={training.expert_parallel} "
+            f"GPUs over {hardware.ep_bandwidth:g} GB/s, {a2a:.4g} ms; dispatch and combine in F, their mirrors in B"
+            + (" (and F's again)" if full else "")
+            + ": the op times' communication part (forward_comm_times, backward_comm_times), which an overlapped pair "
+            "can hide"
+        )
+    elif model.moe and training.expert_parallel > 1:
+        lines.append("  expert-parallel all-to-all not timed (give --ep-bandwidth, --dp-bandwidth or --gpu to time it)")
     ring = kv_exchange_ms(model, training, hardware)
     if ring > 0:
         passes = layer_passes(model, training)
@@ -288,10 +313,18 @@ def _state_lines(description: Description, derivation: Derivation) -> list[str]:
         f"({held(training.weight_bytes, 'weight', 3)} + {held(training.grad_bytes, 'gradient', 2)} + "
         f"{held(training.optimizer_bytes, 'optimizer', 1)}{sharded})",
         f"  a layer: (h·(h+2g·d) + h² + {3 if model.swiglu else 2}h·f)/t + 2h norms = "
-        f"{layer_parameters(model, training):.4g} parameters",
+        f"{layer_parameters(model.dense(), training):.4g} parameters",
         f"  the embedding and the head: V·h/t = {model.vocab * model.hidden / training.tensor_parallel:.4g} "
         "parameters each, on the first and the last stage",
     ]
+    if model.moe:
+        factor = 3 if model.swiglu else 2
+        experts = f"{model.experts}/{training.expert_parallel}"
+        lines.append(
+            f"  a mixture-of-experts layer: (h·(h+2g·d) + h² + {factor}h·f_e·({experts} routed + {model.shared_experts} "
+            f"shared))/t + h·E router + 2h norms = {layer_parameters(model, training):.4g} parameters; its routed "
+            f"experts' state is sharded over their d/EP = {training.data_parallel // training.expert_parallel} replicas"
+        )
     if zero == 3:
         lines += _sharded_lines(description, derivation)
     header = f"{'device':>6} {'parameters':>11} {'state GiB':>10}"

@@ -102,6 +102,10 @@ def derive(description: Description, name: str = "", calibration: Calibration | 
         "time_unit": TIME_UNIT,
         "memory_unit": MEMORY_UNIT,
     }
+    if any(stage.cost.forward_a2a_ms or stage.cost.backward_a2a_ms for stage in stages):
+        # The experts' all-to-all, part of the op times: what an overlapped pair can hide.
+        data["forward_comm_times"] = [significant(stage.cost.forward_a2a_ms) for stage in stages]
+        data["backward_comm_times"] = [significant(stage.cost.backward_a2a_ms) for stage in stages]
     if pipeline.placement is not None:
         data["placement"] = pipeline.placement
     instance = Instance.from_dict(data)

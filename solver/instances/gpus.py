@@ -90,6 +90,10 @@ CATALOGUE: dict[str, GPU] = {
             nvlink_latency=4.0,
         ),
         replace(_H100, name="H200", memory=141 * GB, memory_bandwidth=4800.0),
+        # H800: the H100-SXM's compute and memory with its NVLink cut to 400 GB/s both directions
+        # (NVIDIA's H800 product brief; 200 one direction, the catalogue's convention); nodes of 8
+        # with 8 x 400 Gb/s InfiniBand, one NIC a GPU (DeepSeek-V3 Technical Report, Section 3.1).
+        replace(_H100, name="H800", nvlink=200.0),
         # B200's fractions are not fitted (no published B200 run is in the benchmark): Hopper's.
         replace(
             _H100,

@@ -21,23 +21,36 @@ from dataclasses import dataclass
 
 from pipesat.models import InstanceError
 from pipesat.models.units import memory_text
-from pipesat.solver.instances.cost_model import Hardware, StageCost, Training, Transformer
+from pipesat.solver.instances.cost_model import ROUTED, Hardware, StageCost, Training, Transformer, gpu_mlps
 
 
 @dataclass(frozen=True)
 class DeviceState:
     """One device's (one GPU's) parameters, whole (the ones it computes with, before any ZeRO
-    sharding), and the bytes they cost with their gradients and optimizer state as it holds them."""
+    sharding), of them its routed experts' (`expert_parameters`, which the d/EP replicas of the
+    same experts share), and the bytes they cost with their gradients and optimizer state as it
+    holds them."""
 
     parameters: float
     bytes: float
+    expert_parameters: float = 0.0
 
 
 def layer_parameters(model: Transformer, training: Training) -> float:
-    """One layer's parameters on one GPU: its matrices split over t, its two norms whole."""
-    h, f = model.hidden, model.mlp_width
-    matrices = h * (h + 2 * model.kv_width) + h * h + (3 if model.swiglu else 2) * h * f
-    return matrices / training.tensor_parallel + 2 * h
+    """One layer's parameters on one GPU: its matrices split over t (a mixture-of-experts layer's
+    E/EP routed experts, its shared experts and its router, which is whole), its two norms whole."""
+    h = model.hidden
+    mlps = sum((3 if model.swiglu else 2) * h * mlp.width * mlp.groups for mlp in gpu_mlps(model, training))
+    matrices = h * (h + 2 * model.kv_width) + h * h + mlps
+    return matrices / training.tensor_parallel + 2 * h + h * model.experts
+
+
+def expert_parameters(model: Transformer, training: Training) -> float:
+    """One mixture-of-experts layer's routed-expert parameters on one GPU: its E/EP experts, split over t."""
+    routed = [mlp for mlp in gpu_mlps(model, training) if mlp.label == ROUTED]
+    return sum((3 if model.swiglu else 2) * model.hidden * mlp.width * mlp.groups for mlp in routed) / (
+        training.tensor_parallel
+    )
 
 
 def stage_units(model: Transformer, training: Training, stage: StageCost) -> list[float]:
@@ -47,7 +60,8 @@ def stage_units(model: Transformer, training: Training, stage: StageCost) -> lis
     vocabulary = model.vocab * model.hidden / training.tensor_parallel
     embedding = [vocabulary] if stage.has_embedding else []
     head = [vocabulary + model.hidden] if stage.has_head else []
-    return [*embedding, *[layer_parameters(model, training)] * stage.layers, *head]
+    dense = [layer_parameters(model.dense(), training)] * (stage.layers - stage.moe_layers)
+    return [*embedding, *dense, *[layer_parameters(model, training)] * stage.moe_layers, *head]
 
 
 def stage_parameters(model: Transformer, training: Training, stage: StageCost) -> float:
@@ -55,12 +69,13 @@ def stage_parameters(model: Transformer, training: Training, stage: StageCost) -
     return sum(stage_units(model, training, stage))
 
 
-def bytes_per_parameter(training: Training) -> float:
-    """The bytes one parameter costs a GPU: ZeRO stage 1 and up shard the optimizer state over the d
-    replicas, 2 and up the gradients, 3 the weights."""
+def bytes_per_parameter(training: Training, replicas: int | None = None) -> float:
+    """The bytes one parameter costs a GPU: ZeRO stage 1 and up shard the optimizer state over its
+    replicas (the d data-parallel ones unless given: a routed expert's are d/EP), 2 and up the
+    gradients, 3 the weights."""
 
     def share(stage: int) -> int:
-        return training.data_parallel if training.zero >= stage else 1
+        return (replicas or training.data_parallel) if training.zero >= stage else 1
 
     return training.weight_bytes / share(3) + training.grad_bytes / share(2) + training.optimizer_bytes / share(1)
 
@@ -77,16 +92,20 @@ def gathered_parameters(model: Transformer, training: Training, stages: Sequence
 def device_states(
     model: Transformer, training: Training, stages: Sequence[StageCost], placement: Sequence[int]
 ) -> list[DeviceState]:
-    """Each device's model state: the sum over the stages placed on it, and its gathered weights."""
+    """Each device's model state: the sum over the stages placed on it (its routed experts' sharded
+    over their d/EP replicas), and its gathered weights."""
     per_byte = bytes_per_parameter(training)
+    per_expert_byte = bytes_per_parameter(training, training.data_parallel // training.expert_parallel)
     held: list[list[StageCost]] = [[] for _ in range(max(placement) + 1)]
     for stage, device in zip(stages, placement, strict=True):
         held[device].append(stage)
     states = []
     for own in held:
         parameters = sum(stage_parameters(model, training, stage) for stage in own)
+        experts = sum(stage.moe_layers for stage in own) * expert_parameters(model, training)
         gathered = gathered_parameters(model, training, own) * training.weight_bytes
-        states.append(DeviceState(parameters, parameters * per_byte + gathered))
+        held_bytes = (parameters - experts) * per_byte + experts * per_expert_byte
+        states.append(DeviceState(parameters, held_bytes + gathered, experts))
     return states
 
 

@@ -40,7 +40,7 @@ from pipesat.models.plan_result import Breakdown, Configuration, Measure
 from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.instances.collectives import Link
-from pipesat.solver.instances.cost_model import MIB, Hardware, linear_flops, score_flops
+from pipesat.solver.instances.cost_model import MIB, Hardware, Training, linear_flops, score_flops
 from pipesat.solver.instances.data_parallel import (
     Exchange,
     buckets,
@@ -48,7 +48,7 @@ from pipesat.solver.instances.data_parallel import (
     weight_gather,
 )
 from pipesat.solver.instances.from_model import Derivation, Description
-from pipesat.solver.instances.model_state import reserve_bytes
+from pipesat.solver.instances.model_state import DeviceState, reserve_bytes
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec
 
@@ -65,8 +65,8 @@ def device_exchanges(described: Description, derivation: Derivation) -> list[tup
         backward = sum(b + w for _, b, w in times)
         exchanges.append(
             (
-                gradient_reduction(training, state.parameters, backward, link),
-                weight_gather(training, state.parameters, forward, link),
+                gradient_reduction(training, state.parameters, backward, link, state.expert_parameters),
+                weight_gather(training, state.parameters, forward, link, state.expert_parameters),
             )
         )
     return exchanges
@@ -80,10 +80,19 @@ def exchange_ms(described: Description, derivation: Derivation) -> float:
 def optimizer_ms(spec: PlanSpec, described: Description, derivation: Derivation) -> float:
     """The optimizer step of the largest device at the GPU memory's bandwidth, in ms."""
     training = described.training
-    shards = training.data_parallel if training.zero >= 1 else 1
-    parameters = max(state.parameters for state in derivation.states) / shards
-    moved = parameters * (2 * training.optimizer_bytes + training.grad_bytes + training.weight_bytes)
+    moved = max(stepped_parameters(training, state) for state in derivation.states) * (
+        2 * training.optimizer_bytes + training.grad_bytes + training.weight_bytes
+    )
     return moved / (spec.cluster.memory_bandwidth * 1e9) * 1e3
+
+
+def stepped_parameters(training: Training, state: DeviceState) -> float:
+    """The parameters a device's optimizer step updates: with ZeRO 1 and up its shard, a d-th of its
+    parameters and a (d/EP)-th of its routed experts'."""
+    if training.zero == 0:
+        return state.parameters
+    d, experts = training.data_parallel, state.expert_parameters
+    return (state.parameters - experts) / d + experts / (d // training.expert_parallel)
 
 
 def fixed_ms(spec: PlanSpec, config: Configuration, derivation: Derivation) -> float:
@@ -95,8 +104,10 @@ def fixed_ms(spec: PlanSpec, config: Configuration, derivation: Derivation) -> f
 def model_flops(spec: PlanSpec) -> float:
     """The model FLOPs of one iteration (see the module notes)."""
     model, training = spec.model, spec.training
-    one = type(model)(**{**vars(model), "microbatch_size": 1})
-    forward = model.layers * (linear_flops(one) + score_flops(one, training)) + 2 * one.tokens * one.hidden * one.vocab
+    one = dataclasses.replace(model, microbatch_size=1)
+    dense = one.layers - one.moe_layers
+    layers = dense * linear_flops(one.dense()) + one.moe_layers * linear_flops(one)
+    forward = layers + one.layers * score_flops(one, training) + 2 * one.tokens * one.hidden * one.vocab
     return 3 * forward * spec.global_batch
 
 
@@ -119,21 +130,25 @@ def breakdown(derivation: Derivation, schedule: Schedule, metrics: Metrics, afte
     critical = critical_device(metrics)
     stages = [stage for stage, device in enumerate(instance.placement) if device == critical]
     m = instance.num_microbatches
-    recompute = m * sum(derivation.stages[stage].cost.recompute_ms for stage in stages)
-    tensor_parallel = m * sum(
-        derivation.stages[stage].cost.forward_comm_ms + derivation.stages[stage].cost.backward_comm_ms
-        for stage in stages
-    )
-    sharded = m * sum(exchange.exposed_ms for stage in stages for exchange in derivation.sharded[stage])
+    costs = [derivation.stages[stage].cost for stage in stages]
+    recompute = m * sum(cost.recompute_ms for cost in costs)
+    all_to_all = m * sum(cost.forward_a2a_ms + cost.backward_a2a_ms for cost in costs)
+    tensor_parallel = m * sum(cost.forward_comm_ms + cost.backward_comm_ms for cost in costs) - all_to_all
     busy = metrics.busy[critical]
+    if instance.has_communication:
+        # Overlapped pairs hide the all-to-all: the device is busy for less than its ops' times, by
+        # what its pairs hid (never more than their communication: a pair lasts at least its computes).
+        all_to_all -= m * sum(sum(derivation.times[stage]) for stage in stages) - busy
+    sharded = m * sum(exchange.exposed_ms for stage in stages for exchange in derivation.sharded[stage])
     without_p2p = metrics.makespan
     if instance.p2p_time > 0:
         without_p2p = compute_metrics(simulate(dataclasses.replace(instance, p2p_time=0.0), schedule.orders())).makespan
     data_parallel, optimizer = after_ms
     return Breakdown(
-        compute_ms=busy - recompute - tensor_parallel - sharded,
+        compute_ms=busy - recompute - tensor_parallel - all_to_all - sharded,
         recompute_ms=recompute,
         tensor_parallel_ms=tensor_parallel,
+        expert_parallel_ms=all_to_all,
         data_parallel_ms=sharded + data_parallel,
         pipeline_ms=metrics.makespan - without_p2p,
         bubble_ms=without_p2p - busy,

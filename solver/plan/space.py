@@ -5,8 +5,9 @@ For every tensor-parallel degree t the spec allows (within one node) and context
 when not given), the data-parallel degree d = GPUs/(t·cp·p), every placement (linear with one chunk
 a device; for p ≥ 2, V with two and interleaved with each chunk count v of `chunk_counts`), every
 microbatch size b dividing the global batch's share of a replica, global_batch/d, that leaves
-m = global_batch/(d·b) ≥ p microbatches, every recomputation setting and every ZeRO stage (0 alone
-with one replica). The layers are split by `--balance` (the split that makes the slowest stage
+m = global_batch/(d·b) ≥ p microbatches, every recomputation setting, every ZeRO stage (0 alone
+with one replica) and, for a mixture-of-experts model, every expert-parallel degree EP dividing the
+experts and d (its GPUs are data-parallel replicas; ZeRO 3 of experts is not modelled). The layers are split by `--balance` (the split that makes the slowest stage
 fastest; the first and the last stage may hold only the embedding or the head). A shape the cost
 model refuses (a stage without work, heads that t does not divide) is left out with the reason; one
 whose model state does not fit is kept: it is refused by memory.
@@ -22,6 +23,7 @@ number up to n.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -118,9 +120,10 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
             for placement, v in _placements(spec, p, skipped, f"{_group_name(t, cp)} p{p}"):
                 for b, m in _microbatches(spec, p, d):
                     found += (
-                        Configuration(t, p, d, v, placement, b, m, cp, recompute, zero)
+                        Configuration(t, p, d, v, placement, b, m, cp, recompute, zero, ep)
                         for recompute in recomputes
                         for zero in sorted({zero if d > 1 else 0 for zero in spec.zero})
+                        for ep in _expert_parallel(spec, d, zero, skipped)
                     )
                     if len(found) > limits.max_configurations:
                         raise InputError(
@@ -221,6 +224,33 @@ def _microbatches(spec: PlanSpec, p: int, d: int) -> list[tuple[int, int]]:
     return [(b, per_replica // b) for b in sizes if per_replica % b == 0 and per_replica // b >= p]
 
 
+def _expert_parallel(spec: PlanSpec, d: int, zero: int, skipped: list[str]) -> list[int]:
+    """The expert-parallel degrees EP of d replicas: those of `expert_parallel` (every one when not
+    given) that divide the experts and d (the expert-parallel GPUs are
+    data-parallel replicas, as Megatron-Core's expert-parallel group is carved out of the
+    data-parallel one); 1 alone for a dense model. ZeRO 3 of experts is not modelled."""
+    model = spec.model
+    if not model.moe:
+        return [1]
+    if zero == 3:
+        line = "zero 3: ZeRO 3 with experts is not modelled; tried without it"
+        skipped += [line] if line not in skipped else []
+        return []
+    if spec.expert_parallel is None:
+        return divisors(math.gcd(model.experts, d))
+    found = []
+    for ep in spec.expert_parallel:
+        if model.experts % ep:
+            line = f"ep{ep}: does not divide the {model.experts} experts"
+        elif d % ep:
+            line = f"d{d} ep{ep}: expert parallelism takes its GPUs out of the {d} data-parallel replicas"
+        else:
+            found.append(ep)
+            continue
+        skipped += [line] if line not in skipped else []
+    return found
+
+
 def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[str]:
     """The spec's recomputation settings less those that cost a layer of t·cp GPUs what an earlier one
     does (selective recomputation with flash attention: flash attention recomputes the attention core
@@ -253,7 +283,7 @@ def _check_largest(config: Configuration) -> None:
         ) from None
 
 
-def _training(spec: PlanSpec, t: int, cp: int, d: int, recompute: str, zero: int) -> Training:
+def _training(spec: PlanSpec, t: int, cp: int, d: int, recompute: str, zero: int, ep: int = 1) -> Training:
     """The spec's training with a configuration's searched keys (sequence parallelism only with t > 1)."""
     training = spec.training
     return dataclasses.replace(
@@ -261,6 +291,7 @@ def _training(spec: PlanSpec, t: int, cp: int, d: int, recompute: str, zero: int
         tensor_parallel=t,
         context_parallel=cp,
         data_parallel=d,
+        expert_parallel=ep,
         sequence_parallel=training.sequence_parallel and t > 1,
         recompute=recompute,
         zero=zero,
@@ -281,6 +312,9 @@ def description(spec: PlanSpec, config: Configuration) -> Description:
     cluster, t, d, p = spec.cluster, config.tensor_parallel, config.data_parallel, config.pipeline
     bandwidth, latency = cluster.link(spans_nodes(p, t * config.context_parallel * d, cluster.gpus_per_node))
     dp_bandwidth, dp_latency = cluster.link(spans_nodes(d, t * config.context_parallel, cluster.gpus_per_node))
+    ep_bandwidth, ep_latency = cluster.link(
+        spans_nodes(config.expert_parallel, t * config.context_parallel, cluster.gpus_per_node)
+    )
     cp_bandwidth, cp_latency = cluster.link(spans_nodes(config.context_parallel, t, cluster.gpus_per_node))
     hardware = Hardware(
         tflops=cluster.tflops,
@@ -294,6 +328,8 @@ def description(spec: PlanSpec, config: Configuration) -> Description:
         cp_latency=cp_latency,
         dp_bandwidth=dp_bandwidth,
         dp_latency=dp_latency,
+        ep_bandwidth=ep_bandwidth,
+        ep_latency=ep_latency,
         memory_bandwidth=cluster.memory_bandwidth,
         gpu_memory=cluster.gpu_memory,
         reserve=cluster.reserve,
@@ -302,5 +338,5 @@ def description(spec: PlanSpec, config: Configuration) -> Description:
     pipeline = Pipeline(
         devices=p, microbatches=config.microbatches, chunks=config.chunks, placement=config.placement, balance=True
     )
-    training = _training(spec, t, config.context_parallel, d, config.recompute, config.zero)
+    training = _training(spec, t, config.context_parallel, d, config.recompute, config.zero, config.expert_parallel)
     return Description(model, training, hardware, pipeline)

@@ -103,8 +103,8 @@ class PlanSpec(Keyed):
     """What the plan searches over: the model (its microbatch size is searched), how it is trained
     (its parallel degrees, recomputation and ZeRO stage are searched), the cluster, the global batch
     in sequences, and the lists the plan tries: tensor-parallel, context-parallel and pipeline degrees,
-    microbatch sizes, placements, chunks of an interleaved pipeline, recomputation settings and ZeRO
-    stages. A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
+    microbatch sizes, placements, chunks of an interleaved pipeline, expert-parallel degrees,
+    recomputation settings and ZeRO stages. A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
     list one value pins a layout."""
 
     model: Transformer
@@ -130,6 +130,12 @@ class PlanSpec(Keyed):
     context_parallel: tuple[int, ...] = key(
         Wholes(distinct=True), "The context-parallel degrees to try (ring attention).", (1,), at_least=1
     )
+    expert_parallel: tuple[int, ...] | None = key(
+        Wholes(distinct=True),
+        "The expert-parallel degrees EP to try, with experts (default: every divisor of the experts and of d).",
+        None,
+        at_least=1,
+    )
     recompute: tuple[str, ...] = key(
         Words(RECOMPUTE, "recomputation settings"), "The activation recomputations to try.", RECOMPUTE
     )
@@ -154,7 +160,7 @@ SECTIONS: dict[str, tuple[type, ...]] = {
 """The records whose keys each section holds."""
 SEARCHED: dict[type, tuple[str, ...]] = {
     Transformer: ("microbatch_size",),
-    Training: ("tensor_parallel", "context_parallel", "data_parallel", "recompute", "zero"),
+    Training: ("tensor_parallel", "context_parallel", "data_parallel", "expert_parallel", "recompute", "zero"),
 }
 """The keys the plan searches, which a spec does not give."""
 ALIASES = {"training.seq_len": "model.seq_len"}

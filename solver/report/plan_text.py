@@ -21,16 +21,18 @@ def _number(digits: int) -> Any:
     return lambda value: "-" if value is None else f"{value:.{digits}f}"
 
 
-def plan_columns(breakdown: bool = False, machine: bool = False) -> list[Column]:
+def plan_columns(breakdown: bool = False, machine: bool = False, experts: bool = False) -> list[Column]:
     """The ranked table's columns; memory in GiB in the table, bytes in CSV and JSON. `breakdown`
     puts the iteration's parts (ms) in place of the throughput, memory and outcome; `machine` (CSV
-    and JSON) keeps both."""
+    and JSON) keeps both. The expert-parallel degree is a column with `experts` (a plan that tries
+    expert parallelism) and in CSV."""
     layout = [
         Column("rank", "rank"),
         Column("tp", "t"),
         Column("cp", "cp"),
         Column("pp", "p"),
         Column("dp", "d"),
+        *([Column("ep", "ep")] if experts or machine else []),
         Column("placement", "placement", align_right=False),
         Column("chunks", "v"),
         Column("microbatch_size", "b"),
@@ -67,6 +69,7 @@ def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
         "cp": config.context_parallel,
         "pp": config.pipeline,
         "dp": config.data_parallel,
+        "ep": config.expert_parallel,
         "placement": config.placement,
         "chunks": config.chunks,
         "microbatch_size": config.microbatch_size,

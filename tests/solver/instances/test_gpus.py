@@ -14,7 +14,7 @@ from pipesat.solver.plan.spec import Cluster, spec_from_dict
 
 
 def test_the_catalogue_holds_the_issues_gpus_with_consistent_figures() -> None:
-    assert GPU_NAMES == ("A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200")
+    assert GPU_NAMES == ("A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "H800", "B200")
     for gpu in CATALOGUE.values():
         assert gpu.fp8_tflops in (0, pytest.approx(2 * gpu.bf16_tflops, rel=0.01))
         assert 0 < gpu.gemm_efficiency <= 1 and 0 < gpu.attention_efficiency <= gpu.gemm_efficiency
@@ -23,6 +23,9 @@ def test_the_catalogue_holds_the_issues_gpus_with_consistent_figures() -> None:
         assert 100 < gpu.bf16_tflops * 1e3 / gpu.memory_bandwidth < 400
     assert CATALOGUE["H100-SXM"].memory == 80 * GIB and CATALOGUE["H100-SXM"].sms == 132
     assert CATALOGUE["H200"].memory_bandwidth > CATALOGUE["H100-SXM"].memory_bandwidth
+    # The H800: an H100-SXM with NVLink cut to 400 GB/s both ways, 200 one way.
+    h800, h100 = CATALOGUE["H800"], CATALOGUE["H100-SXM"]
+    assert (h800.bf16_tflops, h800.memory, h800.nvlink, h800.network) == (h100.bf16_tflops, h100.memory, 200, 50)
     assert CATALOGUE["A100-80GB"].peak_tflops(1) == 312 and CATALOGUE["H100-SXM"].peak_tflops(1) == 1979
 
 
@@ -32,6 +35,7 @@ def test_a_gpu_fills_the_hardware_keys_not_given_and_turns_on_the_shape_model() 
     assert (hardware.bandwidth, hardware.tp_bandwidth, hardware.tp_latency) == (50, 450, 2)
     assert (hardware.cp_bandwidth, hardware.cp_latency) == (450, 2)  # the context-parallel link: as the TP one
     assert hardware.dp_bandwidth == 50  # the data-parallel replicas across nodes: the network
+    assert (hardware.ep_bandwidth, hardware.ep_latency) == (50, 10)  # expert parallelism: as the data-parallel link
     assert hardware.efficiency is None  # by shape
     given = Hardware(gpu="A100-80GB", tflops=280, efficiency=0.4, tp_bandwidth=200)
     assert (given.tflops, given.efficiency, given.tp_bandwidth, given.gpu_memory) == (280, 0.4, 200, 80 * GIB)
