@@ -22,7 +22,7 @@ from pipesat.cli_options import (
 from pipesat.cli_output import emit_instance
 from pipesat.models import Instance
 from pipesat.solver.instances.calibration import calibration_lines, load_calibration
-from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.cost_model import MOE_KEYS, Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive
 
@@ -41,7 +41,12 @@ def instance_show(instance: Instance) -> None:
 
 @instance.command("from-model")
 @MODEL_OPTIONS
-@options(*key_options(Pipeline, "layers_per_stage", "balance"), *key_options(Training), *key_options(Hardware))
+@options(
+    *key_options(Transformer, *MOE_KEYS),
+    *key_options(Pipeline, "layers_per_stage", "balance"),
+    *key_options(Training),
+    *key_options(Hardware),
+)
 @click.option(
     "--calibration",
     type=FILE,

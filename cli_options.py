@@ -29,7 +29,7 @@ from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from pipesat.models.log import log_shown, show_log
 from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs
 from pipesat.solver.cpsat.search import available_cores
-from pipesat.solver.instances.cost_model import Pipeline, Transformer
+from pipesat.solver.instances.cost_model import DENSE_KEYS, Pipeline, Transformer
 from pipesat.solver.instances.from_options import build_instance
 from pipesat.solver.io.output_file import DefaultName, check_outputs
 from pipesat.solver.report.figures import PICTURE_SUFFIXES
@@ -512,7 +512,7 @@ def dataclass_from_options(kind: type[T], options: dict[str, Any]) -> T:
 
 # The transformer's sizes, shared by `instance from-model` and `profile`.
 MODEL_OPTIONS = options(
-    *key_options(Transformer),
+    *key_options(Transformer, *DENSE_KEYS),
     *key_options(Pipeline, "devices", "chunks", "microbatches", "placement"),
     click.option("--name", default="", help="Instance name."),
     click.option(

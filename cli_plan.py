@@ -65,6 +65,7 @@ OVERRIDES = (
     "cluster.node_bandwidth",
     "training.global_batch",
     "training.tensor_parallel",
+    "training.expert_parallel",
 )
 """The spec keys an option overrides (`--gpus` for `cluster.gpus`)."""
 LIMITS = {

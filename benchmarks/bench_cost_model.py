@@ -58,6 +58,8 @@ PRECISION_BYTES = {"bf16": 2.0, "fp16": 2.0}
 CONVENTIONS = ("s_per_iter", "hardware_tflops", "model_tflops", "tokens_per_s_per_gpu")
 """What a source measured (published_runs.yaml says what each means)."""
 SPLITS = ("even", "ends_one_fewer")
+V_SCHEDULES = ("dualpipe-v", "zb-v")
+"""The schedules a run may name that place two chunks a device in a V."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ class Run:
     reported: dict[str, float]
     memory_gib: dict[str, float]
     read: str
+    expert_parallel: int = 1
+    run_schedule: str = ""
+    apart: str = ""
 
     @property
     def microbatches(self) -> int:
@@ -100,12 +105,15 @@ class Run:
 
     @property
     def placement(self) -> str:
+        if self.run_schedule in V_SCHEDULES:
+            return "vshape"
         return "interleaved" if self.chunks > 1 else "linear"
 
     @property
     def schedule(self) -> str:
-        """The handwritten schedule the run used: Megatron's interleaved 1F1B with v > 1, else 1F1B."""
-        return "interleaved" if self.chunks > 1 else "1f1b"
+        """The handwritten schedule the run used: the one it names, else Megatron's interleaved 1F1B
+        with v > 1, else 1F1B."""
+        return self.run_schedule or ("interleaved" if self.chunks > 1 else "1f1b")
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,9 @@ def _run(fields: dict[str, Any], source: str, models: dict[str, dict[str, int]])
         reported=dict(fields.get("reported", {})),
         memory_gib=dict(fields.get("memory_gib", {})),
         read=fields["read"],
+        expert_parallel=fields.get("expert_parallel", 1),
+        run_schedule=fields.get("schedule", ""),
+        apart=fields.get("apart", ""),
     )
     check_run(run)
     return run
@@ -220,6 +231,7 @@ def plan_spec(run: Run) -> PlanSpec:
         "tensor_parallel": [run.tensor_parallel],
         "pipeline_parallel": [run.pipeline_parallel],
         "context_parallel": [run.context_parallel],
+        "expert_parallel": [run.expert_parallel],
         "microbatch_sizes": [run.microbatch_size],
         "placements": [run.placement],
         "recompute": [run.recompute],
@@ -252,6 +264,7 @@ def configuration(run: Run) -> Configuration:
         context_parallel=run.context_parallel,
         recompute=run.recompute,
         zero=run.zero,
+        expert_parallel=run.expert_parallel,
     )
 
 
@@ -444,10 +457,12 @@ def row(prediction: Prediction) -> dict[str, Any]:
         for name, published in run.memory_gib.items()
     )
     return {
-        "run": run.name + ("" if run.read == "text" else " (recalled)"),
+        "run": run.name + ("" if run.read == "text" else " (recalled)") + (" (apart)" if run.apart else ""),
         "gpu": run.gpu,
         "layout": f"{run.tensor_parallel} {run.context_parallel} {run.pipeline_parallel} {run.data_parallel} "
-        f"{run.chunks} {run.microbatch_size} {run.microbatches}",
+        f"{run.chunks} {run.microbatch_size} {run.microbatches}"
+        + (f" ep{run.expert_parallel}" if run.expert_parallel > 1 else "")
+        + (f" {run.schedule}" if run.run_schedule else ""),
         "recompute": run.recompute + (" +SP" if run.sequence_parallel else ""),
         "convention": run.convention.replace("_", " "),
         "measured": run.measured,
@@ -480,13 +495,14 @@ def breakdown_table(predictions: Sequence[Prediction], fmt: str) -> str:
 
 
 def summary_lines(predictions: Sequence[Prediction]) -> list[str]:
-    """The median absolute error per GPU type and in all, and what fits."""
+    """The median absolute error per GPU type and in all (the runs held apart left out), and what fits."""
+    counted = [p for p in predictions if not p.run.apart]
     lines = [
         f"median |error| {gpu}: {format_percent(median_error(of))} over {len(of)} runs"
-        for gpu in gpu_types(predictions)
-        for of in [[p.error for p in predictions if p.run.gpu == gpu]]
+        for gpu in gpu_types(counted)
+        for of in [[p.error for p in counted if p.run.gpu == gpu]]
     ]
-    errors = [p.error for p in predictions]
+    errors = [p.error for p in counted]
     lines.append(f"median |error| in all: {format_percent(median_error(errors))} over {len(errors)} runs")
     refused = [p.run.name for p in predictions if p.refusal]
     lines.append(f"refused by memory: {', '.join(refused) if refused else 'none'}")
@@ -494,6 +510,9 @@ def summary_lines(predictions: Sequence[Prediction]) -> list[str]:
     lines.append(f"the run's own schedule over its memory budget: {', '.join(over) if over else 'none'}")
     outside = [f"{p.run.name} ({p.outside_plan})" for p in predictions if p.outside_plan]
     lines.append(f"configurations outside the plan's space: {'; '.join(outside) if outside else 'none'}")
+    lines += [
+        f"held apart (not in the medians or the fit): {p.run.name}: {p.run.apart}" for p in predictions if p.run.apart
+    ]
     return lines
 
 
@@ -600,7 +619,7 @@ def main() -> None:
         names = set(args.only.split(","))
         runs = [run for run in runs if run.name in names]
     if args.fit:
-        fit(runs, grid(args.gemm), grid(args.attention), args.jobs)
+        fit([run for run in runs if not run.apart], grid(args.gemm), grid(args.attention), args.jobs)
         return
     started = time.perf_counter()
     with ExitStack() as stack:

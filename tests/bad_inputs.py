@@ -307,6 +307,16 @@ BAD_SPACES = [
         {"model": {"hidden": 500}},
         "hidden 500 is not divisible by heads 8; the head size hidden/heads must be whole",
     ),
+    BadSpace(
+        "top-k-over-the-experts",
+        {"model": {"experts": 4, "top_k": 8}},
+        "top_k 8 is more than the 4 experts; a token goes to top_k distinct experts",
+    ),
+    BadSpace(
+        "dense-layers-all",
+        {"model": {"experts": 4, "dense_layers": 8}},
+        "dense_layers 8 leaves none of the 8 layers a mixture of experts; give fewer, or experts 0",
+    ),
 ]
 
 SMALL = ("-s", "2", "-b", "2")
@@ -345,6 +355,30 @@ BAD_COMMANDS = [
     BadCommand(
         "gpu-memory-without-unit", (*SMALL_MODEL, "--gpu-memory", "80"), "must be a positive amount with a unit"
     ),
+    BadCommand(
+        "expert-parallel-not-dividing-experts",
+        (*SMALL_MODEL, "--experts", "6", "--expert-parallel", "4", "--data-parallel", "4"),
+        "expert parallelism 4 does not divide the 6 experts; each GPU holds experts/EP of them",
+    ),
+    BadCommand(
+        "expert-parallel-beyond-the-replicas",
+        (*SMALL_MODEL, "--experts", "8", "--expert-parallel", "4", "--data-parallel", "2"),
+        "expert parallelism 4 does not divide data parallelism 2; the expert-parallel GPUs are data-parallel replicas",
+    ),
+    BadCommand(
+        "expert-parallel-without-experts",
+        (*SMALL_MODEL, "--expert-parallel", "2", "--data-parallel", "2"),
+        "expert parallelism 2 needs experts; give experts, or --expert-parallel 1",
+    ),
+    BadCommand(
+        "top-k-without-experts", (*SMALL_MODEL, "--top-k", "2"), "top_k is given but experts is 0 (a dense model)"
+    ),
+    BadCommand(
+        "zero-3-with-experts",
+        (*SMALL_MODEL, "--experts", "8", "--data-parallel", "2", "--zero", "3"),
+        "ZeRO 3 with experts is not modelled; give --zero 0, 1 or 2",
+    ),
+    BadCommand("experts-negative", (*SMALL_MODEL, "--experts", "-1"), "--experts must be at least 0, got -1"),
     BadCommand("picture-suffix", ("solve", *SMALL, "-o", "x.jpg"), "name the picture .png, .svg or .pdf"),
     BadCommand(
         "max-ops", ("--max-ops", "5", "solve", *SMALL), "8 ops (2 devices x 1 chunks x 2 microbatches x 2 kinds"

@@ -118,6 +118,8 @@ FLAGS: dict[str, Meaning] = {
     # One tensor-parallel degree t (GPUs per pipeline device); plan takes the degrees to try.
     "--tensor-parallel": meaning(("int", "ints", "text"), r"(?i)tensor-parallel|GPUs t per pipeline device"),
     "--microbatch-sizes": meaning("ints", r"(?i)microbatch sizes b to try"),
+    # One expert-parallel degree EP (instance from-model); plan takes the degrees to try.
+    "--expert-parallel": meaning(("int", "ints", "text"), r"(?i)expert-parallel degrees|GPUs EP"),
     # Measuring (profile, calibrate) and using a measurement (plan, instance from-model).
     "--repeats": meaning("int", r"^Samples per round"),
     "--device": meaning("choice", r"^Where to measure", ["cpu", "cuda"]),

@@ -168,6 +168,10 @@ class Training(Keyed):
     )
 
 
+MOE_KEYS = ("experts", "top_k", "shared_experts", "expert_ffn_hidden", "dense_layers")
+"""The `Transformer` keys of a mixture of experts (`pipesat profile` builds dense layers: it takes the others)."""
+DENSE_KEYS = tuple(name for name in keys(Transformer) if name not in MOE_KEYS)
+
 ZB_PAPER_TRAINING = Training(flash_attention=False, causal=False, dropout=True)
 """The layer of the ZB paper's formulas: attention scores kept, no causal saving, dropout masks."""
 

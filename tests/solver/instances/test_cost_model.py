@@ -16,6 +16,7 @@ from pipesat.solver.instances.cost_model import (
     Pipeline,
     Training,
     Transformer,
+    all_to_all_ms,
     check_description,
     head_cost,
     kv_exchange_ms,
@@ -286,3 +287,72 @@ def test_keys_that_do_not_fit_together_give_one_clear_line(
         check_description(model, training, A100, pipeline)
         layer_split(model, pipeline)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+# A small mixture of experts: 16 routed experts of width 512, each token to 2 of them and to 1 shared
+# expert; its dense layer (`MOE.dense()`) a SwiGLU MLP of width 2816.
+MOE = Transformer(4, 1024, 8, 2048, ffn_hidden=2816, experts=16, top_k=2, shared_experts=1, expert_ffn_hidden=512)
+
+
+def test_a_mixture_of_experts_layer_does_top_k_and_shared_expert_mlps_a_token_and_the_router() -> None:
+    h, f_e, n = 1024, 512, 2048
+    attention = 2 * h * (h + 2 * h) + 2 * h * h
+    assert linear_flops(MOE) / n == attention + 6 * (2 + 1) * h * f_e + 2 * h * 16
+    assert linear_flops(MOE.dense()) / n == attention + 6 * h * 2816
+    # Expert parallelism moves the experts, not the work: each GPU's experts take n·k routed copies.
+    for ep in (1, 4, 16):
+        training = Training(expert_parallel=ep, data_parallel=16)
+        passes = layer_passes(MOE, training)
+        assert passes.forward.flops == pytest.approx(linear_flops(MOE) + score_flops(MOE, training))
+        routed = [gemm for gemm in layer_gemms(MOE, training) if gemm.name.startswith("routed experts")]
+        assert len(routed) == 2 * 16 // ep and {gemm.m for gemm in routed} == {n * 2 * ep / 16}
+
+
+def test_the_all_to_all_is_none_without_expert_parallelism_and_grows_with_ep_and_a_slower_link() -> None:
+    nvlink, network = Hardware(gpu="H100-SXM", ep_bandwidth=450, ep_latency=2), Hardware(gpu="H100-SXM")
+    assert network.ep_bandwidth == 50  # by default the data-parallel link: the network
+    times = {ep: all_to_all_ms(MOE, Training(expert_parallel=ep, data_parallel=16), nvlink) for ep in (1, 2, 8)}
+    assert times[1] == 0 and 0 < times[2] < times[8]
+    one = 2 * 2048 * 1024 * 2  # k routed copies of n·h values, 2 bytes each
+    training = Training(expert_parallel=8, data_parallel=16)
+    assert times[8] == pytest.approx(collective_ms(Collective.ALL_TO_ALL, one, 8, Link(450, 2)))
+    assert all_to_all_ms(MOE, training, network) > 5 * times[8]
+    assert all_to_all_ms(MOE.dense(), training, nvlink) == 0  # a dense layer has none
+    # Dispatch and combine in F, their mirrors in B (and F's again with full recomputation): the
+    # communication part of the op times.
+    layer = layer_cost(MOE, training, network)
+    a2a = all_to_all_ms(MOE, training, network)
+    assert layer.forward_a2a_ms == layer.backward_a2a_ms == pytest.approx(2 * a2a)
+    assert layer.forward_comm_ms == pytest.approx(2 * a2a)
+    full = layer_cost(MOE, dataclasses.replace(training, recompute="full"), network)
+    assert full.backward_a2a_ms == pytest.approx(4 * a2a)
+
+
+def test_the_routed_tokens_keep_their_expert_activations() -> None:
+    training, n, h, k, f_e = Training(), 2048, 1024, 2, 512
+    moe, dense = layer_cost(MOE, training, A100), layer_cost(MOE.dense(), training, A100)
+    dense_mlp = 3 * n * 2816 * 2
+    routed = (2 * n * k * h + 3 * n * k * f_e) * 2  # dispatched input and outputs; gate, up, down input
+    shared = 3 * n * f_e * 2
+    router = n * 16 * 4
+    assert moe.activation_bytes - dense.activation_bytes == routed + shared + router - dense_mlp
+
+
+@pytest.mark.parametrize(
+    ("changes", "training", "message"),
+    [
+        ({"top_k": 17}, Training(), "top_k 17 is more than the 16 experts"),
+        ({"dense_layers": 4}, Training(), "dense_layers 4 leaves none of the 4 layers a mixture of experts"),
+        ({"experts": 0}, Training(), "shared_experts is given but experts is 0"),
+        ({}, Training(expert_parallel=3, data_parallel=3), "expert parallelism 3 does not divide the 16 experts"),
+        ({}, Training(expert_parallel=4, data_parallel=2), "expert parallelism 4 does not divide data parallelism 2"),
+        ({}, Training(tensor_parallel=3), "tensor parallelism 3 does not divide heads 8"),
+        ({"expert_ffn_hidden": 500}, Training(tensor_parallel=8), "does not divide expert_ffn_hidden 500"),
+        ({}, Training(data_parallel=2, zero=3), "ZeRO 3 with experts is not modelled"),
+    ],
+)
+def test_mixture_of_experts_keys_that_do_not_fit_are_one_line(
+    changes: dict[str, int], training: Training, message: str
+) -> None:
+    with pytest.raises(InstanceError, match=message):
+        check_description(dataclasses.replace(MOE, **changes), training, A100, Pipeline(devices=1, microbatches=1))

@@ -9,7 +9,15 @@ import pytest
 
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
-from pipesat.solver.instances.cost_model import MIB, ZB_PAPER_TRAINING, Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.cost_model import (
+    MIB,
+    ZB_PAPER_TRAINING,
+    Hardware,
+    Pipeline,
+    Training,
+    Transformer,
+    all_to_all_ms,
+)
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive, model_instance
 from tests.strategies import assert_valid
@@ -91,3 +99,35 @@ def test_explain_shows_the_formulas_every_stage_and_every_device() -> None:
     assert "gate and up outputs" in text and "x 18 bytes (2 weight + 4 gradient + 12 optimizer)" in text
     assert "activation budget = GPU memory 80 GiB - reserve 8 GiB - model state" in text
     assert text.count("+ embedding") == 1 and text.count("+ head") == 1
+
+
+def test_a_mixture_of_experts_writes_its_all_to_all_as_the_ops_communication_and_pairs_hide_it() -> None:
+    model = Transformer(
+        8, 1024, 8, 2048, ffn_hidden=2816, experts=16, top_k=2, shared_experts=1, expert_ffn_hidden=512, dense_layers=2
+    )
+    training = Training(expert_parallel=8, data_parallel=8, zero=1)
+    pipeline = Pipeline(devices=2, microbatches=8, chunks=2, placement="vshape")
+    description = Description(model, training, Hardware(gpu="H100-SXM"), pipeline)
+    derivation = derive(description)
+    instance = derivation.instance
+    a2a = all_to_all_ms(model, training, description.hardware)
+    assert instance.forward_comm_times is not None and instance.backward_comm_times is not None
+    # Layers 0 and 1 (stage 0) are dense: no all-to-all; each later stage has two MoE layers.
+    assert instance.forward_comm_times == pytest.approx((0, 4 * a2a, 4 * a2a, 4 * a2a), rel=ROUNDING)
+    assert instance.backward_comm_times == instance.forward_comm_times
+    assert all(c < f for c, f in zip(instance.forward_comm_times, instance.forward_times, strict=True))
+    lines = explain(description, derivation)
+    assert any(line.startswith("  expert parallelism: an all-to-all") for line in lines)
+    assert "--experts 16 --top-k 2" in command_line(description) and "--expert-parallel 8" in command_line(description)
+    # DualPipeV's steady state runs overlapped pairs, which hide the all-to-all: each device is busy
+    # for less than its ops' times.
+    schedule = run_heuristic("dualpipe-v", instance)
+    assert_valid(schedule)
+    assert schedule.has_pairs
+    busy = compute_metrics(schedule).busy
+    for device in range(instance.num_devices):
+        alone = instance.num_microbatches * sum(sum(derivation.times[s]) for s in instance.stages_of(device))
+        assert busy[device] < alone
+    # Without expert parallelism there is nothing to hide: no communication part.
+    dense = derive(dataclasses.replace(description, training=Training())).instance
+    assert dense.forward_comm_times is None and not dense.has_communication

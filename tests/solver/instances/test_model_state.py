@@ -13,6 +13,7 @@ from pipesat.solver.instances.model_state import (
     activation_budgets,
     bytes_per_parameter,
     device_states,
+    expert_parameters,
     layer_parameters,
     reserve_bytes,
 )
@@ -100,3 +101,31 @@ def test_model_state_over_the_gpu_is_one_line() -> None:
         match=r"device 0 holds .* GiB of weights, gradients and optimizer state plus a 8 GiB reserve, more than --gpu-memory 80 GiB",
     ):
         activation_budgets(H100, states)
+
+
+# 8 layers, the first dense, 16 routed experts of width 512 and a shared one.
+MOE = Transformer(
+    8, 1024, 8, 2048, ffn_hidden=2816, experts=16, top_k=2, shared_experts=1, expert_ffn_hidden=512, dense_layers=1
+)
+
+
+def test_expert_parallelism_shards_the_routed_experts_and_their_state() -> None:
+    h, f_e = 1024, 512
+    routed = 16 * 3 * h * f_e
+    one = layer_parameters(MOE, Training())
+    assert one == h * 3 * h + h * h + 3 * h * f_e + routed + h * 16 + 2 * h  # attention, shared, routed, router, norms
+    for ep in (2, 8):
+        assert one - layer_parameters(MOE, Training(expert_parallel=ep, data_parallel=8)) == routed * (1 - 1 / ep)
+    assert expert_parameters(MOE, Training(expert_parallel=8, data_parallel=8)) == routed / 8
+    # With ZeRO 1 over 8 replicas, EP 4: the routed experts' optimizer state is sharded over the 2
+    # replicas of the same experts, the rest over all 8.
+    training = Training(expert_parallel=4, data_parallel=8, zero=1)
+    stages = stage_costs(MOE, training, H100, (4, 4))
+    assert [stage.moe_layers for stage in stages] == [3, 4]
+    states = device_states(MOE, training, stages, [0, 1])
+    experts = 4 * routed / 4
+    assert states[1].expert_parameters == experts
+    assert states[1].bytes == (states[1].parameters - experts) * (2 + 4 + 12 / 8) + experts * (2 + 4 + 12 / 2)
+    assert states[0].parameters - states[0].expert_parameters == pytest.approx(
+        layer_parameters(MOE.dense(), training) + 3 * (one - routed)
+    )

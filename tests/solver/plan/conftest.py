@@ -26,3 +26,7 @@ def tiny(**sections: dict[str, Any]) -> PlanSpec:
 @pytest.fixture
 def tiny_spec() -> PlanSpec:
     return tiny()
+
+
+MOE = {"experts": 4, "top_k": 2, "expert_ffn_hidden": 256}
+"""The tiny model's layers as mixtures of 4 experts, each token to 2 of them."""

@@ -4,15 +4,19 @@ import dataclasses
 
 import pytest
 
+from pipesat.models import Schedule
 from pipesat.models.plan_result import Configuration, Measure
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.instances.collectives import Collective, Link, collective_ms
 from pipesat.solver.instances.data_parallel import buckets
-from pipesat.solver.instances.from_model import derive
-from pipesat.solver.plan.measure import exchange_ms, model_flops, optimizer_ms, usable_memory
+from pipesat.solver.instances.from_model import Derivation, derive
+from pipesat.solver.plan.measure import critical_device, exchange_ms, measure, model_flops, optimizer_ms, usable_memory
 from pipesat.solver.plan.search import AssessTask, assess
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec
-from tests.solver.plan.conftest import tiny
+from tests.solver.plan.conftest import MOE, tiny
 
 SPLIT_LINKS = {"bandwidth": 10, "latency": 10, "node_bandwidth": 100, "node_latency": 2, "gpus_per_node": 2}
 
@@ -130,3 +134,41 @@ def test_full_recomputation_shows_as_recompute_not_compute() -> None:
     full = found_measure(spec, Configuration(1, 4, 1, 1, "linear", 1, 4, recompute="full")).breakdown
     assert full.compute_ms == pytest.approx(plain.compute_ms, rel=1e-4)
     assert full.recompute_ms > 0.2 * full.compute_ms
+
+
+def all_to_all_ms(derivation: Derivation, schedule: Schedule) -> float:
+    """The all-to-all of the schedule's critical device's ops, every microbatch."""
+    stages = derivation.instance.stages_of(critical_device(compute_metrics(schedule)))
+    costs = [derivation.stages[stage].cost for stage in stages]
+    return derivation.instance.num_microbatches * sum(cost.forward_a2a_ms + cost.backward_a2a_ms for cost in costs)
+
+
+def test_overlapped_pairs_hide_part_of_the_all_to_all_and_the_parts_still_add_up() -> None:
+    spec = tiny(model=MOE, cluster={"gpus_per_node": 1}, training={"global_batch": 16})
+    chosen = Configuration(1, 2, 2, 2, "vshape", 1, 8, zero=1, expert_parallel=2)
+    derivation = derive(description(spec, chosen))
+    assert derivation.instance.has_communication
+    paired = ensure_valid(run_heuristic("dualpipe-v", derivation.instance))
+    alone = ensure_valid(run_heuristic("zb-v", derivation.instance))
+    assert paired.has_pairs and not alone.has_pairs
+    for schedule in (paired, alone):
+        measured = measure(spec, chosen, derivation, schedule)
+        parts = measured.breakdown
+        assert parts.total_ms == pytest.approx(measured.iteration_ms)
+        assert parts.tensor_parallel_ms == pytest.approx(0, abs=1e-9)  # t = 1: the communication is the experts'
+        if schedule is alone:  # every op alone exposes all of it
+            assert parts.expert_parallel_ms == pytest.approx(all_to_all_ms(derivation, schedule))
+        else:  # the pairs hide part of it
+            assert 0 < parts.expert_parallel_ms < all_to_all_ms(derivation, schedule)
+
+
+def test_the_expert_parallel_replicas_exchange_and_step_their_experts_apart() -> None:
+    spec = tiny(model=MOE, cluster={"gpus_per_node": 1})
+    one, all_ = (Configuration(1, 1, 4, 1, "linear", 1, 1, zero=1, expert_parallel=ep) for ep in (1, 4))
+    derivations = [derive(description(spec, chosen)) for chosen in (one, all_)]
+    # EP = d: each GPU holds a quarter of the experts, whose gradients no other replica shares.
+    assert derivations[1].states[0].expert_parameters == derivations[0].states[0].expert_parameters / 4
+    assert exchange_ms(description(spec, all_), derivations[1]) < exchange_ms(description(spec, one), derivations[0])
+    assert optimizer_ms(spec, description(spec, all_), derivations[1]) == pytest.approx(
+        optimizer_ms(spec, description(spec, one), derivations[0])
+    )

@@ -18,7 +18,7 @@ from pipesat.solver.plan.search import RANKED_MARGIN, AssessTask, assess, bound,
 from pipesat.solver.plan.spec import load_spec
 from pipesat.solver.report.plan_text import no_best_text
 from tests.conftest import ROOT
-from tests.solver.plan.conftest import tiny
+from tests.solver.plan.conftest import MOE, tiny
 
 
 def ranking(result):
@@ -204,3 +204,26 @@ def test_a_signal_ends_the_plan_with_what_it_has() -> None:
     assert result.best is not None and result.best_schedule is not None
     assert validate(result.best_schedule) == []
     assert all(item.note != "not searched: the time budget ran out" for item in result.results)
+
+
+def test_a_mixture_of_experts_plan_ranks_its_expert_parallel_degrees_and_validates_its_best() -> None:
+    spec = tiny(
+        model=MOE,
+        cluster={"gpus_per_node": 1},
+        training={"global_batch": 16, "pipeline_parallel": [2], "placements": ["vshape"], "microbatch_sizes": [1, 2]},
+    )
+    executor = LocalExecutor(2)
+    try:
+        result = plan(spec, executor, time_budget=10, seed=0)
+    finally:
+        executor.close()
+    ranked = [item for item in result.results if item.measure is not None]
+    assert {item.config.expert_parallel for item in result.results} == {1, 2}
+    assert [item.measure.iteration_ms for item in ranked] == sorted(item.measure.iteration_ms for item in ranked)
+    for item in ranked:  # the all-to-all, over the network here, only where EP > 1
+        assert (item.measure.breakdown.expert_parallel_ms > 0) == (item.config.expert_parallel > 1)
+    assert result.best_schedule is not None and validate(result.best_schedule) == []
+    # An EP configuration's assessment tries the overlapped schedules and keeps a valid best.
+    chosen = next(item.config for item in result.results if item.config.expert_parallel == 2)
+    found = assess(AssessTask(spec, chosen)).found
+    assert found is not None and validate(found.schedule) == []

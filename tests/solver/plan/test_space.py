@@ -19,7 +19,7 @@ from pipesat.solver.plan.space import (
 )
 from pipesat.solver.plan.spec import load_spec
 from tests.conftest import ROOT
-from tests.solver.plan.conftest import tiny
+from tests.solver.plan.conftest import MOE, tiny
 
 LLAMA3_405B = ROOT / "instances/plan/llama3-405b-8192gpu.yaml"
 
@@ -183,3 +183,29 @@ def test_the_space_is_checked_before_any_work() -> None:
     assert enumerate_space(spec, limits).configs == configs  # the cap itself is allowed
     with pytest.raises(InputError, match="more than 29 configurations; narrow the training section's lists"):
         enumerate_space(spec, PlanLimits(max_configurations=29))
+
+
+def test_expert_parallel_degrees_divide_the_experts_and_the_replicas() -> None:
+    spec = tiny(model=MOE, training={"pipeline_parallel": [1, 2], "placements": ["linear"], "recompute": ["none"]})
+    space = enumerate_space(spec)
+    # d4 (p1) tries EP 1, 2 and 4; d2 (p2) EP 1 and 2: every divisor of the experts and d.
+    assert {(c.data_parallel, c.expert_parallel) for c in space.configs} == {(4, 1), (4, 2), (4, 4), (2, 1), (2, 2)}
+    assert "t1 p1 d4 ep4 linear b1 m1 zero1" in {c.label for c in space.configs}
+    listed = tiny(model=MOE, training={"expert_parallel": [3, 4], "placements": ["linear"], "zero": [1, 3]})
+    space = enumerate_space(listed)
+    assert {(c.data_parallel, c.expert_parallel, c.zero) for c in space.configs} == {(4, 4, 1)}
+    assert "ep3: does not divide the 4 experts" in space.skipped
+    assert "d2 ep4: expert parallelism takes its GPUs out of the 2 data-parallel replicas" in space.skipped
+    assert any(line.startswith("zero 3: ZeRO 3 with experts is not modelled") for line in space.skipped)
+    assert {c.expert_parallel for c in enumerate_space(tiny()).configs} == {1}  # a dense model: EP 1
+
+
+def test_the_all_to_all_runs_over_the_node_link_within_a_node_and_the_network_across() -> None:
+    links = {"bandwidth": 10, "node_bandwidth": 100, "node_latency": 2}
+    config = Configuration(1, 1, 4, 1, "linear", 1, 1, zero=1, expert_parallel=4)
+    inside = description(tiny(model=MOE, cluster={**links, "gpus_per_node": 4}), config)
+    across = description(tiny(model=MOE, cluster={**links, "gpus_per_node": 2}), config)
+    assert (inside.hardware.ep_bandwidth, inside.hardware.ep_latency) == (100, 2)
+    assert (across.hardware.ep_bandwidth, across.hardware.ep_latency) == (10, 10)
+    a2a = [derive(described).instance.forward_comm_times for described in (inside, across)]
+    assert a2a[0] is not None and a2a[1] is not None and 0 < a2a[0][0] < a2a[1][0]
