@@ -111,7 +111,7 @@ def _breakdown_bars(axes: Axes, ranked: list[ConfigResult]) -> None:
     axes.tick_params(axis="x", labelsize=8)
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
-    axes.legend(ncol=7, fontsize=7, frameon=False, loc="lower left", bbox_to_anchor=(0, 1))
+    axes.legend(ncol=len(PART_COLOURS) // 2, fontsize=7, frameon=False, loc="lower left", bbox_to_anchor=(0, 1))
 
 
 def plot_plan(result: PlanResult, path: str | Path, title: str = "") -> Path:
