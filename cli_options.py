@@ -193,7 +193,9 @@ INSTANCE_OPTIONS = options(
     click.option("-w", "--weight-times", help="Weight-gradient time per stage: splits the backward into B and W."),
     click.option("--p2p-time", type=NUMBER, help="Point-to-point latency between devices."),
     click.option("--chunks", type=int, help="Stages (chunks) per device."),
-    click.option("--placement", help="linear, interleaved, vshape, or a comma-separated stage-to-device list."),
+    click.option(
+        "--placement", help="linear, interleaved, vshape, bidirectional, or a comma-separated stage-to-device list."
+    ),
     click.option(
         "--memory-limit",
         help="Activation memory each device may hold: a number in the instance's memory unit, an amount like "
@@ -493,7 +495,8 @@ def _placements(_ctx: click.Context, _param: click.Parameter, value: str | None)
 PLACEMENTS_OPTION = click.option(
     "--placements",
     callback=_placements,
-    help="Compare the same model at each of these placements (comma-separated: linear, interleaved, vshape; "
+    help="Compare the same model at each of these placements (comma-separated: linear, interleaved, vshape, "
+    "bidirectional; "
     "chunks 1 for linear, else --chunks or 2), in one table.",
 )
 SAVE_DIR_OPTION = click.option(

@@ -32,9 +32,9 @@ def main() -> None:
     print(f"{'heuristic':<12} {'layout':<12} {'ops':>6} {'generate s':>11} {'validate s':>11} {'max span':>10}")
     total = 0.0
     for heuristic in all_heuristics():
-        instance = next((i for i in instances if heuristic.requirement(i) is None), None)
+        instance = next((i for i in instances if heuristic.unmet(i) is None), None)
         if instance is None:
-            print(f"{heuristic.name:<12} n/a: {heuristic.requirement(instances[0])}")
+            print(f"{heuristic.name:<12} n/a: {heuristic.unmet(instances[0])}")
             continue
         started = time.perf_counter()
         schedule = run_heuristic(heuristic.name, instance)

@@ -20,7 +20,7 @@ from pipesat.models.limits import check_work
 from pipesat.models.tolerance import fits
 from pipesat.models.units import MEMORY_UNITS, TIME_UNITS, check_unit, memory_in
 
-PLACEMENTS = ("linear", "interleaved", "vshape")
+PLACEMENTS = ("linear", "interleaved", "vshape", "bidirectional")
 # The largest total of times (or of memory) an instance may add up to: far beyond any real pipeline,
 # and far enough below the largest float (1.8e308) that no sum, product or ratio pipesat computes overflows.
 MAX_TOTAL = 1e100
@@ -52,7 +52,9 @@ KNOWN_KEYS = (
 
 
 def placement_devices(placement: str, num_devices: int, chunks: int) -> tuple[int, ...]:
-    """Stage-to-device list of a named placement: linear, interleaved or vshape (docs/design.md, placement)."""
+    """Stage-to-device list of a named placement: linear, interleaved, vshape or bidirectional (docs/design.md,
+    placement). A bidirectional placement puts its stages where a V does: stage s < p on device s, the
+    mirrored replica's stage s - p on device 2p - 1 - s."""
     p, v = num_devices, chunks
     if placement == "linear":
         if v != 1:
@@ -62,9 +64,9 @@ def placement_devices(placement: str, num_devices: int, chunks: int) -> tuple[in
         return tuple(range(p))
     if placement == "interleaved":
         return tuple(s % p for s in range(p * v))
-    if placement == "vshape":
+    if placement in ("vshape", "bidirectional"):
         if v != 2:
-            raise InstanceError(f"placement 'vshape' needs chunks 2, got {v}; set chunks: 2")
+            raise InstanceError(f"placement {placement!r} needs chunks 2, got {v}; set chunks: 2")
         return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))
     raise InstanceError(
         f"unknown placement {placement!r}; use one of {', '.join(PLACEMENTS)} or an explicit stage-to-device list"
@@ -84,6 +86,11 @@ class Instance:
     of F and of B, the expert all-to-all of a MoE layer, included in `forward_times` and
     `backward_times`: they change nothing for an op alone and only shorten overlapped pairs
     (`models.ops.pair_duration`).
+
+    A `bidirectional` instance (DualPipe's placement) holds two copies of a p-stage model: stages
+    0..p-1 on devices 0..p-1 and the mirrored replica's stages p..2p-1 on devices p-1..0 (stage p + i
+    is a copy of stage i). The first half of the microbatches runs down the first copy, the second
+    half down the replica (`route`); every other instance's microbatches pass every stage.
     """
 
     num_devices: int
@@ -105,10 +112,38 @@ class Instance:
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     # The earlier tool's picture name; kept for the CLI, not part of the normalised instance.
     output_file: str | None = field(default=None, compare=False)
+    bidirectional: bool = False
 
     @property
     def num_stages(self) -> int:
         return self.num_devices * self.chunks
+
+    def route(self, microbatch: int) -> range:
+        """The stages `microbatch` passes, in order: every stage, or one copy's of a bidirectional instance."""
+        if not self.bidirectional:
+            return range(self.num_stages)
+        p = self.num_devices
+        return range(0, p) if microbatch < self.num_microbatches // 2 else range(p, 2 * p)
+
+    def microbatches_at(self, stage: int) -> range:
+        """The microbatches that pass `stage`: all, or one half of a bidirectional instance's."""
+        if not self.bidirectional:
+            return range(self.num_microbatches)
+        half = self.num_microbatches // 2
+        return range(0, half) if stage < self.num_devices else range(half, self.num_microbatches)
+
+    def route_at(self, stage: int) -> range:
+        """The route through `stage` (each stage is on one)."""
+        return self.route(self.microbatches_at(stage).start)
+
+    @property
+    def stage_microbatches(self) -> int:
+        """How many microbatches pass each stage: all, or half of a bidirectional instance's."""
+        return self.num_microbatches // 2 if self.bidirectional else self.num_microbatches
+
+    def routes(self) -> list[range]:
+        """The distinct routes: one, or a bidirectional instance's two (down each copy)."""
+        return [self.route(0), self.route(self.num_microbatches - 1)] if self.bidirectional else [self.route(0)]
 
     def limit_of(self, device: int) -> float | None:
         """The memory limit of `device`, or None without one."""
@@ -147,8 +182,10 @@ class Instance:
         return [s for s, d in enumerate(self.placement) if d == device]
 
     def placement_name(self) -> str:
-        """`linear`, `interleaved` or `vshape` when the placement is one of those, else `custom`."""
-        for name in PLACEMENTS:
+        """`linear`, `interleaved`, `vshape` or `bidirectional` when the placement is one of those, else `custom`."""
+        if self.bidirectional:
+            return "bidirectional"
+        for name in PLACEMENTS[:-1]:
             try:
                 if placement_devices(name, self.num_devices, self.chunks) == self.placement:
                     return name
@@ -164,37 +201,41 @@ class Instance:
         not depend on the placement, so `0.5x` is the same budget for every placement of one model; with
         one stage per device it is 1F1B's own peak.
         """
-        p, v, m = self.num_devices, self.chunks, self.num_microbatches
-        return max(min(p - k, m) * sum(self.activation_memory[k * v : (k + 1) * v]) for k in range(p))
+        p, m = self.num_devices, self.num_microbatches
+        shares = self.device_shares(self.activation_memory)
+        return max(min(p - k, m) * shares[k] for k in range(p))
+
+    def device_shares(self, values: tuple[float, ...]) -> list[float]:
+        """Each device's share of a per-stage quantity of the model in its linear cut: device k's sum
+        of stages kv..kv+v-1, or stage k of a bidirectional instance (its replica is a copy)."""
+        p, v = self.num_devices, self.chunks
+        if self.bidirectional:
+            return list(values[:p])
+        return [sum(values[k * v : (k + 1) * v]) for k in range(p)]
 
     def at_placement(self, placement: str, chunks: int | None = None) -> Instance:
         """The same model cut for another named placement: `chunks` stages per device (default: 1 for
         linear, else this cut's chunks, or 2 from a linear cut).
 
         The model is the stages in order. With the same chunks only the placement changes; otherwise
-        each device's share of the linear cut (the sum of its `v` consecutive stages, exactly) is split
-        evenly over the new chunks, as one number in a file is (docs/design.md, one model, any placement).
-        The memory limit stays: it is in absolute units, and `1x` does not depend on the cut.
+        each device's share of the linear cut (`device_shares`, exactly) is split evenly over the new
+        chunks, as one number in a file is (docs/design.md, one model, any placement); a bidirectional
+        cut holds the shares twice, one copy each way. The memory limit stays: it is in absolute units,
+        and `1x` does not depend on the cut.
         """
         v, p = self.chunks, self.num_devices
+        bidirectional = placement == "bidirectional"
         new_chunks = chunks if chunks is not None else 1 if placement == "linear" else (v if v > 1 else 2)
 
         def recut(values: tuple[float, ...] | None) -> list[float] | None:
-            if values is None or new_chunks == v:
+            if values is None or (new_chunks == v and bidirectional == self.bidirectional):
                 return None if values is None else list(values)
-            shares = [sum(values[k * v : (k + 1) * v]) for k in range(p)]
+            shares = self.device_shares(values)
+            if bidirectional:
+                return shares + shares
             return [shares[s // new_chunks] / new_chunks for s in range(p * new_chunks)]
 
-        per_stage = (
-            "forward_times",
-            "backward_times",
-            "weight_times",
-            "forward_comm_times",
-            "backward_comm_times",
-            "activation_memory",
-            "weight_memory",
-        )
-        data = self.to_dict() | {key: recut(getattr(self, key)) for key in per_stage}
+        data = self.to_dict() | {key: recut(getattr(self, key)) for key in PER_STAGE_KEYS}
         data |= {"chunks": new_chunks, "placement": placement}
         return Instance.from_dict({key: value for key, value in data.items() if value is not None})
 
@@ -211,7 +252,7 @@ class Instance:
             "num_devices": self.num_devices,
             "num_microbatches": self.num_microbatches,
             "chunks": self.chunks,
-            "placement": list(self.placement),
+            "placement": "bidirectional" if self.bidirectional else list(self.placement),
             "forward_times": list(self.forward_times),
             "backward_times": list(self.backward_times),
             "weight_times": None if self.weight_times is None else list(self.weight_times),
@@ -249,20 +290,25 @@ class Instance:
         check_work(p, v, m, kinds=2 if data.get("weight_times") is None else 3)
         placement = _placement(placement_raw, p, v)
         num_stages = p * v
+        bidirectional = isinstance(placement_raw, str) and placement_raw.strip().lower() == "bidirectional"
+        if bidirectional:
+            data = _mirrored(data, p, m)
 
         # A number given for every stage is one device's share of the model (its linear cut), so each
-        # of a device's v stages gets a v-th of it: the same model at every placement.
-        forward = _per_stage(data, "forward_times", num_stages, v, default=1.0, positive=True)
+        # of a device's v stages gets a v-th of it: the same model at every placement. A bidirectional
+        # device's two stages are each a whole share (one copy of it each way).
+        share = 1 if bidirectional else v
+        forward = _per_stage(data, "forward_times", num_stages, share, default=1.0, positive=True)
         if data.get("backward_times") is None:
             _check_total("the default backward_times (twice forward_times)", 2 * sum(forward))
-        weight = None if data.get("weight_times") is None else _per_stage(data, "weight_times", num_stages, v)
+        weight = None if data.get("weight_times") is None else _per_stage(data, "weight_times", num_stages, share)
         default_backward = None if data.get("backward_times") is not None else _default_backward(forward, weight)
-        backward = _per_stage(data, "backward_times", num_stages, v, default=default_backward, positive=True)
+        backward = _per_stage(data, "backward_times", num_stages, share, default=default_backward, positive=True)
         p2p = _number(data, "p2p_time", default=0.0)
         # Default memory unit: one microbatch of a device's activations.
-        activation = _per_stage(data, "activation_memory", num_stages, v, default=1.0)
+        activation = _per_stage(data, "activation_memory", num_stages, share, default=1.0)
         weight_memory_default = [a / 2 for a in activation] if weight is not None else [0.0] * num_stages
-        weight_memory = _per_stage(data, "weight_memory", num_stages, v, default=weight_memory_default)
+        weight_memory = _per_stage(data, "weight_memory", num_stages, share, default=weight_memory_default)
         if weight is None and any(w > 0 for w in weight_memory):
             raise InstanceError("weight_memory needs weight_times (a split backward); add weight_times or drop it")
         for s, (a, w) in enumerate(zip(activation, weight_memory, strict=True)):
@@ -271,8 +317,8 @@ class Instance:
                     f"weight_memory[{s}] = {w:g} exceeds activation_memory[{s}] = {a:g}; W frees part of what F allocated"
                 )
 
-        forward_comm = _communication(data, "forward_comm_times", "forward_times", forward, v)
-        backward_comm = _communication(data, "backward_comm_times", "backward_times", backward, v)
+        forward_comm = _communication(data, "forward_comm_times", "forward_times", forward, share)
+        backward_comm = _communication(data, "backward_comm_times", "backward_times", backward, share)
         deps = 3 * num_stages * m  # at most one dependency per op, each waiting p2p at most once
         _check_total("the total op time", m * (sum(forward) + sum(backward) + sum(weight or ())) + deps * p2p)
         _check_total("the total activation memory", m * sum(activation))
@@ -306,12 +352,46 @@ class Instance:
             memory_unit=memory_unit,
             name=name,
             metadata=metadata,
+            bidirectional=bidirectional,
         )
         output_file = data.get("output_file")
         if output_file is not None and not isinstance(output_file, str):
             raise InstanceError(f"output_file must be a file name, got {output_file!r}")
         limit = parse_memory_limit(data.get("memory_limit"), instance)
         return dataclasses.replace(instance, memory_limit=limit, output_file=output_file)
+
+
+PER_STAGE_KEYS = (
+    "forward_times",
+    "backward_times",
+    "weight_times",
+    "forward_comm_times",
+    "backward_comm_times",
+    "activation_memory",
+    "weight_memory",
+)
+
+
+def _mirrored(data: dict[str, Any], p: int, m: int) -> dict[str, Any]:
+    """A bidirectional instance's data with each per-stage list of the p model stages written for both
+    copies (stage p + i a copy of stage i); a list of all 2p stages must already be one."""
+    if m % 2:
+        raise InstanceError(
+            f"placement 'bidirectional' runs half the microbatches each way; num_microbatches {m} is odd, give an even number"
+        )
+    mirrored = dict(data)
+    for key in PER_STAGE_KEYS:
+        value = data.get(key)
+        if not isinstance(value, (list, tuple)):
+            continue
+        if len(value) == p:
+            mirrored[key] = [*value, *value]
+        elif len(value) == 2 * p and list(value[:p]) != list(value[p:]):
+            raise InstanceError(
+                f"{key} differs between the two copies of a bidirectional placement (stage p + i copies stage i); "
+                f"give the {p} stages of one copy"
+            )
+    return mirrored
 
 
 def _communication(

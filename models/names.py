@@ -12,6 +12,7 @@ SCHEDULE_TITLES: dict[str, str] = {
     "1f1b": "1F1B",
     "interleaved-overlap": "Interleaved 1F1B, overlapped pairs",
     "dualpipe-v": "DualPipeV",
+    "dualpipe": "DualPipe",
     "v-min": "V-Min",
     "v-half": "V-Half",
     "v-zb": "V-ZB",

@@ -114,18 +114,21 @@ def pair_duration(instance: Instance, pair: Pair, split_backward: bool) -> float
     return max(forward_compute, backward_comm) + max(backward_compute, forward_comm)
 
 
-def dependency(key: OpKey, num_stages: int) -> OpKey | None:
-    """The op that `key` waits for directly, or None for F of stage 0.
+def dependency(key: OpKey, instance: Instance) -> OpKey | None:
+    """The op that `key` waits for directly, or None for the F of its microbatch's first stage.
 
-    The rule, in one place: F(s, j) after F(s-1, j); B(S-1, j) after F(S-1, j); B(s, j) after
-    B(s+1, j); W(s, j) after B(s, j). Between stages on different devices the wait adds `p2p_time`.
+    The rule, in one place, along the microbatch's route (`Instance.route`: every stage, or one copy's
+    of a bidirectional instance), first stage f and last l: F(s, j) after F(s-1, j) for s > f;
+    B(l, j) after F(l, j); B(s, j) after B(s+1, j); W(s, j) after B(s, j). Between stages on
+    different devices the wait adds `p2p_time`.
     """
     kind, stage, microbatch = key
+    if kind == "W":
+        return OpKey("B", stage, microbatch)
+    route = instance.route(microbatch)
     if kind == "F":
-        return OpKey("F", stage - 1, microbatch) if stage > 0 else None
-    if kind == "B":
-        return OpKey("F", stage, microbatch) if stage == num_stages - 1 else OpKey("B", stage + 1, microbatch)
-    return OpKey("B", stage, microbatch)
+        return OpKey("F", stage - 1, microbatch) if stage > route.start else None
+    return OpKey("F", stage, microbatch) if stage == route.stop - 1 else OpKey("B", stage + 1, microbatch)
 
 
 def memory_change(instance: Instance, kind: str, stage: int, split_backward: bool) -> float:
@@ -148,8 +151,5 @@ def expected_op_keys(instance: Instance, split_backward: bool) -> list[OpKey]:
     """Every op a complete schedule of `instance` holds, F then B then W, by stage then microbatch."""
     kinds = KINDS if split_backward else KINDS[:2]
     return [
-        OpKey(kind, s, j)
-        for kind in kinds
-        for s in range(instance.num_stages)
-        for j in range(instance.num_microbatches)
+        OpKey(kind, s, j) for kind in kinds for s in range(instance.num_stages) for j in instance.microbatches_at(s)
     ]

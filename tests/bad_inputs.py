@@ -48,7 +48,9 @@ BAD_INSTANCES = [
     _case("non-numeric-scalar", "p2p_time must be a number, got [1]", p2p_time=[1]),
     _case("fractional-count", "num_microbatches must be a whole number, got 2.5", num_microbatches=2.5),
     _case(
-        "unknown-placement", "unknown placement 'zigzag'; use one of linear, interleaved, vshape", placement="zigzag"
+        "unknown-placement",
+        "unknown placement 'zigzag'; use one of linear, interleaved, vshape, bidirectional",
+        placement="zigzag",
     ),
     _case("vshape-chunks-1", "placement 'vshape' needs chunks 2, got 1", placement="vshape"),
     _case("vshape-chunks-3", "placement 'vshape' needs chunks 2, got 3", placement="vshape", chunks=3),
@@ -336,7 +338,7 @@ BAD_COMMANDS = [
     BadCommand(
         "placements-unknown",
         ("compare", *SMALL, "--no-solve", "--placements", "linear,diagonal"),
-        "give named placements, each once, from linear, interleaved, vshape; got 'linear,diagonal'",
+        "give named placements, each once, from linear, interleaved, vshape, bidirectional; got 'linear,diagonal'",
     ),
     BadCommand(
         "placements-with-torch",

@@ -32,7 +32,7 @@ TIMES = st.integers(min_value=1, max_value=16).map(lambda quarters: quarters / 4
 # A W time may be zero (a stage whose weight gradient costs nothing); F and B times never are.
 ZERO_OR_TIMES = st.integers(min_value=0, max_value=16).map(lambda quarters: quarters / 4)
 P2P_TIMES = st.sampled_from([0.0, 0.25, 0.5, 1.0])
-LAYOUTS = (("linear", 1), ("interleaved", 2), ("vshape", 2))
+LAYOUTS = (("linear", 1), ("interleaved", 2), ("vshape", 2), ("bidirectional", 2))
 
 
 @st.composite
@@ -58,7 +58,11 @@ def instance_dicts(
     else:
         m = draw(st.integers(min_value=1, max_value=max_microbatches))
     placement, chunks = draw(st.sampled_from(layouts))
-    stages = p * chunks
+    # A bidirectional instance is given its model's p stages (both copies hold them), and runs half
+    # its microbatches each way.
+    stages = p if placement == "bidirectional" else p * chunks
+    if placement == "bidirectional":
+        m += m % 2
     per_stage = st.lists(TIMES, min_size=stages, max_size=stages)
     data: dict[str, Any] = {
         "num_devices": p,
@@ -93,11 +97,10 @@ def dependency_respecting_orders(draw: st.DrawFn, instance: Instance, split: boo
     if split is None:
         split = instance.split_backward and draw(st.booleans())
     keys = expected_op_keys(instance, split)
-    num_stages = instance.num_stages
     successors: dict[OpKey, list[OpKey]] = {key: [] for key in keys}
     ready: list[OpKey] = []
     for key in keys:
-        before = dependency(key, num_stages)
+        before = dependency(key, instance)
         if before is None:
             ready.append(key)
         else:

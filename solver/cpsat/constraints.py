@@ -28,7 +28,7 @@ def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVa
     placement = data.instance.placement
     p2p = int(data.tick_instance.p2p_time)
     for key in data.keys:
-        dep = dependency(key, data.instance.num_stages)
+        dep = dependency(key, data.instance)
         if dep is not None:
             latency = p2p if placement[dep.stage] != placement[key.stage] else 0
             precedence = model.add(variables.starts[key] >= variables.ends[dep] + latency)
@@ -54,11 +54,13 @@ def add_pairs(model: cp_model.CpModel, data: ModelData, variables: ModelVariable
 
 def add_symmetry_breaking(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
     """F(0, 0) at time 0 and first-in-first-out microbatches per (kind, stage) (see the module notes)."""
-    # F(0, 0) comes before every op; shifting the whole schedule puts it at 0.
-    model.add(variables.starts[OpKey("F", 0, 0)] == 0)
-    m = data.instance.num_microbatches
+    instance = data.instance
+    if not instance.bidirectional:
+        # F(0, 0) comes before every op; shifting the whole schedule puts it at 0. (Fed from both
+        # ends, either copy's first forward may come first.)
+        model.add(variables.starts[OpKey("F", 0, 0)] == 0)
     for kind, stage, j in data.keys:
-        if j + 1 < m:
+        if j + 1 in instance.microbatches_at(stage):
             model.add(variables.starts[OpKey(kind, stage, j + 1)] >= variables.ends[OpKey(kind, stage, j)])
 
 
@@ -106,12 +108,12 @@ def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: 
 
     Valid only with first-in-first-out microbatches (symmetry breaking) and a fixed limit.
     """
-    m = data.instance.num_microbatches
     for s, activation in enumerate(data.tick_instance.activation_memory):
         if activation <= 0:
             continue
         k = memory_limit_ticks(data, data.instance.placement[s]) // int(activation)
-        for j in range(max(0, m - k)):
+        passing = data.instance.microbatches_at(s)
+        for j in range(passing.start, max(passing.start, passing.stop - k)):
             model.add(variables.starts[OpKey("F", s, j + k)] >= variables.ends[OpKey("B", s, j)])
 
 

@@ -36,31 +36,37 @@ def set_minimized(model: cp_model.CpModel, variables: ModelVariables) -> None:
 
 
 def _add_makespan(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
-    m = data.instance.num_microbatches
+    instance = data.instance
     last_only = data.symmetry_breaking
     split = data.split_backward
     sink_kind = "W" if split else "B"
     for key in data.keys:
         kind, stage, j = key
-        if kind == sink_kind and (split or stage == 0) and (not last_only or j == m - 1):
+        last = instance.microbatches_at(stage)[-1]
+        if kind == sink_kind and (split or stage == instance.route_at(stage).start) and (not last_only or j == last):
             model.add(variables.time_objective >= variables.ends[key])
 
 
 def _add_max_span(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
-    m = data.instance.num_microbatches
+    instance = data.instance
     last_only = data.symmetry_breaking
     closing_kind = "W" if data.split_backward else "B"
-    for d in range(data.instance.num_devices):
-        first_stage = data.instance.stages_of(d)[0]
+    for d in range(instance.num_devices):
+        stages = instance.stages_of(d)
+        # The first op on d is a forward of its first stage on a route, the last a W (or a fused B).
+        first_stages = {min(s for s in stages if s in route) for route in instance.routes() if set(stages) & set(route)}
         on_device = data.on_device(d)
-        # The first op on d is a forward of its first stage, the last a W (or a fused B).
         openers = [
             variables.starts[k]
             for k in on_device
-            if k.kind == "F" and k.stage == first_stage and (not last_only or k.microbatch == 0)
+            if k.kind == "F"
+            and k.stage in first_stages
+            and (not last_only or k.microbatch == instance.microbatches_at(k.stage).start)
         ]
         closers = [
-            variables.ends[k] for k in on_device if k.kind == closing_kind and (not last_only or k.microbatch == m - 1)
+            variables.ends[k]
+            for k in on_device
+            if k.kind == closing_kind and (not last_only or k.microbatch == instance.microbatches_at(k.stage)[-1])
         ]
         model.add_min_equality(variables.first[d], openers)
         model.add_max_equality(variables.last[d], closers)

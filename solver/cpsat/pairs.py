@@ -10,7 +10,8 @@ outlasts the B's compute; otherwise the W inside only delays the B's end.
 
 With first-in-first-out microbatches (symmetry breaking) only pairs whose B is of an earlier
 microbatch than their F can run together: any later microbatch's B waits, through its own
-forwards, for this F of a later microbatch number. The candidates are every such pair, none left
+forwards, for this F of a later microbatch number. (On a bidirectional placement this holds for
+the microbatches of one way; an F and a B of the two ways may pair in either order.) The candidates are every such pair, none left
 out, so the model's optimum and bounds hold over all schedules with pairs.
 """
 
@@ -32,7 +33,7 @@ def pair_candidates(
     """
     if not instance.has_communication:
         return {}
-    p, m = instance.num_devices, instance.num_microbatches
+    p = instance.num_devices
     weight_variants = (False, True) if split_backward else (False,)
     lengths: dict[Pair, float] = {}  # by shape: the stages and the W, for microbatches 1 and 0
     for device in range(p):
@@ -56,9 +57,10 @@ def pair_candidates(
     candidates: dict[Pair, int] = {}
     for shape, length in lengths.items():
         in_ticks = min(to_ticks(length, scale.time), int(pair_duration(ticks, shape, split_backward)))
-        for j in range(m):
-            for k in range(m):
-                if j == k or (first_in_first_out and k > j):
+        for j in instance.microbatches_at(shape.forward.stage):
+            for k in instance.microbatches_at(shape.backward.stage):
+                same_route = instance.route(j) == instance.route(k)
+                if j == k or (first_in_first_out and same_route and k > j):
                     continue
                 pair = Pair(
                     shape.forward._replace(microbatch=j), shape.backward._replace(microbatch=k), shape.with_weight

@@ -100,7 +100,7 @@ def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[
     kinds = ("B", "W") if data.split_backward else ("B",)
     held = []
     for s in data.instance.stages_of(device):
-        for j in range(data.instance.num_microbatches):
+        for j in data.instance.microbatches_at(s):
             for kind in kinds:
                 demand = -int(memory_change(data.tick_instance, kind, s, data.split_backward))
                 if demand <= 0:

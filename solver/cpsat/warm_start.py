@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipesat.models import Objective, OpKey, Step
+from pipesat.models import Instance, Objective, OpKey, Step
 from pipesat.solver.cpsat.model import PipelineModel
 from pipesat.solver.cpsat.pairs import model_steps
 from pipesat.solver.cpsat.scale import ceil_ticks
@@ -75,7 +75,7 @@ def add_hint(model: PipelineModel, starts: Mapping[OpKey, int], capacity: int | 
     """
     data, variables, cp = model.data, model.variables, model.cp_model
     if data.symmetry_breaking:
-        starts = _first_in_first_out(starts)
+        starts = _first_in_first_out(data.instance, starts)
     cp.clear_hints()
     for key, var in variables.starts.items():
         cp.add_hint(var, starts[key])
@@ -125,11 +125,14 @@ def restrict_objective(model: PipelineModel, lower: int, upper: int | None) -> N
         model.cp_model.add(target <= upper)
 
 
-def _first_in_first_out(starts: Mapping[OpKey, int]) -> dict[OpKey, int]:
-    """The same op times with microbatches renumbered in start order per (kind, stage)."""
+def _first_in_first_out(instance: Instance, starts: Mapping[OpKey, int]) -> dict[OpKey, int]:
+    """The same op times with microbatches renumbered in start order per (kind, stage), among the
+    microbatches that pass the stage."""
     groups: dict[tuple[str, int], list[int]] = {}
     for (kind, stage, _), start in starts.items():
         groups.setdefault((kind, stage), []).append(start)
     return {
-        OpKey(kind, stage, j): start for (kind, stage), times in groups.items() for j, start in enumerate(sorted(times))
+        OpKey(kind, stage, j): start
+        for (kind, stage), times in groups.items()
+        for j, start in zip(instance.microbatches_at(stage), sorted(times), strict=True)
     }

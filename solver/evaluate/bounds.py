@@ -92,31 +92,39 @@ def minimum_memory_limits(instance: Instance) -> list[float]:
     """Each device's smallest memory limit, exactly: what one microbatch of all its stages holds.
 
     Every forward of a microbatch comes before its first backward, so when device d starts the forward
-    of its last stage for a microbatch it holds that microbatch's activations of all its stages. Running
+    of its last stage for a microbatch it holds that microbatch's activations of all its stages (on the
+    microbatch's route: of one copy, on a bidirectional placement). Running
     one microbatch at a time holds no more, so the bound is met on every device at once.
     """
-    return [sum(instance.activation_memory[s] for s in instance.stages_of(d)) for d in range(instance.num_devices)]
+    return [
+        max(
+            sum(instance.activation_memory[s] for s in instance.stages_of(d) if s in route)
+            for route in instance.routes()
+        )
+        for d in range(instance.num_devices)
+    ]
 
 
 def chain_offsets(instance: Instance, split: bool) -> dict[tuple[str, int], float]:
-    """Earliest start of each op of one microbatch, `(kind, stage) -> time`, after its first forward starts."""
+    """Earliest start of each op of one microbatch, `(kind, stage) -> time`, after its first forward
+    starts: along its route, so each stage's offsets are those of the microbatches that pass it."""
     placement, p2p = instance.placement, instance.p2p_time
-    num_stages = instance.num_stages
     offsets: dict[tuple[str, int], float] = {}
-    time = 0.0
-    for s in range(num_stages):
-        if s > 0 and placement[s] != placement[s - 1]:
-            time += p2p
-        offsets[("F", s)] = time
-        time += instance.forward_times[s]
-    for s in reversed(range(num_stages)):
-        if s < num_stages - 1 and placement[s] != placement[s + 1]:
-            time += p2p
-        offsets[("B", s)] = time
-        time += op_duration(instance, "B", s, split)
-    if split:
-        for s in range(num_stages):
-            offsets[("W", s)] = offsets[("B", s)] + instance.backward_times[s]
+    for route in instance.routes():
+        time = 0.0
+        for s in route:
+            if s > route.start and placement[s] != placement[s - 1]:
+                time += p2p
+            offsets[("F", s)] = time
+            time += instance.forward_times[s]
+        for s in reversed(route):
+            if s < route.stop - 1 and placement[s] != placement[s + 1]:
+                time += p2p
+            offsets[("B", s)] = time
+            time += op_duration(instance, "B", s, split)
+        if split:
+            for s in route:
+                offsets[("W", s)] = offsets[("B", s)] + instance.backward_times[s]
     return offsets
 
 
@@ -137,7 +145,7 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
     the compute alone when the ops carry communication, and `head_share` the least all-to-all share
     of the device's forwards (see the module notes)."""
     memory_limit = instance.limit_of(device)
-    m = instance.num_microbatches
+    m = instance.stage_microbatches
     stages = instance.stages_of(device)
     offsets = chain_offsets(instance, split)
     # The validator accepts a peak that fits the limit up to float noise; the bounds allow the same.
@@ -145,17 +153,25 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
     activation = [instance.activation_memory[s] for s in stages]
 
     forwards = [(instance.forward_times[s], instance.activation_memory[s]) for s in stages]
-    first_b_start = min(offsets[("B", s)] for s in stages)
-    head_window = first_b_start - offsets[("F", stages[0])]
+    # From d's first op to its first B: that B's microbatch ran its forwards of d's stages on its
+    # route in the window (on one route: from d's first stage down and back).
+    head_window = min(
+        offsets[("B", s)] - min(offsets[("F", f)] for f in stages if f in instance.route_at(s)) for s in stages
+    )
     head_idle = max(head_window - max_total_time(forwards, m, capacity), head_share * head_window)
 
-    backward_ends = [
-        offsets[(kind, s)] + op_duration(instance, kind, s, split)
-        for kind in "BW"
-        for s in stages
-        if (kind, s) in offsets
-    ]
-    tail_window = max(backward_ends) - offsets[("F", stages[-1])]
+    # From d's last forward, of the last stage on its route on d, to the end of that microbatch's ops on d.
+    tail_window = min(
+        max(
+            offsets[(kind, s)] + op_duration(instance, kind, s, split)
+            for kind in ("BW" if split else "B")
+            for s in stages
+            if s in route
+        )
+        - offsets[("F", max(s for s in stages if s in route))]
+        for route in instance.routes()
+        if any(s in route for s in stages)
+    )
     fill = max(instance.forward_times[s] for s in stages) + max_total_time(
         _backward_items(instance, split, stages), m, capacity
     )
@@ -186,7 +202,7 @@ def memory_energy(
         weight = instance.weight_memory[s] if split else 0.0
         until_w = until_b + (op_duration(instance, "W", s, split) if split else 0.0)
         total += (instance.activation_memory[s] - weight) * until_b + weight * until_w
-    return instance.num_microbatches * total
+    return instance.stage_microbatches * total
 
 
 def head_share(instance: Instance, device: int) -> float:
@@ -214,16 +230,22 @@ def makespan_bound(instance: Instance, split: bool) -> float:
     offsets = chain_offsets(instance, split)
     placement = instance.placement
     best = critical_path_bound(instance, split)
-    end_of_chain = offsets[("B", 0)] + op_duration(instance, "B", 0, split)
+
+    def end_of_chain(stage: int) -> float:
+        first = instance.route_at(stage).start
+        return offsets[("B", first)] + op_duration(instance, "B", first, split)
+
     for d in range(instance.num_devices):
         stages = instance.stages_of(d)
-        head = offsets[("F", stages[0])]
+        head = min(offsets[("F", s)] for s in stages)
         if split:
             tail = 0.0  # a W can be the last op of every schedule
         else:
-            # The last op on d is a B whose successor (if any) runs elsewhere.
-            last_candidates = [s for s in stages if s == 0 or placement[s - 1] != d]
-            tail = min(end_of_chain - offsets[("B", s)] - op_duration(instance, "B", s, split) for s in last_candidates)
+            # The last op on d is a B whose successor on its route (if any) runs elsewhere.
+            last_candidates = [s for s in stages if s == instance.route_at(s).start or placement[s - 1] != d]
+            tail = min(
+                end_of_chain(s) - offsets[("B", s)] - op_duration(instance, "B", s, split) for s in last_candidates
+            )
         best = max(best, head + device_span_bound(instance, split, d, shares[d]) + tail)
     return best
 
@@ -362,4 +384,4 @@ def _busy(instance: Instance, split: bool, device: int) -> float:
     per_microbatch = sum(
         op_duration(instance, kind, s, split) for s in instance.stages_of(device) for kind in ("FBW" if split else "FB")
     )
-    return instance.num_microbatches * per_microbatch
+    return instance.stage_microbatches * per_microbatch

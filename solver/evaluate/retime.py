@@ -97,7 +97,7 @@ class _TimingGraph:
                 j = index[orders[device][k - 1][0]]
                 self.predecessors[i].append((j, self.durations[j]))
             for key in keys:
-                dep = dependency(key, instance.num_stages)
+                dep = dependency(key, instance)
                 if dep is not None and dep not in keys:
                     j = index[dep]
                     latency = instance.p2p_time if instance.placement[dep.stage] != op.device else 0.0

@@ -61,7 +61,7 @@ def simulate(
             keys = step_keys(step)
             start, blocked = now, None
             for key in keys:
-                dep = dependency(key, num_stages)
+                dep = dependency(key, instance)
                 if dep is None or dep in keys:
                     continue
                 dep_end = end.get(dep)
@@ -89,7 +89,7 @@ def simulate(
                     ready.extend(woken)
         position[device], free_at[device] = i, now
     if len(ops) != sum(len(step_keys(step)) for order in orders for step in order):
-        raise ScheduleError(_deadlock_message(orders, position, num_stages, end.keys()))
+        raise ScheduleError(_deadlock_message(instance, orders, position, end.keys()))
     return Schedule(instance, tuple(ops), name, dict(source or {}))
 
 
@@ -132,7 +132,7 @@ def check_orders(instance: Instance, orders: Sequence[Sequence[Step]]) -> bool:
 
 
 def _deadlock_message(
-    orders: Sequence[Sequence[Step]], position: list[int], num_stages: int, done: Collection[OpKey]
+    instance: Instance, orders: Sequence[Sequence[Step]], position: list[int], done: Collection[OpKey]
 ) -> str:
     stuck = []
     for d, i in enumerate(position):
@@ -140,7 +140,7 @@ def _deadlock_message(
             step = orders[d][i]
             keys = step_keys(step)
             # A stuck step waits for an op that has not run (never for an op of its own pair).
-            before = next(dep for key in keys if (dep := dependency(key, num_stages)) is not None and dep not in done)
+            before = next(dep for key in keys if (dep := dependency(key, instance)) is not None and dep not in done)
             at = pair_label(step) if isinstance(step, Pair) else op_label(keys[0])
             stuck.append(f"device {d} is stuck at {at} waiting for {op_label(before)}")
     return "the orders deadlock: " + "; ".join(stuck)

@@ -90,6 +90,16 @@ def check_op_set(schedule: Schedule, split: bool) -> tuple[OpSet, list[Violation
                 )
             )
             continue
+        if op.microbatch not in instance.microbatches_at(op.stage):
+            route = instance.route(op.microbatch)
+            violations.append(
+                Violation(
+                    "unknown",
+                    f"{op.label()} does not exist: microbatch {op.microbatch} runs stages "
+                    f"{route.start}..{route.stop - 1} (one copy of a bidirectional placement)",
+                )
+            )
+            continue
         if op.key in ops:
             violations.append(Violation("repeated", f"{op.label()} appears more than once"))
             continue
@@ -160,7 +170,7 @@ def check_dependencies(instance: Instance, ops: OpSet, pairs: Pairs, origin: flo
     a W in an overlapped pair with its B runs with it."""
     violations = []
     for op in ops.values():
-        before = dependency(op.key, instance.num_stages)
+        before = dependency(op.key, instance)
         earlier = ops.get(before) if before else None
         if earlier is None or (op.key in pairs and pairs.get(earlier.key) == pairs[op.key]):
             continue

@@ -14,7 +14,12 @@ from functools import partial
 from pipesat.models import Instance, PipesatError, Schedule
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import one_at_a_time, periodic
-from pipesat.solver.heuristics.dual_pipe import dual_pipe_v_orders, dual_pipe_v_requirement
+from pipesat.solver.heuristics.dual_pipe import (
+    dual_pipe_orders,
+    dual_pipe_requirement,
+    dual_pipe_v_orders,
+    dual_pipe_v_requirement,
+)
 from pipesat.solver.heuristics.fill_drain import gpipe_orders
 from pipesat.solver.heuristics.heuristic import Heuristic, NotApplicable, Orders, StartingSchedule, UnknownSchedule
 from pipesat.solver.heuristics.interleaved import (
@@ -42,6 +47,7 @@ SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
     Heuristic("zb-auto", zb_auto_requirement, zb_auto_orders),
     Heuristic("zb-v", zb_v_requirement, zb_v_orders),
     Heuristic("dualpipe-v", dual_pipe_v_requirement, dual_pipe_v_orders),
+    Heuristic("dualpipe", dual_pipe_requirement, dual_pipe_orders, bidirectional=True),
     Heuristic("zb-h1", zero_bubble_requirement, partial(zero_bubble_orders, factor=1)),
     Heuristic("zb-h2", zero_bubble_requirement, partial(zero_bubble_orders, factor=2)),
     StartingSchedule(one_at_a_time.NAME),
@@ -109,7 +115,7 @@ def run_heuristic(name: str, instance: Instance) -> Schedule:
     Raises `NotApplicable` with the heuristic's reason when it does not serve the instance.
     """
     heuristic = get_heuristic(name)
-    reason = heuristic.requirement(instance)
+    reason = heuristic.unmet(instance)
     if reason is not None:
         raise NotApplicable(f"{heuristic.title}: {reason}")
     orders = heuristic.orders(instance)

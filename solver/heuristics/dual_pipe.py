@@ -25,16 +25,16 @@ from collections import deque
 
 from pipesat.models import Instance, OpKey, Pair, Step
 from pipesat.solver.heuristics.heuristic import StepOrders
-from pipesat.solver.heuristics.requirements import first_unmet, needs_vshape
+from pipesat.solver.heuristics.requirements import first_unmet, needs_bidirectional, needs_vshape
 
 
 class _Rank:
     """One rank's order as it is written, with the next microbatch of each (kind, chunk)."""
 
-    def __init__(self, stages: tuple[int, int], split: bool) -> None:
+    def __init__(self, stages: tuple[int, int], first: tuple[int, int], split: bool) -> None:
         self.stages = stages
         self.split = split
-        self.next = {(kind, chunk): 0 for kind in "FB" for chunk in (0, 1)}
+        self.next = {(kind, chunk): first[chunk] for kind in "FB" for chunk in (0, 1)}
         self.put_off: deque[OpKey] = deque()
         self.order: list[Step] = []
 
@@ -67,42 +67,59 @@ class _Rank:
         self.order.append(Pair(forward, backward, with_weight=self.split))
 
 
+def _eight_phases(rank: _Rank, p: int, r: int, m: int) -> list[Step]:
+    """The eight phases (module notes) of rank `r` of a V of `p` ranks with `m` microbatches each way."""
+    for _ in range(2 * (p - r - 1)):
+        rank.forward(0)
+    for _ in range(r + 1):
+        rank.forward(0)
+        rank.forward(1)
+    for _ in range(p - r - 1):
+        rank.backward(1, put_off_weight=True)
+        rank.weight()
+        rank.forward(1)
+    for i in range(m - 2 * p + r + 1):
+        if i == 0 and r == p - 1:
+            rank.forward(0)
+            rank.backward(1)
+        else:
+            rank.pair(0)
+        rank.pair(1)
+    for _ in range(p - r - 1):
+        rank.backward(1)
+        rank.pair(1)
+    put_off = False
+    for i in range(r + 1):
+        put_off = put_off or (i == (r + 1) // 2 and r % 2 == 1)
+        rank.backward(1, put_off)
+        put_off = put_off or (i == (r + 1) // 2 and r % 2 == 0)
+        rank.backward(0, put_off)
+    for _ in range(p - r - 1):
+        rank.weight()
+        rank.backward(0, put_off_weight=True)
+    while rank.put_off:
+        rank.weight()
+    return rank.order
+
+
 def dual_pipe_v_orders(instance: Instance) -> StepOrders:
-    p, m = instance.num_devices, instance.num_microbatches
+    p, m, split = instance.num_devices, instance.num_microbatches, instance.split_backward
+    return [_eight_phases(_Rank((r, 2 * p - 1 - r), (0, 0), split), p, r, m) for r in range(p)]
+
+
+def dual_pipe_orders(instance: Instance) -> StepOrders:
+    """DualPipe: rank r of P runs the order of rank h = min(r, P-1-r) of a V of P/2 ranks, with half
+    the microbatches each way. Its chunk 0 is the copy it meets h stages from the start (the first
+    copy's stage r on the first half of the ranks, the replica's stage 2P-1-r on the second), its
+    chunk 1 the other, whose microbatches reach it P-1-h stages from their start."""
+    p, m, split = instance.num_devices, instance.num_microbatches, instance.split_backward
+    half = m // 2
     orders = []
     for r in range(p):
-        rank = _Rank((r, 2 * p - 1 - r), instance.split_backward)
-        for _ in range(2 * (p - r - 1)):
-            rank.forward(0)
-        for _ in range(r + 1):
-            rank.forward(0)
-            rank.forward(1)
-        for _ in range(p - r - 1):
-            rank.backward(1, put_off_weight=True)
-            rank.weight()
-            rank.forward(1)
-        for i in range(m - 2 * p + r + 1):
-            if i == 0 and r == p - 1:
-                rank.forward(0)
-                rank.backward(1)
-            else:
-                rank.pair(0)
-            rank.pair(1)
-        for _ in range(p - r - 1):
-            rank.backward(1)
-            rank.pair(1)
-        put_off = False
-        for i in range(r + 1):
-            put_off = put_off or (i == (r + 1) // 2 and r % 2 == 1)
-            rank.backward(1, put_off)
-            put_off = put_off or (i == (r + 1) // 2 and r % 2 == 0)
-            rank.backward(0, put_off)
-        for _ in range(p - r - 1):
-            rank.weight()
-            rank.backward(0, put_off_weight=True)
-        while rank.put_off:
-            rank.weight()
-        orders.append(rank.order)
+        down, up = (r, 0), (2 * p - 1 - r, half)  # (stage, its first microbatch) of each copy
+        near, far = (down, up) if r < p // 2 else (up, down)
+        rank = _Rank((near[0], far[0]), (near[1], far[1]), split)
+        orders.append(_eight_phases(rank, p // 2, min(r, p - 1 - r), half))
     return orders
 
 
@@ -110,7 +127,23 @@ def dual_pipe_v_requirement(instance: Instance) -> str | None:
     return first_unmet(instance, needs_vshape, _needs_two_microbatches_per_stage)
 
 
+def dual_pipe_requirement(instance: Instance) -> str | None:
+    return first_unmet(instance, needs_bidirectional, _needs_even_devices, _needs_two_microbatches_per_device)
+
+
 def _needs_two_microbatches_per_stage(instance: Instance) -> str | None:
     if instance.num_microbatches < 2 * instance.num_devices:
         return f"needs at least 2p = {2 * instance.num_devices} microbatches"
+    return None
+
+
+def _needs_even_devices(instance: Instance) -> str | None:
+    if instance.num_devices % 2:
+        return f"needs an even number of devices (got {instance.num_devices}): its ranks pair up from both ends"
+    return None
+
+
+def _needs_two_microbatches_per_device(instance: Instance) -> str | None:
+    if instance.num_microbatches < 2 * instance.num_devices:
+        return f"needs at least 2p = {2 * instance.num_devices} microbatches, p each way"
     return None

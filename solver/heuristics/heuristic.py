@@ -29,11 +29,20 @@ class Heuristic:
 
     `requirement(instance)` returns None when the heuristic applies, else a reason such as
     "needs a split backward (weight_times)". `orders(instance)` builds the per-device op orders.
+    Only a heuristic made for it (`bidirectional`) serves a bidirectional placement, whose
+    microbatches pass half the stages; `unmet` holds both rules.
     """
 
     name: str
     requirement: Callable[[Instance], str | None]
     orders: Callable[[Instance], StepOrders]
+    bidirectional: bool = False
+
+    def unmet(self, instance: Instance) -> str | None:
+        """Why the heuristic cannot serve `instance` ("needs ..."), or None when it can."""
+        if instance.bidirectional and not self.bidirectional:
+            return "needs every microbatch to pass every stage (not the bidirectional placement)"
+        return self.requirement(instance)
 
     @property
     def title(self) -> str:

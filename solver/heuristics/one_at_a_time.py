@@ -16,8 +16,8 @@ NAME = "one-at-a-time"
 def one_at_a_time_orders(instance: Instance, split: bool) -> list[list[OpKey]]:
     """Per-device orders that run microbatch j's forwards, backwards (each W right after its B), then j + 1."""
     orders: list[list[OpKey]] = [[] for _ in range(instance.num_devices)]
-    stages = range(instance.num_stages)
     for j in range(instance.num_microbatches):
+        stages = instance.route(j)
         for s in stages:
             orders[instance.placement[s]].append(OpKey("F", s, j))
         for s in reversed(stages):

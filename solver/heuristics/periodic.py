@@ -34,14 +34,18 @@ def periodic_orders(instance: Instance, split: bool, period: float) -> list[list
     rank = {("F", s): s for s in range(num_stages)}
     rank |= {("B", s): 2 * num_stages - 1 - s for s in range(num_stages)}
     rank |= {("W", s): 2 * num_stages + s for s in range(num_stages)}
-    keys = [OpKey(kind, stage, j) for (kind, stage) in offsets for j in range(instance.num_microbatches)]
-    keys.sort(
-        key=lambda key: (
-            key.microbatch * period + offsets[key.kind, key.stage],
-            rank[key.kind, key.stage],
-            key.microbatch,
-        )
-    )
+    keys = [OpKey(kind, stage, j) for (kind, stage) in offsets for j in instance.microbatches_at(stage)]
+
+    half = instance.num_microbatches // 2
+
+    def nominal(key: OpKey) -> tuple[float, int, int]:
+        # A bidirectional placement is fed both ways in turn (microbatches 0, half, 1, half + 1, ...),
+        # so the longest period still runs one microbatch at a time.
+        j = key.microbatch
+        i = (2 * j if j < half else 2 * (j - half) + 1) if instance.bidirectional else j
+        return i * period + offsets[key.kind, key.stage], rank[key.kind, key.stage], j
+
+    keys.sort(key=nominal)
     orders: list[list[OpKey]] = [[] for _ in range(instance.num_devices)]
     for key in keys:
         orders[instance.placement[key.stage]].append(key)

@@ -45,6 +45,12 @@ def needs_microbatches_divisible_by_devices(instance: Instance) -> str | None:
     return None
 
 
+def needs_bidirectional(instance: Instance) -> str | None:
+    if not instance.bidirectional:
+        return "needs chunks 2 with bidirectional placement (DualPipe's two copies, fed from both ends)"
+    return None
+
+
 def needs_vshape(instance: Instance) -> str | None:
     # Compared with the list itself: with one device the V and interleaved placements coincide.
     vshape = instance.chunks == 2 and instance.placement == placement_devices("vshape", instance.num_devices, 2)

@@ -147,11 +147,11 @@ class _SlotLayout:
         memory = [self._memory(row) for row in self.occupant]
         peaks = [float(held.max(initial=0.0)) for held in memory]
         free = [[t for t, key in enumerate(row) if key is None] for row in self.occupant]
-        placement, num_stages, slot = self.instance.placement, self.instance.num_stages, self.slot
+        placement, slot = self.instance.placement, self.slot
         chosen = sorted((t, placement[key.stage], key) for key, t in slot.items() if movable(key, t))
         for current, device, key in chosen:
             kind, stage, k = key
-            before = dependency(key, num_stages)
+            before = dependency(key, self.instance)
             earliest = 0 if before is None else slot[before] + 1
             if k > 0:
                 earliest = max(earliest, slot[OpKey(kind, stage, k - 1)] + 1)

@@ -121,7 +121,7 @@ class _Run:
     def arrived(self, device: int, kind: str, chunk: int) -> float | None:
         """When the input of the device's next (kind, chunk) op is ready, or None while it is not placed."""
         key = self.next_key(device, kind, chunk)
-        before = dependency(key, self.instance.num_stages)
+        before = dependency(key, self.instance)
         if before is None:
             return 0.0
         if before not in self.end:
@@ -272,7 +272,7 @@ class _Run:
     def arrived_across(self, device: int, kind: str, chunk: int) -> float | None:
         """`arrived` for an input from another device; None for one on the same device (the order covers it)."""
         key = self.next_key(device, kind, chunk)
-        before = dependency(key, self.instance.num_stages)
+        before = dependency(key, self.instance)
         if before is None or self.instance.placement[before.stage] == device:
             return None
         return self.arrived(device, kind, chunk)

@@ -9,7 +9,8 @@ actions one after the other unless a custom function is registered for `OVERLAP_
 PyTorch reads it with `_PipelineScheduleRuntime._load_csv(path, format="compute_only")` (a private
 API, checked against torch 2.13.0), which infers the stage-to-rank placement from the rows.
 
-Nothing is written for a schedule that the validator rejects or whose per-device order would
+A bidirectional schedule (DualPipe's two copies) is refused: torch's stages form one pipeline that
+every microbatch runs through. Nothing is written for a schedule that the validator rejects or whose per-device order would
 deadlock: the runtime would only hang or fail with "Malformed compute schedule" on every rank.
 """
 
@@ -20,7 +21,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipesat.models import Instance, OpKey, Pair, Schedule, Step
+from pipesat.models import InputError, Instance, OpKey, Pair, Schedule, Step
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.io.output_file import write_output
@@ -50,6 +51,11 @@ def orders_to_rows(instance: Instance, orders: Sequence[Sequence[Step]]) -> Rows
     The orders are timed by the simulator, which raises on an incomplete or deadlocking order, and
     the timed schedule must pass the validator (placement, dependencies, the memory limit).
     """
+    if instance.bidirectional:
+        raise InputError(
+            "torch's pipelining runs every microbatch through every stage, so a bidirectional (DualPipe) "
+            "schedule has no form there; export the V-shape cut's DualPipeV (--placement vshape) instead"
+        )
     schedule = simulate(instance, orders, name="orders")
     ensure_valid(schedule)
     split = schedule.split_backward

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -226,7 +227,10 @@ def test_to_dict_round_trips_and_is_fully_normalised(data: dict) -> None:
     normalised = instance.to_dict()
     assert Instance.from_dict(normalised) == instance
     stages = instance.num_devices * instance.chunks
-    assert isinstance(normalised["placement"], list) and len(normalised["placement"]) == stages
+    if instance.bidirectional:  # named: the list is a V's, the name says which way microbatches go
+        assert normalised["placement"] == "bidirectional"
+    else:
+        assert isinstance(normalised["placement"], list) and len(normalised["placement"]) == stages
     for key in ("forward_times", "backward_times", "activation_memory", "weight_memory"):
         assert len(normalised[key]) == stages
         assert all(math.isfinite(x) and x >= 0 for x in normalised[key])
@@ -295,3 +299,32 @@ def test_the_same_model_at_another_placement() -> None:
     assert v_cut.at_placement("interleaved", chunks=4).chunks == 4
     with pytest.raises(InstanceError, match="placement 'vshape' needs chunks 2"):
         linear.at_placement("vshape", chunks=3)
+
+
+def test_a_bidirectional_instance_holds_its_model_twice_and_runs_half_its_microbatches_each_way() -> None:
+    instance = make_instance(2, 4, chunks=2, placement="bidirectional", forward_times=[1, 2], weight_times=0.5)
+    assert instance.placement == (0, 1, 1, 0) and instance.placement_name() == "bidirectional"
+    assert instance.forward_times == (1, 2, 1, 2)  # stage 2 + i copies stage i
+    assert instance.weight_times == (0.5,) * 4  # one number is each stage's: a stage is a device's share
+    assert [instance.route(j) for j in range(4)] == [range(0, 2)] * 2 + [range(2, 4)] * 2
+    assert instance.microbatches_at(1) == range(0, 2) and instance.microbatches_at(3) == range(2, 4)
+    assert Instance.from_dict(instance.to_dict()) == instance
+    linear = instance.at_placement("linear")
+    assert linear.forward_times == (1, 2) and linear.at_placement("bidirectional") == instance
+    assert instance.one_f_one_b_peak() == linear.one_f_one_b_peak()
+    whole = make_instance(2, 4, chunks=2, placement="bidirectional", forward_times=[1, 2, 1, 2], weight_times=0.5)
+    assert whole == instance  # all 2p stages given: the same copies
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"num_microbatches": 5}, "runs half the microbatches each way; num_microbatches 5 is odd"),
+        ({"forward_times": [1, 2, 2, 1]}, "forward_times differs between the two copies of a bidirectional placement"),
+        ({"chunks": 3}, "placement 'bidirectional' needs chunks 2, got 3"),
+    ],
+)
+def test_a_bidirectional_instance_refuses(fields: dict, message: str) -> None:
+    data = {"num_devices": 2, "num_microbatches": 4, "chunks": 2, "placement": "bidirectional"} | fields
+    with pytest.raises(InstanceError, match=re.escape(message)):
+        Instance.from_dict(data)

@@ -19,6 +19,7 @@ from pipesat.models import (
     step_keys,
 )
 from pipesat.models.ops import split_out_weight
+from tests.conftest import make_instance
 from tests.strategies import PROPERTY_SETTINGS, instances
 
 
@@ -53,20 +54,21 @@ def test_expected_op_keys(split_instance: Instance) -> None:
     ],
 )
 def test_dependency_of_each_kind(key: tuple[str, int, int], before: tuple[str, int, int] | None) -> None:
-    assert dependency(key, num_stages=4) == before
+    assert dependency(key, make_instance(4, 8)) == before
 
 
 @pytest.mark.parametrize("num_stages", [1, 2, 5])
 def test_dependencies_chain_a_microbatch_down_and_back_with_w_beside_its_b(num_stages: int) -> None:
     # Following the rule back from B of stage 0 walks F up the stages and B down again, once each.
+    instance = make_instance(num_stages, 8)
     chain = [("B", 0, 7)]
-    while (before := dependency(chain[-1], num_stages)) is not None:
+    while (before := dependency(chain[-1], instance)) is not None:
         chain.append(before)
     forwards = [("F", s, 7) for s in range(num_stages)]
     backwards = [("B", s, 7) for s in reversed(range(num_stages))]
     assert chain[::-1] == forwards + backwards
     for stage in range(num_stages):
-        assert dependency(("W", stage, 7), num_stages) == ("B", stage, 7)
+        assert dependency(("W", stage, 7), instance) == ("B", stage, 7)
 
 
 @PROPERTY_SETTINGS
@@ -75,7 +77,7 @@ def test_every_dependency_is_an_op_of_the_same_microbatch_in_the_schedule(instan
     split = split and instance.split_backward
     keys = set(expected_op_keys(instance, split))
     for key in keys:
-        before = dependency(key, instance.num_stages)
+        before = dependency(key, instance)
         assert before is None or (before in keys and before[2] == key[2])
 
 

@@ -33,10 +33,10 @@ def two_chunk_instance(placement: str) -> Instance:
     )
 
 
-def _waits_for(key: OpKey, num_stages: int) -> set[OpKey]:
+def _waits_for(key: OpKey, instance: Instance) -> set[OpKey]:
     """Every op `key` waits for, directly or through others, by the one dependency rule."""
     found: set[OpKey] = set()
-    while (before := dependency(key, num_stages)) is not None:
+    while (before := dependency(key, instance)) is not None:
         found.add(before)
         key = before
     return found
@@ -45,7 +45,7 @@ def _waits_for(key: OpKey, num_stages: int) -> set[OpKey]:
 def device_orders(instance: Instance, device: int, split: bool) -> list[list[Step]]:
     """Every order of the device's ops (and pairs, with communication) consistent with the dependencies among them."""
     keys = [key for key in expected_op_keys(instance, split) if instance.placement[key[1]] == device]
-    waits = {b: _waits_for(b, instance.num_stages) for b in keys}
+    waits = {b: _waits_for(b, instance) for b in keys}
     before = {b: [a for a in keys if a in waits[b]] for b in keys}
     steps: list[Step] = list(keys)
     if instance.has_communication:

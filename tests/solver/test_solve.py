@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pipesat.models import Instance, InstanceError, Objective, OptionError, PipesatError
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue, StopReason
 from pipesat.solver.cpsat import child as child_module
-from pipesat.solver.evaluate.bounds import minimum_memory_limit
+from pipesat.solver.evaluate.bounds import lower_bound, minimum_memory_limit
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retime_for_span
 from pipesat.solver.evaluate.validator import validate
@@ -429,6 +429,26 @@ def test_overlapped_pairs_are_chosen_and_proven_against_brute_force(
     assert result.value < brute_force_optimum(plain, False, objective)
     schedule = assert_valid(result.schedule)
     assert schedule.has_pairs and compute_metrics(schedule).objective(objective) == result.value
+
+
+@pytest.mark.parametrize("communication", [False, True])
+@pytest.mark.parametrize("limit", [None, 4.5])
+@pytest.mark.parametrize("symmetry_breaking", [True, False])
+@pytest.mark.parametrize("objective", ["makespan", "span"])
+def test_a_bidirectional_placement_is_proven_against_brute_force(
+    objective: str, symmetry_breaking: bool, limit: float | None, communication: bool
+) -> None:
+    """DualPipe's placement, one microbatch each way: CP-SAT's optimum is brute force's, over every
+    schedule of the two copies (with pairs across the ways when the ops communicate), and its bound holds."""
+    comm = {"forward_comm_times": [1, 1.5], "backward_comm_times": [2, 1]} if communication else {}
+    times = {"forward_times": [2, 2.5], "backward_times": [3, 2.5], "p2p_time": 0.5, "activation_memory": [2, 3]}
+    instance = make_instance(2, 2, chunks=2, placement="bidirectional", **times, **comm, memory_limit=limit)
+    result = solve(instance, objective, symmetry_breaking=symmetry_breaking, **FAST)
+    assert result.status == "optimal", outcome_text(result)
+    optimum = brute_force_optimum(instance, False, objective)
+    assert result.value == optimum and lower_bound(instance, objective) <= optimum
+    schedule = assert_valid(result.schedule)
+    assert compute_metrics(schedule).objective(objective) == result.value
 
 
 def test_the_least_memory_with_pairs_is_valid_and_within_the_bounds() -> None:

@@ -64,7 +64,7 @@ def _feasible_span(schedule: Schedule, span: float) -> bool:
         edges += [(a, b, duration[a]) for a, b in itertools.pairwise(order)]
         edges.append((order[-1], order[0], duration[order[-1]] - span))
         for key in order:
-            dep = dependency(key, instance.num_stages)
+            dep = dependency(key, instance)
             if dep is not None:
                 latency = instance.p2p_time if instance.placement[dep[1]] != device else 0.0
                 edges.append((dep, key, duration[dep] + latency))

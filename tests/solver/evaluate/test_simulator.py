@@ -84,7 +84,7 @@ def test_random_orders_simulate_to_valid_as_soon_as_possible_schedules(case) -> 
     ends = {op.key: op.end for op in schedule.ops}
     device_free = [0.0] * instance.num_devices
     for op in sorted(schedule.ops, key=lambda o: (o.start, o.end)):
-        before = dependency(op.key, instance.num_stages)
+        before = dependency(op.key, instance)
         ready = 0.0 if before is None else ends[before] + _latency(instance, before[1], op.stage)
         assert op.start == max(device_free[op.device], ready)
         device_free[op.device] = op.end
@@ -98,12 +98,12 @@ def test_an_op_ordered_before_its_same_device_dependency_deadlocks(case, rng) ->
         (device, i)
         for device, order in enumerate(orders)
         for i, key in enumerate(order)
-        if (before := dependency(key, instance.num_stages)) is not None and instance.placement[before[1]] == device
+        if (before := dependency(key, instance)) is not None and instance.placement[before[1]] == device
     ]
     assume(candidates)  # some dependency stays on one device (not so for linear placement, fused backward)
     device, i = rng.choice(candidates)
     order = orders[device]
-    j = order.index(dependency(order[i], instance.num_stages))
+    j = order.index(dependency(order[i], instance))
     order.insert(j, order.pop(i))
     with pytest.raises(ScheduleError, match=f"the orders deadlock: .*device {device} is stuck at "):
         simulate(instance, orders)

@@ -66,6 +66,27 @@ def test_unknown() -> None:
     ]
 
 
+def test_an_op_off_its_microbatchs_route_is_unknown() -> None:
+    # Bidirectional: microbatch 1 runs down the replica (stages 2, 3), never stage 0.
+    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "chunks": 2, "placement": "bidirectional"})
+    schedule = assert_valid(
+        simulate(
+            instance,
+            [
+                [("F", 0, 0), ("F", 3, 1), ("B", 3, 1), ("B", 0, 0)],
+                [("F", 2, 1), ("F", 1, 0), ("B", 1, 0), ("B", 2, 1)],
+            ],
+        )
+    )
+    ops = (*schedule.ops, Op("F", 0, 1, 0, 20.0, 21.0))
+    assert _messages(dataclasses.replace(schedule, ops=ops)) == [
+        (
+            "unknown",
+            "F(stage 0, mb 1) does not exist: microbatch 1 runs stages 2..3 (one copy of a bidirectional placement)",
+        )
+    ]
+
+
 def test_w_op_without_weight_times_is_unknown() -> None:
     instance = TWO_DEVICES.with_changes(weight_times=None, weight_memory=0)
     schedule = assert_valid(simulate(instance, [[("F", 0, 0), ("B", 0, 0)], [("F", 1, 0), ("B", 1, 0)]]))

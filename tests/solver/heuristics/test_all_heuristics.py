@@ -19,7 +19,7 @@ LAYOUTS = (("linear", 1), ("linear", 1), ("interleaved", 2), ("interleaved", 3),
 @settings(PROPERTY_SETTINGS, max_examples=150)
 def test_every_heuristic_validates_or_refuses_with_its_reason(instance: Instance) -> None:
     for heuristic in all_heuristics():
-        reason = heuristic.requirement(instance)
+        reason = heuristic.unmet(instance)
         if reason is not None:
             assert reason.startswith("needs "), f"{heuristic.name}: {reason}"
             with pytest.raises(NotApplicable, match=re.escape(reason)):

@@ -15,7 +15,8 @@ from tests.strategies import LAYOUTS, assert_valid
 @pytest.mark.parametrize(("placement", "chunks"), LAYOUTS)
 def test_one_at_a_time_meets_the_minimum_memory_limit(placement: str, chunks: int) -> None:
     layout = {"chunks": chunks, "placement": placement}
-    instance = make_instance(3, 4, **layout, weight_times=1, activation_memory=list(range(1, 3 * chunks + 1)))
+    model_stages = 3 if placement == "bidirectional" else 3 * chunks  # a bidirectional one holds 3 twice
+    instance = make_instance(3, 4, **layout, weight_times=1, activation_memory=list(range(1, model_stages + 1)))
     for split in (True, False):
         schedule = assert_valid(simulate(instance, one_at_a_time_orders(instance, split)))
         assert compute_metrics(schedule).max_peak_memory == minimum_memory_limit(instance)

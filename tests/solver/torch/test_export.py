@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipesat.models import Instance, Op, Schedule, ScheduleError
+from pipesat.models import InputError, Instance, Op, Schedule, ScheduleError
 from pipesat.solver.heuristics import NotApplicable, all_heuristics, run_heuristic
 from pipesat.solver.torch.export import export_torch_csv, orders_to_rows, schedule_to_rows, torch_cell
 from pipesat.solver.torch.import_schedule import import_torch_csv
+from tests.conftest import moe_instance
 from tests.solver.torch.torch_fakes import load_in_torch
 from tests.strategies import assert_valid
 
@@ -130,8 +131,17 @@ def test_every_handwritten_schedule_loads_in_torch(tmp_path: Path) -> None:
         loaded = [[str(action) for action in runtime.pipeline_order[rank]] for rank in range(instance.num_devices)]
         assert loaded == _read(path), (shape, name)
         exported.add(name)
-    # A heuristic that fits none of the six shapes would go untested: every handwritten one must fit one.
-    assert exported == {heuristic.name for heuristic in all_heuristics()}
+    # A heuristic that fits none of the six shapes would go untested: every handwritten one must fit one
+    # (but DualPipe, whose two copies torch cannot express: refused below).
+    assert exported == {heuristic.name for heuristic in all_heuristics()} - {"dualpipe"}
+
+
+def test_a_bidirectional_schedule_is_refused_in_one_line_and_nothing_is_written(tmp_path: Path) -> None:
+    schedule = run_heuristic("dualpipe", moe_instance(4, 8, placement="bidirectional"))
+    path = tmp_path / "dualpipe.csv"
+    with pytest.raises(InputError, match="a bidirectional \\(DualPipe\\) schedule has no form there"):
+        export_torch_csv(schedule, path)
+    assert not path.exists()
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
