@@ -8,7 +8,8 @@ order; a period longer than one microbatch's whole chain gives the one-at-a-time
 every feasible limit, and shorter periods put more microbatches in flight. The steady state is a
 repeating block; under limits below the 1F1B peak, where the greedy heuristics fall back to nearly
 one microbatch at a time, the right period keeps as many in flight as fit (ZB paper 1.5B, p = 8,
-m = 32 at 0.5x: max span 2908 against ZB-auto's 6139).
+m = 32 at 0.5x: max span 2908 against ZB-auto's 6139). On a bidirectional placement each way's
+microbatches take their own route's offsets, fed in turn from the two ends (`j` counts both ways).
 """
 
 from __future__ import annotations
