@@ -14,6 +14,15 @@ from B to its W what the weight gradients need (M_W: each weight matmul's input 
 Tensors inside the attention and the MLP are split over the t GPUs; the layer's inputs, the norms'
 outputs and the dropout masks are split only with sequence parallelism (Megatron's layout).
 
+A mixture-of-experts layer (`experts` > 0; all but the first `dense_layers`) replaces the MLP by a
+router (an h x E matmul, whole on every GPU) and E routed experts of width f_e, each token going to
+top_k = k of them, plus `shared_experts` s_e every token goes to: (k + s_e) expert MLPs a token,
+routing taken as balanced. Expert parallelism EP puts E/EP experts on a GPU, out of the data-parallel
+replicas; F dispatches the n·k routed copies and combines them back (two all-to-alls among the EP
+GPUs), B mirrors them: that communication is part of F's and B's times, and apart (`forward_a2a_ms`,
+`backward_a2a_ms`) it is what an overlapped pair can hide (`from_model` writes it as the instance's
+`forward_comm_times` and `backward_comm_times`).
+
 The layers are split over the p·v stages (evenly, by an explicit per-stage count, or balanced by
 `solver.instances.layer_balance`). The embedding sits on the first stage and is a lookup: no FLOPs and
 no activation memory, only the rows it reads and writes and its tensor-parallel reduction, which

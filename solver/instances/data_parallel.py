@@ -10,6 +10,8 @@ hold the same stages in the other replicas, as the frameworks do it:
   its F and again before its B, and its gradients reduce-scattered after its W, every microbatch:
   these belong to the ops, so `sharded_op_ms` adds them to the instance's op times.
 
+With expert parallelism EP a device's routed experts are exchanged among the d/EP replicas that
+hold the same experts, in their own buckets (first in the backward's order), the rest among all d.
 Gradients move at `grad_bytes` a value, weights at `weight_bytes`; every collective is
 `collectives.collective_ms` over the data-parallel group's link. ZeRO 0 to 2 exchange in buckets of
 max(40M, 1M·d) parameters (Megatron-Core's default bucket size), filled in the order the backward

@@ -147,8 +147,8 @@ def _layer_lines(description: Description) -> list[str]:
     tokens = f"n = s·b = {n} tokens" + (f", {n // cp} on each of the cp = {cp} GPUs of a sequence" if cp > 1 else "")
     mlp = f"{mlp_factor}n·h·f"
     if model.moe:
-        shared = f" + {model.shared_experts}" if model.shared_experts else ""
-        mlp = f"{mlp_factor}n·(k{shared})·h·f_e + 2n·h·E (the router)"
+        copies = f"(k + {model.shared_experts})" if model.shared_experts else "k"
+        mlp = f"{mlp_factor}n·{copies}·h·f_e + 2n·h·E (the router)"
     layer_name = "mixture-of-experts layer" if model.moe else "transformer layer"
     lines = [
         f"per {layer_name}, on each GPU ({tokens}, g·d = {model.kv_width}; docs/cost-model.md):",

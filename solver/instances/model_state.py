@@ -2,14 +2,17 @@
 that leaves of its memory.
 
 A layer has h·(h + 2g·d) + h² attention weights and 2h·f (GELU) or 3h·f (SwiGLU) MLP weights, split
-over the t tensor-parallel GPUs, and 2h norm weights every GPU keeps. The first stage also holds the
+over the t tensor-parallel GPUs, and 2h norm weights every GPU keeps; a mixture-of-experts layer has,
+in place of the MLP, E/EP routed and s_e shared experts of width f_e (split over t) and an h x E
+router (whole). The first stage also holds the
 embedding (V·h, split over t), the last the output head (V·h, split over t) and the final norm (h).
 Each parameter costs `weight_bytes + grad_bytes + optimizer_bytes` (mixed-precision Adam: 2 + 4 + 12,
 16-bit weights with 32-bit main gradients, master weights and two moments). The ZeRO stage `zero`
 shards them over the d data-parallel replicas: 1 the optimizer state (Megatron's distributed
 optimizer: 2 + 4 + 12/d), 2 the gradients too (2 + (4 + 12)/d), 3 the weights too (FSDP, 18/d). A
 ZeRO-3 device also holds the gathered weights of the unit it computes and of the one it prefetches:
-twice its largest unit (a layer, the embedding or the head). A device's activation budget is the
+twice its largest unit (a layer, the embedding or the head). The routed experts' state is sharded
+over the d/EP replicas that hold the same experts. A device's activation budget is the
 GPU's memory less a reserve (CUDA context, communication buffers, allocator fragmentation, temporary
 buffers) and less the model state of its stages. docs/cost-model.md gives the sources.
 """

@@ -13,8 +13,8 @@ where the time goes.
   exchanges in the ops: that is in the makespan.
 - **Optimizer step**: Adam reads and writes its state (optimizer_bytes a parameter: master weights
   and two moments), reads the gradient and writes the 16-bit weight, 2·optimizer_bytes + grad_bytes
-  + weight_bytes a parameter of the largest device (its d-th share with ZeRO 1 and up), at the GPU
-  memory's bandwidth: the step is memory-bound.
+  + weight_bytes a parameter of the largest device (its d-th share with ZeRO 1 and up, of its routed
+  experts a (d/EP)-th), at the GPU memory's bandwidth: the step is memory-bound.
 - **Tokens/s** = global_batch · seq_len / iteration time.
 - **MFU** = model FLOPs / (GPUs · peak FLOP/s · iteration time). Model FLOPs are 3 x the forward
   of the whole model over the global batch: the matmuls (L per layer, 6·N·tokens for the N matmul
@@ -25,8 +25,9 @@ where the time goes.
   activations. The reserve is apart: the usable memory is the GPU's less the reserve.
 - **Where the time goes** (`Breakdown`, summing to the iteration time exactly): the critical device
   is the busiest one (the least idle). Its busy time is its ops' times; of them the cost model's
-  recomputation, exposed tensor- and context-parallel communication and ZeRO 3's exposed exchange
-  (per microbatch, times m) are counted apart, and compute is the rest. Its idle time is pipeline
+  recomputation, exposed tensor- and context-parallel communication, the experts' all-to-all (less
+  what overlapped pairs hid: the device is busy for less than its ops' times by that much) and ZeRO
+  3's exposed exchange (per microbatch, times m) are counted apart, and compute is the rest. Its idle time is pipeline
   communication, as much as the makespan shrinks when the same per-device orders run with no p2p
   time, and the bubble, the rest. Then the exposed data-parallel exchange and the optimizer step.
 """
