@@ -81,3 +81,17 @@ def test_the_fit_changes_a_gpus_fractions_only_while_it_scans() -> None:
         assert (CATALOGUE["A100-80GB"].gemm_efficiency, CATALOGUE["A100-80GB"].attention_efficiency) == (0.5, 0.25)
     assert CATALOGUE["A100-80GB"] is held
     assert bench.grid("0.5:0.7:0.1") == [0.5, 0.6, 0.7]
+
+
+def test_deepseek_v3_runs_its_own_dualpipev_at_ep64_and_is_held_apart_from_the_medians() -> None:
+    run = BY_NAME["deepseek-v3-2048"]
+    assert run.apart and run.schedule == "dualpipe-v" and run.placement == "vshape" and run.expert_parallel == 64
+    found = bench.iteration(run)
+    assert validate(found.schedule) == [] and found.schedule.has_pairs
+    assert found.config.expert_parallel == 64 and found.derivation.instance.has_communication
+    assert found.refusal == ""
+    prediction = bench.predict(run)
+    assert prediction.measure.breakdown.expert_parallel_ms > 0
+    lines = bench.summary_lines([prediction])
+    assert "median |error| in all: - over 0 runs" in lines  # held apart: not counted
+    assert any(line.startswith("held apart (not in the medians or the fit): deepseek-v3-2048") for line in lines)
