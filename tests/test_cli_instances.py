@@ -52,6 +52,25 @@ def test_explain_goes_to_stderr_when_stdout_holds_the_instance() -> None:
     assert "activation budget = GPU memory 80 GiB - reserve 8 GiB - model state" in result.stderr
 
 
+def test_a_mixture_of_experts_writes_its_all_to_all_and_the_command_that_makes_it_again(tmp_path: Path) -> None:
+    path = tmp_path / "moe.yaml"
+    moe = "--experts 16 --top-k 2 --shared-experts 1 --expert-ffn-hidden 512 --dense-layers 1"
+    training = "--expert-parallel 8 --data-parallel 8 --zero 1"
+    pipeline = "-p 2 -m 8 --chunks 2 --placement vshape --balance --gpu H100-SXM"
+    model = "instance from-model --layers 8 --hidden 1024 --heads 8 --ffn-hidden 2816 --seq-len 2048"
+    cli_ok(run_cli(*shlex.split(f"{model} {moe} {training} {pipeline}"), "--save-instance", path, "--name", "moe"))
+    instance = load_instance(path)
+    assert instance.forward_comm_times is not None and instance.backward_comm_times is not None
+    # Two layers a stage; of stage 0's, layer 0 is dense: half the all-to-all of the others.
+    assert 2 * instance.forward_comm_times[0] == pytest.approx(instance.forward_comm_times[1], rel=1e-5)
+    schedule = run_heuristic("dualpipe-v", instance)
+    assert validate(schedule) == [] and schedule.has_pairs
+    command = path.read_text().splitlines()[0].removeprefix("# pipesat ")
+    assert moe in command and "--expert-parallel 8" in command
+    again = cli_ok(run_cli(*shlex.split(command), "--name", "moe"))
+    assert Instance.from_dict(yaml.safe_load(again)) == load_instance(path)
+
+
 def test_balance_prints_the_split_it_chose(tmp_path: Path) -> None:
     args = [a for a in LLAMA_8B_TP2 if a not in ("--tensor-parallel", "2")]
     args[args.index("-p") + 1], args[args.index("-m") + 1] = "8", "32"
