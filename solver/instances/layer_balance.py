@@ -37,9 +37,12 @@ def balanced_split(
     model: Transformer, training: Training, hardware: Hardware, pipeline: Pipeline, layer_measured: Cost | None = None
 ) -> tuple[int, ...]:
     """The layers per stage that make the slowest stage's F + B + W smallest (see the module notes);
-    a layer costs `layer_measured` when a calibration measured it, else the model's."""
+    a layer costs `layer_measured` when a calibration measured it, else the model's. Of a mixture of
+    experts every layer counts at a mixture-of-experts layer's cost (a calibration measures dense
+    layers; the leading dense ones cost less, so the first stages come out a little light)."""
     num_stages = pipeline.devices * pipeline.chunks
-    layer = _total(layer_measured or layer_cost(model, training, hardware))
+    measured = None if model.moe else layer_measured
+    layer = _total(measured or layer_cost(model, training, hardware))
     extras = _extras(model, training, hardware, num_stages)
     least = [0 if s in (0, num_stages - 1) and extra > 0 else 1 for s, extra in enumerate(extras)]
     if sum(least) > model.layers:

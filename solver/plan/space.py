@@ -114,6 +114,7 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
     check_model(spec.model)
     found: list[Configuration] = []
     skipped: list[str] = []
+    degrees = _expert_degrees(spec, skipped)
     for t, cp in _groups(spec, skipped):
         recomputes = _recomputations(spec, t, cp, skipped)
         for p, d in _pipelines(spec, t, cp, skipped):
@@ -123,7 +124,7 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
                         Configuration(t, p, d, v, placement, b, m, cp, recompute, zero, ep)
                         for recompute in recomputes
                         for zero in sorted({zero if d > 1 else 0 for zero in spec.zero})
-                        for ep in _expert_parallel(spec, d, zero, skipped)
+                        for ep in _expert_parallel(spec, degrees, d, zero, skipped)
                     )
                     if len(found) > limits.max_configurations:
                         raise InputError(
@@ -224,31 +225,41 @@ def _microbatches(spec: PlanSpec, p: int, d: int) -> list[tuple[int, int]]:
     return [(b, per_replica // b) for b in sizes if per_replica % b == 0 and per_replica // b >= p]
 
 
-def _expert_parallel(spec: PlanSpec, d: int, zero: int, skipped: list[str]) -> list[int]:
-    """The expert-parallel degrees EP of d replicas: those of `expert_parallel` (every one when not
-    given) that divide the experts and d (the expert-parallel GPUs are
-    data-parallel replicas, as Megatron-Core's expert-parallel group is carved out of the
-    data-parallel one); 1 alone for a dense model. ZeRO 3 of experts is not modelled."""
+def _expert_degrees(spec: PlanSpec, skipped: list[str]) -> list[int] | None:
+    """The expert-parallel degrees EP to try: those of `expert_parallel` that divide the experts (None
+    when not given: every divisor of the experts and of d, `_expert_parallel`); 1 alone for a dense
+    model."""
     model = spec.model
     if not model.moe:
         return [1]
-    if zero == 3:
-        line = "zero 3: ZeRO 3 with experts is not modelled; tried without it"
-        skipped += [line] if line not in skipped else []
-        return []
     if spec.expert_parallel is None:
-        return divisors(math.gcd(model.experts, d))
-    found = []
+        return None
     for ep in spec.expert_parallel:
         if model.experts % ep:
-            line = f"ep{ep}: does not divide the {model.experts} experts"
-        elif d % ep:
-            line = f"d{d} ep{ep}: expert parallelism takes its GPUs out of the {d} data-parallel replicas"
-        else:
-            found.append(ep)
-            continue
-        skipped += [line] if line not in skipped else []
-    return found
+            _note(skipped, f"ep{ep}: does not divide the {model.experts} experts")
+    return [ep for ep in spec.expert_parallel if model.experts % ep == 0]
+
+
+def _expert_parallel(spec: PlanSpec, degrees: list[int] | None, d: int, zero: int, skipped: list[str]) -> list[int]:
+    """The expert-parallel degrees of d replicas at a ZeRO stage: those of `degrees` (every divisor of
+    the experts and d when None) that divide d, as the expert-parallel GPUs are data-parallel
+    replicas (Megatron-Core carves the expert-parallel group out of the data-parallel one). ZeRO 3 of
+    experts is not modelled."""
+    if spec.model.moe and zero == 3:
+        _note(skipped, "zero 3: ZeRO 3 with experts is not modelled; left out")
+        return []
+    if degrees is None:
+        return divisors(math.gcd(spec.model.experts, d))
+    for ep in degrees:
+        if d % ep:
+            _note(skipped, f"d{d} ep{ep}: expert parallelism takes its GPUs out of the {d} data-parallel replicas")
+    return [ep for ep in degrees if d % ep == 0]
+
+
+def _note(skipped: list[str], line: str) -> None:
+    """Add `line` to the shapes left out, once."""
+    if line not in skipped:
+        skipped.append(line)
 
 
 def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[str]:
@@ -264,7 +275,7 @@ def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list
             costs[recompute] = cost
             continue
         line = f"recompute {recompute}: a layer costs what it does with {same}; tried as {same}"
-        skipped += [line] if line not in skipped else []
+        _note(skipped, line)
     return list(costs)
 
 
