@@ -227,3 +227,36 @@ def test_a_mixture_of_experts_plan_ranks_its_expert_parallel_degrees_and_validat
     chosen = next(item.config for item in result.results if item.config.expert_parallel == 2)
     found = assess(AssessTask(spec, chosen)).found
     assert found is not None and validate(found.schedule) == []
+
+
+def test_with_the_all_to_all_the_bounds_still_hold_against_brute_force() -> None:
+    # EP 1 and 2 on a V and a linear pipeline: the all-to-all makes overlapped pairs pay, and the
+    # bounds relax it (a pair may hide it), so every pruning must still hold.
+    spec = tiny(
+        model=MOE,
+        cluster={"gpus_per_node": 2, "node_bandwidth": 20},
+        training={
+            "global_batch": 16,
+            "pipeline_parallel": [2],
+            "placements": ["linear", "vshape"],
+            "recompute": ["none"],
+        },
+    )
+    executor = LocalExecutor(2)
+    try:
+        result = plan(spec, executor, time_budget=20, seed=0)
+        everything = brute_force(spec, executor, time_limit=3)
+    finally:
+        executor.close()
+    by_config = {item.config: item for item in everything}
+    assert {config.expert_parallel for config in by_config} == {1, 2}
+    for item in result.results:
+        assert item.iteration_bound_ms is not None
+        assert fits(item.iteration_bound_ms, by_config[item.config].measure.iteration_ms), item.config.label
+    best = result.best
+    assert best is not None and best.measure is not None
+    assert fits(best.measure.iteration_ms, everything[0].measure.iteration_ms)
+    assert any(item.schedule.has_pairs for item in everything if item.config.expert_parallel > 1)
+    for item in everything:
+        assert validate(item.schedule) == []
+    assert result.best_schedule is not None and validate(result.best_schedule) == []
