@@ -104,6 +104,7 @@ class Transformer(Keyed):
 
     @property
     def moe_layers(self) -> int:
+        """The mixture-of-experts layers: all but the leading dense ones (none of a dense model)."""
         return self.layers - self.dense_layers if self.moe else 0
 
     def dense(self) -> Transformer:
