@@ -336,7 +336,10 @@ class Pipeline(Keyed):
     microbatches: int = key(WHOLE, "Microbatches m per iteration.", short="-m", at_least=1)
     chunks: int = key(WHOLE, "Stages (chunks) per device v.", 1, at_least=1)
     placement: str | None = key(
-        TEXT, "linear, interleaved or vshape (default: linear, or interleaved with chunks).", None
+        TEXT,
+        "linear, interleaved, vshape or bidirectional (DualPipe: two copies of p stages; chunks 2) (default: "
+        "linear, or interleaved with chunks).",
+        None,
     )
     layers_per_stage: tuple[int, ...] | None = key(
         Wholes(), "Explicit layer counts, one per stage (p x chunks), for uneven splits.", None, at_least=0

@@ -124,7 +124,12 @@ def _setting_lines(description: Description, derivation: Derivation) -> list[str
         + f", data parallel {training.data_parallel}"
         + (f", expert parallel EP={training.expert_parallel}" if model.moe else ""),
         f"pipeline: p={pipeline.devices} devices x v={pipeline.chunks} chunks = {instance.num_stages} stages "
-        f"({instance.placement_name()} placement), m={pipeline.microbatches} microbatches; layers per stage: {split}",
+        f"({instance.placement_name()} placement), m={pipeline.microbatches} microbatches; layers per stage: {split}"
+        + (
+            f" (each of the two copies; m/2 = {pipeline.microbatches // 2} microbatches a copy, twice the parameters)"
+            if instance.bidirectional
+            else ""
+        ),
     ]
 
 

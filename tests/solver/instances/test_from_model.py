@@ -131,3 +131,21 @@ def test_a_mixture_of_experts_writes_its_all_to_all_as_the_ops_communication_and
     # Without expert parallelism there is nothing to hide: no communication part.
     dense = derive(dataclasses.replace(description, training=Training())).instance
     assert dense.forward_comm_times is None and not dense.has_communication
+
+
+def test_a_bidirectional_pipeline_holds_the_model_twice_and_runs_dualpipe() -> None:
+    """DualPipe's placement: the layers are cut for one copy (p stages, mirrored by the instance), and
+    every device holds a stage of each copy, so twice the model state of the linear cut."""
+    bidirectional = dataclasses.replace(LLAMA_TP2, pipeline=Pipeline(4, 16, chunks=2, placement="bidirectional"))
+    derivation = derive(bidirectional)
+    instance = derivation.instance
+    linear = derive(LLAMA_TP2)
+    assert instance.bidirectional and derivation.split == (8, 8, 8, 8)
+    assert instance.forward_times == linear.instance.forward_times * 2
+    for d in range(4):  # device d holds stage d of the first copy and stage 3 - d of the replica
+        assert derivation.states[d].parameters == linear.states[d].parameters + linear.states[3 - d].parameters
+    assert sum(state.parameters for state in derivation.states) == 2 * sum(state.parameters for state in linear.states)
+    assert instance.memory_limit is not None and linear.instance.memory_limit is not None
+    assert all(mine < theirs for mine, theirs in zip(instance.memory_limit, linear.instance.memory_limit, strict=True))
+    assert any("each of the two copies" in line for line in explain(bidirectional, derivation))
+    assert_valid(run_heuristic("dualpipe", instance))
