@@ -47,7 +47,7 @@ def needs_microbatches_divisible_by_devices(instance: Instance) -> str | None:
 
 def needs_bidirectional(instance: Instance) -> str | None:
     if not instance.bidirectional:
-        return "needs chunks 2 with bidirectional placement (DualPipe's two copies, fed from both ends)"
+        return "needs chunks 2 with bidirectional placement"
     return None
 
 
