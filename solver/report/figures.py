@@ -36,7 +36,11 @@ MIN_FONT = 5.0
 SEPARATOR = "  ·  "
 MIN_WRAP = 20
 # Where a point's label may go (points from the point, nearest first), and a marker's size.
-LABEL_OFFSETS = ((5, 3), (5, -3), (-5, 3), (-5, -3), (5, 13), (5, -13), (-5, 13), (-5, -13), (5, 23), (-5, 23))
+# Beside the point, then above or below it, centred (for a label too long for either side).
+LABEL_OFFSETS = (
+    *((5, 3), (5, -3), (-5, 3), (-5, -3), (5, 13), (5, -13), (-5, 13), (-5, -13), (5, 23), (-5, 23)),
+    *((0, 10), (0, -10)),
+)
 MARK_PIXELS = 10.0
 
 
@@ -95,19 +99,21 @@ def _wrap(line: str, columns: int) -> list[str]:
 
 def place_labels(axes: Any, points: Sequence[tuple[float, float, str]], others: Sequence[tuple[float, float]]) -> None:
     """Write each point's text beside it, at the first of LABEL_OFFSETS where it stays in the axes and
-    clear of the other labels and of every mark (the points and `others`); the first offset when none is."""
+    clear of the other labels and of every mark (the points and `others`); else the first where it
+    stays in the axes; else the first offset."""
     taken = [_mark_box(axes, x, y) for x, y in [*others, *((x, y) for x, y, _ in points)]]
     for x, y, text in sorted(points):
         label = axes.annotate(text, (x, y), xytext=LABEL_OFFSETS[0], textcoords="offset points", fontsize=9)
-        fits = (offset for offset in LABEL_OFFSETS if _fits_at(label, offset, axes, taken))
-        _offset(label, next(fits, LABEL_OFFSETS[0]))
+        clear = (offset for offset in LABEL_OFFSETS if _fits_at(label, offset, axes, taken))
+        inside = (offset for offset in LABEL_OFFSETS if _fits_at(label, offset, axes, []))
+        _offset(label, next(clear, None) or next(inside, LABEL_OFFSETS[0]))
         taken.append(label.get_window_extent())
 
 
 def _offset(label: Any, offset: tuple[float, float]) -> None:
     """Put an annotation's text `offset` points from its point, on that side of it."""
     label.xyann = offset
-    label.set_horizontalalignment("left" if offset[0] >= 0 else "right")
+    label.set_horizontalalignment("left" if offset[0] > 0 else "right" if offset[0] < 0 else "center")
     label.set_verticalalignment("bottom" if offset[1] >= 0 else "top")
 
 
