@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from pipesat.models import InstanceError
-from pipesat.models.plan_result import Configuration, Outcome
+from pipesat.models.plan_result import Configuration, Outcome, PlanResult
 from pipesat.models.tolerance import fits, same
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.plan.executors import LocalExecutor
-from pipesat.solver.plan.search import RANKED_MARGIN, AssessTask, assess, bound, brute_force, plan
-from pipesat.solver.plan.spec import load_spec
+from pipesat.solver.plan.search import RANKED_MARGIN, AssessTask, Found, assess, bound, brute_force, plan
+from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.plan_text import no_best_text
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import MOE, tiny
@@ -43,16 +43,20 @@ class Recording(LocalExecutor):
         return super().run(function, tasks, on_poll, deadline)
 
 
+def plan_and_brute_force(spec: PlanSpec, time_budget: float, time_limit: float) -> tuple[PlanResult, list[Found]]:
+    """The plan of `spec` and every configuration of it scheduled (brute force), on two local workers."""
+    executor = LocalExecutor(2)
+    try:
+        return plan(spec, executor, time_budget=time_budget, seed=0), brute_force(spec, executor, time_limit=time_limit)
+    finally:
+        executor.close()
+
+
 def test_the_plan_agrees_with_brute_force_over_the_searched_dimensions() -> None:
     # Recomputation, ZeRO stages, chunks and context parallelism, each with two values: 50 configurations.
     training = {"recompute": ["none", "full"], "zero": [0, 1], "chunks": [2, 4], "context_parallel": [1, 2]}
     spec = tiny(training=training)
-    executor = LocalExecutor(2)
-    try:
-        result = plan(spec, executor, time_budget=60, seed=0)
-        everything = brute_force(spec, executor, time_limit=5)
-    finally:
-        executor.close()
+    result, everything = plan_and_brute_force(spec, time_budget=60, time_limit=5)
     searched = {(c.recompute, c.zero, c.chunks, c.context_parallel) for c in (item.config for item in everything)}
     assert {value for values in searched for value in values} >= {"none", "full", 0, 1, 2, 4}
     # What each configuration is proven to take at least: its optimum, or where CP-SAT did not prove
@@ -242,12 +246,7 @@ def test_with_the_all_to_all_the_bounds_still_hold_against_brute_force() -> None
             "recompute": ["none"],
         },
     )
-    executor = LocalExecutor(2)
-    try:
-        result = plan(spec, executor, time_budget=20, seed=0)
-        everything = brute_force(spec, executor, time_limit=3)
-    finally:
-        executor.close()
+    result, everything = plan_and_brute_force(spec, time_budget=20, time_limit=3)
     by_config = {item.config: item for item in everything}
     assert {config.expert_parallel for config in by_config} == {1, 2}
     for item in result.results:
