@@ -105,6 +105,8 @@ class Run:
 
     @property
     def placement(self) -> str:
+        if self.run_schedule == "dualpipe":
+            return "bidirectional"
         if self.run_schedule in V_SCHEDULES:
             return "vshape"
         return "interleaved" if self.chunks > 1 else "linear"

@@ -83,9 +83,9 @@ def test_the_fit_changes_a_gpus_fractions_only_while_it_scans() -> None:
     assert bench.grid("0.5:0.7:0.1") == [0.5, 0.6, 0.7]
 
 
-def test_deepseek_v3_runs_its_own_dualpipev_at_ep64_and_is_held_apart_from_the_medians() -> None:
+def test_deepseek_v3_runs_its_own_dualpipe_at_ep64_and_is_held_apart_from_the_medians() -> None:
     run = BY_NAME["deepseek-v3-2048"]
-    assert run.apart and run.schedule == "dualpipe-v" and run.placement == "vshape" and run.expert_parallel == 64
+    assert run.apart and run.schedule == "dualpipe" and run.placement == "bidirectional" and run.expert_parallel == 64
     found = bench.iteration(run)
     assert validate(found.schedule) == [] and found.schedule.has_pairs
     assert found.config.expert_parallel == 64 and found.derivation.instance.has_communication

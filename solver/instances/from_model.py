@@ -83,7 +83,7 @@ def derive(description: Description, name: str = "", calibration: Calibration | 
     copies = 2 if pipeline.placement == "bidirectional" else 1
     cut = pipeline if copies == 1 else dataclasses.replace(pipeline, chunks=1, placement=None)
     split = balanced_split(model, training, hardware, cut, layer) if cut.balance else layer_split(model, cut)
-    stages = stage_costs(model, training, hardware, split, layer)
+    stages = stage_costs(model, training, hardware, split, layer) * copies  # one per instance stage
     raw_times = [stage_times(stage.cost) for stage in stages]
     sharded = sharded_exchanges(model, training, hardware, stages)  # ZeRO 3: in the ops, what they expose
     times = [
@@ -111,7 +111,7 @@ def derive(description: Description, name: str = "", calibration: Calibration | 
     if pipeline.placement is not None:
         data["placement"] = pipeline.placement
     instance = Instance.from_dict(data)
-    states = device_states(model, training, stages * copies, instance.placement)
+    states = device_states(model, training, stages, instance.placement)
     budgets = activation_budgets(hardware, states) if hardware.gpu_memory > 0 else None
     metadata = {
         "source": SOURCE,

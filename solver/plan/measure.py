@@ -130,7 +130,7 @@ def breakdown(derivation: Derivation, schedule: Schedule, metrics: Metrics, afte
     instance = derivation.instance
     critical = critical_device(metrics)
     stages = [stage for stage, device in enumerate(instance.placement) if device == critical]
-    m = instance.num_microbatches
+    m = instance.stage_microbatches
     costs = [derivation.stages[stage].cost for stage in stages]
     recompute = m * sum(cost.recompute_ms for cost in costs)
     all_to_all = m * sum(cost.forward_a2a_ms + cost.backward_a2a_ms for cost in costs)

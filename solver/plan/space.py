@@ -119,7 +119,7 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
         recomputes = _recomputations(spec, t, cp, skipped)
         for p, d in _pipelines(spec, t, cp, skipped):
             for placement, v in _placements(spec, p, skipped, f"{_group_name(t, cp)} p{p}"):
-                for b, m in _microbatches(spec, p, d):
+                for b, m in _microbatches(spec, p, d, placement):
                     found += (
                         Configuration(t, p, d, v, placement, b, m, cp, recompute, zero, ep)
                         for recompute in recomputes
@@ -193,8 +193,8 @@ def _placements(spec: PlanSpec, p: int, skipped: list[str], name: str) -> list[t
     for placement in spec.placements:
         if placement != "linear" and p == 1:
             continue
-        for v in {"linear": (1,), "vshape": (2,)}.get(placement) or chunk_counts(spec, p):
-            if p * v > most:
+        for v in {"linear": (1,), "vshape": (2,), "bidirectional": (2,)}.get(placement) or chunk_counts(spec, p):
+            if p * v // (2 if placement == "bidirectional" else 1) > most:  # a bidirectional copy has p stages
                 skipped.append(f"{name} {placement} v{v}: {spec.model.layers} layers cannot fill {p * v} stages")
                 continue
             found.append((placement, v))
@@ -217,12 +217,18 @@ def chunk_counts(spec: PlanSpec, p: int) -> tuple[int, ...]:
     return tuple(fitting[-MAX_DEFAULT_CHUNKS:])
 
 
-def _microbatches(spec: PlanSpec, p: int, d: int) -> list[tuple[int, int]]:
+def _microbatches(spec: PlanSpec, p: int, d: int, placement: str) -> list[tuple[int, int]]:
     """The (b, m) pairs of a replica: b out of `microbatch_sizes` (every divisor when not given)
-    dividing its share of the global batch, leaving m ≥ p microbatches."""
+    dividing its share of the global batch, leaving m ≥ p microbatches (and an even m, half each
+    way, for a bidirectional pipeline)."""
     per_replica = spec.global_batch // d
     sizes = divisors(per_replica) if spec.microbatch_sizes is None else spec.microbatch_sizes
-    return [(b, per_replica // b) for b in sizes if per_replica % b == 0 and per_replica // b >= p]
+    halves = placement == "bidirectional"
+    return [
+        (b, per_replica // b)
+        for b in sizes
+        if per_replica % b == 0 and per_replica // b >= p and not (halves and per_replica // b % 2)
+    ]
 
 
 def _expert_degrees(spec: PlanSpec, skipped: list[str]) -> list[int] | None:

@@ -36,8 +36,11 @@ from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
 from pipesat.solver.instances.kinds import WHOLE, Wholes, Words
 
 PLACEMENTS = ("linear", "interleaved", "vshape")
-"""The placements the plan tries: linear with one chunk a device, interleaved with the spec's chunks
-(`space.chunk_counts`), V with two."""
+"""The placements the plan tries unless the spec names them: linear with one chunk a device,
+interleaved with the spec's chunks (`space.chunk_counts`), V with two."""
+PLACEMENTS_ASKED = (*PLACEMENTS, "bidirectional")
+"""Those a spec may name: also bidirectional (DualPipe's two copies, twice the parameters), tried
+only when asked for."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,11 @@ class PlanSpec(Keyed):
     microbatch_sizes: tuple[int, ...] | None = key(
         Wholes(distinct=True), "The microbatch sizes b to try (default: every divisor).", None, at_least=1
     )
-    placements: tuple[str, ...] = key(Words(PLACEMENTS, "placements"), "The placements to try.", PLACEMENTS)
+    placements: tuple[str, ...] = key(
+        Words(PLACEMENTS_ASKED, "placements"),
+        "The placements to try (bidirectional, DualPipe's, only when named).",
+        PLACEMENTS,
+    )
     pipeline_parallel: tuple[int, ...] | None = key(
         Wholes(distinct=True), "The pipeline depths p to try (default: every divisor).", None, at_least=1
     )

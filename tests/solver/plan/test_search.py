@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -15,6 +16,7 @@ from pipesat.models.tolerance import fits, same
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.plan.executors import LocalExecutor
 from pipesat.solver.plan.search import RANKED_MARGIN, AssessTask, Found, assess, bound, brute_force, plan
+from pipesat.solver.plan.space import enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.plan_text import no_best_text
 from tests.conftest import ROOT
@@ -233,16 +235,40 @@ def test_a_mixture_of_experts_plan_ranks_its_expert_parallel_degrees_and_validat
     assert found is not None and validate(found.schedule) == []
 
 
+def test_a_bidirectional_pipeline_is_planned_when_named_with_twice_the_parameters() -> None:
+    """DualPipe's placement, only when the spec names it: its configurations hold twice the model
+    state of the same V, their assessment runs DualPipe, and its schedules validate."""
+    spec = tiny(
+        model=MOE,
+        cluster={"gpus_per_node": 1},
+        training={"global_batch": 16, "pipeline_parallel": [2], "microbatch_sizes": [1, 2], "recompute": ["none"]},
+    )
+    assert "bidirectional" not in {config.placement for config in enumerate_space(spec).configs}
+    named = dataclasses.replace(spec, placements=("vshape", "bidirectional"))
+    configs = enumerate_space(named).configs
+    pairs = [(c, dataclasses.replace(c, placement="vshape")) for c in configs if c.placement == "bidirectional"]
+    assert pairs and all(v in configs for _, v in pairs)
+    for bidirectional, vshape in pairs:
+        two = assess(AssessTask(named, bidirectional)).found
+        one = assess(AssessTask(named, vshape)).found
+        assert two is not None and one is not None and validate(two.schedule) == []
+        state = [found.schedule.instance.metadata["model_state_mib"] for found in (two, one)]
+        assert two.schedule.instance.bidirectional and sum(state[0]) == pytest.approx(2 * sum(state[1]))
+        assert two.measure.exchange_ms > one.measure.exchange_ms  # twice the gradients to reduce
+        assert two.made_by in {"dualpipe", "periodic", "one-at-a-time"}
+    assert any(assess(AssessTask(named, c)).found.made_by == "dualpipe" for c, _ in pairs)
+
+
 def test_with_the_all_to_all_the_bounds_still_hold_against_brute_force() -> None:
-    # EP 1 and 2 on a V and a linear pipeline: the all-to-all makes overlapped pairs pay, and the
-    # bounds relax it (a pair may hide it), so every pruning must still hold.
+    # EP 1 and 2 on a V, a bidirectional and a linear pipeline: the all-to-all makes overlapped pairs
+    # pay, and the bounds relax it (a pair may hide it), so every pruning must still hold.
     spec = tiny(
         model=MOE,
         cluster={"gpus_per_node": 2, "node_bandwidth": 20},
         training={
             "global_batch": 16,
             "pipeline_parallel": [2],
-            "placements": ["linear", "vshape"],
+            "placements": ["linear", "vshape", "bidirectional"],
             "recompute": ["none"],
         },
     )

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pipesat.models.plan_result import Breakdown, ConfigResult, Configuration, Measure, Outcome, PlanResult
+from pipesat.solver.plan.spec import PLACEMENTS_ASKED
 from pipesat.solver.report.plan_plot import plot_plan
 from pipesat.solver.report.plan_text import plan_columns, plan_document, plan_rows, plan_summary, progress_text
 from pipesat.solver.report.tables import format_rows
@@ -98,6 +102,10 @@ def test_the_document_and_the_progress_line() -> None:
     assert text.endswith("about 10 s left")
 
 
-def test_the_picture_is_drawn(tmp_path: Path) -> None:
-    path = plot_plan(result(), tmp_path / "plan.png")
+@pytest.mark.parametrize("placement", PLACEMENTS_ASKED)
+def test_the_picture_is_drawn_for_every_placement(tmp_path: Path, placement: str) -> None:
+    drawn = result()
+    fast = drawn.results[0]
+    drawn.results[0] = dataclasses.replace(fast, config=dataclasses.replace(fast.config, placement=placement))
+    path = plot_plan(drawn, tmp_path / "plan.png")
     assert path.stat().st_size > 10_000
