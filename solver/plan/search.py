@@ -410,8 +410,9 @@ class _Run:
                 break
             share = math.floor(solve_budget / math.ceil(len(queue) / parallel) * 10) / 10
             wall_left = self.end - WALL_MARGIN - time.monotonic()
-            if share > wall_left:
-                share, self.timing_dependent = math.floor(wall_left * 10) / 10, True
+            capped = share > wall_left
+            if capped:
+                share = math.floor(wall_left * 10) / 10
             if share < MIN_SOLVE_SECONDS:
                 break
             wave, queue = queue[:parallel], queue[parallel:]
@@ -425,6 +426,8 @@ class _Run:
                 self._solved(wave, stop.results, share, INTERRUPTED)
                 raise
             self._solved(wave, solved, share, OUT_OF_TIME)
+            # A share cut to the wall time left matters only to a solve that did not finish in it.
+            self.timing_dependent |= capped and not all(after is not None and after.optimal for after in solved)
             done += len(wave)
             solve_budget -= share
         for item in queue:  # no time left for them: they keep their handwritten schedules

@@ -176,6 +176,19 @@ def test_a_model_the_cost_model_refuses_is_its_reason() -> None:
         plan(tiny(model={"hidden": 500}), LocalExecutor(1), time_budget=10)
 
 
+def test_a_share_cut_to_the_wall_time_left_is_no_timing_note_when_every_solve_finishes() -> None:
+    # With 5 s the one solve's share is cut to what the wall margin leaves; it proves its optimum in
+    # far less, so nothing the plan reports depends on the time it had.
+    training = {"global_batch": 8, "pipeline_parallel": [2], "microbatch_sizes": [1], "placements": ["vshape"]}
+    spec = tiny(training=training | {"recompute": ["none"]})
+    executor = LocalExecutor(2)
+    try:
+        result = plan(spec, executor, time_budget=5, seed=0)
+    finally:
+        executor.close()
+    assert result.best_gap == 0 and not result.timing_dependent
+
+
 def test_the_assessments_stop_at_the_end_of_the_budget() -> None:
     spec = load_spec(ROOT / "instances/plan/llama3-405b-8192gpu.yaml")  # its bounds alone: about 2 s on 2 cores
     executor = LocalExecutor(2)
