@@ -299,7 +299,7 @@ def plan(
     run = _Run(spec, executor, time_budget, started, progress, calibration)
     configs, skipped = space or enumerate_space(spec)
     if not configs:
-        why = f": {skipped[0]}" if skipped else ""
+        why = f": {'; '.join(skipped)}" if skipped else ""
         raise InstanceError(f"no configuration of {spec.cluster.gpus} GPUs fits this model and batch{why}")
     try:
         run.assess(configs)

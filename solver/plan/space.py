@@ -118,8 +118,9 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
     for t, cp in _groups(spec, skipped):
         recomputes = _recomputations(spec, t, cp, skipped)
         for p, d in _pipelines(spec, t, cp, skipped):
-            for placement, v in _placements(spec, p, skipped, f"{_group_name(t, cp)} p{p}"):
-                for b, m in _microbatches(spec, p, d, placement):
+            name = f"{_group_name(t, cp)} p{p}"
+            for placement, v in _placements(spec, p, skipped, name):
+                for b, m in _microbatches(spec, p, d, placement, skipped, name):
                     found += (
                         Configuration(t, p, d, v, placement, b, m, cp, recompute, zero, ep)
                         for recompute in recomputes
@@ -217,18 +218,21 @@ def chunk_counts(spec: PlanSpec, p: int) -> tuple[int, ...]:
     return tuple(fitting[-MAX_DEFAULT_CHUNKS:])
 
 
-def _microbatches(spec: PlanSpec, p: int, d: int, placement: str) -> list[tuple[int, int]]:
+def _microbatches(
+    spec: PlanSpec, p: int, d: int, placement: str, skipped: list[str], name: str
+) -> list[tuple[int, int]]:
     """The (b, m) pairs of a replica: b out of `microbatch_sizes` (every divisor when not given)
     dividing its share of the global batch, leaving m ≥ p microbatches (and an even m, half each
-    way, for a bidirectional pipeline)."""
+    way, for a bidirectional pipeline: an odd one is left out with a line)."""
     per_replica = spec.global_batch // d
     sizes = divisors(per_replica) if spec.microbatch_sizes is None else spec.microbatch_sizes
-    halves = placement == "bidirectional"
-    return [
-        (b, per_replica // b)
-        for b in sizes
-        if per_replica % b == 0 and per_replica // b >= p and not (halves and per_replica // b % 2)
+    found = [(b, per_replica // b) for b in sizes if per_replica % b == 0 and per_replica // b >= p]
+    if placement != "bidirectional":
+        return found
+    skipped += [
+        f"{name} bidirectional b{b}: m {m} is odd; half the microbatches go each way" for b, m in found if m % 2
     ]
+    return [(b, m) for b, m in found if m % 2 == 0]
 
 
 def _expert_degrees(spec: PlanSpec, skipped: list[str]) -> list[int] | None:

@@ -209,3 +209,12 @@ def test_the_all_to_all_runs_over_the_node_link_within_a_node_and_the_network_ac
     assert (across.hardware.ep_bandwidth, across.hardware.ep_latency) == (10, 10)
     a2a = [derive(described).instance.forward_comm_times for described in (inside, across)]
     assert a2a[0] is not None and a2a[1] is not None and 0 < a2a[0][0] < a2a[1][0]
+
+
+def test_a_bidirectional_pipeline_takes_an_even_m_and_says_why_an_odd_one_is_left_out() -> None:
+    spec = tiny(training={"global_batch": 12, "pipeline_parallel": [2], "placements": ["bidirectional"]})
+    configs, skipped = enumerate_space(spec)
+    assert configs and all(
+        c.placement == "bidirectional" and c.chunks == 2 and c.microbatches % 2 == 0 for c in configs
+    )
+    assert "t1 p2 bidirectional b2: m 3 is odd; half the microbatches go each way" in skipped
