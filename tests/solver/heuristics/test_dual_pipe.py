@@ -73,8 +73,9 @@ def test_it_beats_zb_v_on_a_moe_instance_and_loses_its_edge_without_communicatio
 @pytest.mark.parametrize("comm", [0.0, 0.2, 0.45])
 def test_dual_pipe_published_bubble_and_memory(p: int, microbatches_per_device: int, comm: float) -> None:
     """DeepSeek's DualPipe on PP = p devices: bubble (PP/2 - 1)(F&B + B - 3W) and PP + 1 stages of
-    activations, with F = B = W per stage (the formula's setting), B the whole backward, no p2p; its
-    parameters are twice a device's share of the model (each device holds a stage of both copies)."""
+    activations, with F = B = W per stage (the formula's setting), B the whole backward, no p2p. Each
+    device holds a stage of both copies, twice a linear device's share of the model (here its weight
+    gradients' work; `from-model`'s test counts the parameters)."""
     instance = moe_instance(p, microbatches_per_device * p, placement="bidirectional", comm=comm)
     schedule, metrics = run_valid("dualpipe", instance)
     forward, whole_backward, weight = 1.0, 2.0, 1.0  # per stage: each stage is a whole device's share
