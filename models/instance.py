@@ -139,11 +139,17 @@ class Instance:
     @property
     def stage_microbatches(self) -> int:
         """How many microbatches pass each stage: all, or half of a bidirectional instance's."""
-        return self.num_microbatches // 2 if self.bidirectional else self.num_microbatches
+        return len(self.microbatches_at(0))
 
     def routes(self) -> list[range]:
         """The distinct routes: one, or a bidirectional instance's two (down each copy)."""
         return [self.route(0), self.route(self.num_microbatches - 1)] if self.bidirectional else [self.route(0)]
+
+    def route_stages(self, device: int) -> list[list[int]]:
+        """`device`'s stages on each route that passes it, in stage order (along the route): one list
+        of them all, or a bidirectional device's stage of each copy."""
+        stages = self.stages_of(device)
+        return [on_route for route in self.routes() if (on_route := [s for s in stages if s in route])]
 
     def limit_of(self, device: int) -> float | None:
         """The memory limit of `device`, or None without one."""
@@ -185,7 +191,7 @@ class Instance:
         """`linear`, `interleaved`, `vshape` or `bidirectional` when the placement is one of those, else `custom`."""
         if self.bidirectional:
             return "bidirectional"
-        for name in PLACEMENTS[:-1]:
+        for name in PLACEMENTS:  # a bidirectional list is a V's: vshape, which comes first
             try:
                 if placement_devices(name, self.num_devices, self.chunks) == self.placement:
                     return name

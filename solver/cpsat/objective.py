@@ -52,9 +52,8 @@ def _add_max_span(model: cp_model.CpModel, data: ModelData, variables: ModelVari
     last_only = data.symmetry_breaking
     closing_kind = "W" if data.split_backward else "B"
     for d in range(instance.num_devices):
-        stages = instance.stages_of(d)
         # The first op on d is a forward of its first stage on a route, the last a W (or a fused B).
-        first_stages = {min(s for s in stages if s in route) for route in instance.routes() if set(stages) & set(route)}
+        first_stages = {on_route[0] for on_route in instance.route_stages(d)}
         on_device = data.on_device(d)
         openers = [
             variables.starts[k]

@@ -97,10 +97,7 @@ def minimum_memory_limits(instance: Instance) -> list[float]:
     one microbatch at a time holds no more, so the bound is met on every device at once.
     """
     return [
-        max(
-            sum(instance.activation_memory[s] for s in instance.stages_of(d) if s in route)
-            for route in instance.routes()
-        )
+        max(sum(instance.activation_memory[s] for s in on_route) for on_route in instance.route_stages(d))
         for d in range(instance.num_devices)
     ]
 
@@ -154,10 +151,9 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
 
     forwards = [(instance.forward_times[s], instance.activation_memory[s]) for s in stages]
     # From d's first op to its first B: that B's microbatch ran its forwards of d's stages on its
-    # route in the window (on one route: from d's first stage down and back).
-    head_window = min(
-        offsets[("B", s)] - min(offsets[("F", f)] for f in stages if f in instance.route_at(s)) for s in stages
-    )
+    # route in the window, from the first of them (on one route: from d's first stage down and back).
+    routes = instance.route_stages(device)
+    head_window = min(offsets[("B", s)] - offsets[("F", on_route[0])] for on_route in routes for s in on_route)
     head_idle = max(head_window - max_total_time(forwards, m, capacity), head_share * head_window)
 
     # From d's last forward, of the last stage on its route on d, to the end of that microbatch's ops on d.
@@ -165,12 +161,10 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
         max(
             offsets[(kind, s)] + op_duration(instance, kind, s, split)
             for kind in ("BW" if split else "B")
-            for s in stages
-            if s in route
+            for s in on_route
         )
-        - offsets[("F", max(s for s in stages if s in route))]
-        for route in instance.routes()
-        if any(s in route for s in stages)
+        - offsets[("F", on_route[-1])]
+        for on_route in routes
     )
     fill = max(instance.forward_times[s] for s in stages) + max_total_time(
         _backward_items(instance, split, stages), m, capacity

@@ -124,26 +124,21 @@ def dual_pipe_orders(instance: Instance) -> StepOrders:
 
 
 def dual_pipe_v_requirement(instance: Instance) -> str | None:
-    return first_unmet(instance, needs_vshape, _needs_two_microbatches_per_stage)
+    return first_unmet(instance, needs_vshape, _needs_two_microbatches_per_device)
 
 
 def dual_pipe_requirement(instance: Instance) -> str | None:
     return first_unmet(instance, needs_bidirectional, _needs_even_devices, _needs_two_microbatches_per_device)
 
 
-def _needs_two_microbatches_per_stage(instance: Instance) -> str | None:
+def _needs_two_microbatches_per_device(instance: Instance) -> str | None:
     if instance.num_microbatches < 2 * instance.num_devices:
-        return f"needs at least 2p = {2 * instance.num_devices} microbatches"
+        each_way = ", p each way" if instance.bidirectional else ""
+        return f"needs at least 2p = {2 * instance.num_devices} microbatches{each_way}"
     return None
 
 
 def _needs_even_devices(instance: Instance) -> str | None:
     if instance.num_devices % 2:
         return f"needs an even number of devices (got {instance.num_devices}): its ranks pair up from both ends"
-    return None
-
-
-def _needs_two_microbatches_per_device(instance: Instance) -> str | None:
-    if instance.num_microbatches < 2 * instance.num_devices:
-        return f"needs at least 2p = {2 * instance.num_devices} microbatches, p each way"
     return None

@@ -195,7 +195,8 @@ def _placements(spec: PlanSpec, p: int, skipped: list[str], name: str) -> list[t
         if placement != "linear" and p == 1:
             continue
         for v in {"linear": (1,), "vshape": (2,), "bidirectional": (2,)}.get(placement) or chunk_counts(spec, p):
-            if p * v // (2 if placement == "bidirectional" else 1) > most:  # a bidirectional copy has p stages
+            stages = p if placement == "bidirectional" else p * v  # a bidirectional copy has p stages
+            if stages > most:
                 skipped.append(f"{name} {placement} v{v}: {spec.model.layers} layers cannot fill {p * v} stages")
                 continue
             found.append((placement, v))
