@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pipesat.models import InstanceError
 from pipesat.models.units import memory_text
-from pipesat.solver.instances.cost_model import ROUTED, Hardware, StageCost, Training, Transformer, gpu_mlps
+from pipesat.solver.instances.cost_model import ROUTED, Hardware, Mlp, StageCost, Training, Transformer, gpu_mlps
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,20 @@ def layer_parameters(model: Transformer, training: Training) -> float:
     """One layer's parameters on one GPU: its matrices split over t (a mixture-of-experts layer's
     E/EP routed experts, its shared experts and its router, which is whole), its two norms whole."""
     h = model.hidden
-    mlps = sum((3 if model.swiglu else 2) * h * mlp.width * mlp.groups for mlp in gpu_mlps(model, training))
-    matrices = h * (h + 2 * model.kv_width) + h * h + mlps
+    matrices = h * (h + 2 * model.kv_width) + h * h + _mlp_parameters(model, gpu_mlps(model, training))
     return matrices / training.tensor_parallel + 2 * h + h * model.experts
 
 
 def expert_parameters(model: Transformer, training: Training) -> float:
     """One mixture-of-experts layer's routed-expert parameters on one GPU: its E/EP experts, split over t."""
     routed = [mlp for mlp in gpu_mlps(model, training) if mlp.label == ROUTED]
-    return sum((3 if model.swiglu else 2) * model.hidden * mlp.width * mlp.groups for mlp in routed) / (
-        training.tensor_parallel
-    )
+    return _mlp_parameters(model, routed) / training.tensor_parallel
+
+
+def _mlp_parameters(model: Transformer, mlps: Sequence[Mlp]) -> float:
+    """The weights of these MLPs (each `groups` of them) before the t split: two or three (SwiGLU)
+    h x width matrices each."""
+    return sum((3 if model.swiglu else 2) * model.hidden * mlp.width * mlp.groups for mlp in mlps)
 
 
 def stage_units(model: Transformer, training: Training, stage: StageCost) -> list[float]:
