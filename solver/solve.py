@@ -125,7 +125,7 @@ def solve(
         smallest = why.least if why.reason == InfeasibleReason.MEMORY_LIMIT else None
         reason = "shown by the analytic bounds; no search ran"
         return _no_schedule(problem, Status.INFEASIBLE, clock, StopReason.BOUNDS, reason, why, smallest)
-    options = SearchOptions(workers, seed, deterministic, gap, clock + time_limit, wall_factor, parameters)
+    options = SearchOptions(workers, seed, deterministic, gap, clock + time_limit, time_limit, wall_factor, parameters)
     run = _Solve(problem, options, clock, progress, tuple(starts))
     try:
         return run.run(handwritten_schedules(instance))
@@ -252,9 +252,11 @@ class _Solve:
                 met = "meets the lower bound" if fits(best.value, bound) else "is within the gap"
                 LOG.info("no search: %s %s", best.name, met)
                 return self._result(best, best, bound, StopReason.BOUNDS, f"{best.name} {met}", searched=False)
-        lead = best
+        lead, search = best, self
         if problem.objective == Objective.SPAN and not problem.minimize_memory:
             phase = self._makespan_phase(best, bound, handwritten)
+            if options.deterministic:  # the search gets the rest of the time limit, whatever the wall clock says
+                search = dataclasses.replace(self, options=options.share(1 - MAKESPAN_PHASE))
             found = None
             if phase.schedule is not None:
                 found = as_candidate(problem, MAKESPAN_PHASE_NAME, phase.schedule, self.clock)
@@ -266,12 +268,12 @@ class _Solve:
                 if lead is None:
                     return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
                 return self._result(lead, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
-        return self._search(best, lead, bound)
+        return search._search(best, lead, bound)
 
     def _makespan_phase(
         self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]
     ) -> SolveResult:
-        """The makespan solve, in MAKESPAN_PHASE of the time left: the makespan model searches far
+        """The makespan solve, in MAKESPAN_PHASE of the time (`SearchOptions.share`): the makespan model searches far
         better, and its best order re-timed for the span may lead the span's search. Its progress
         reports show the span's best value and bound."""
         progress = self.progress
@@ -282,12 +284,12 @@ class _Solve:
             def report(*_: float | None) -> None:
                 progress(time.monotonic() - self.clock, start_value, bound)
 
-        deadline = time.monotonic() + (self.options.deadline - time.monotonic()) * MAKESPAN_PHASE
-        LOG.info("span solve, phase 1: the makespan for %.3g s", deadline - time.monotonic())
+        options = self.options.share(MAKESPAN_PHASE)
+        LOG.info("span solve, phase 1: the makespan for %.3g s", options.time_limit)
         phase = dataclasses.replace(
             self,
             problem=dataclasses.replace(self.problem, objective=Objective.MAKESPAN),
-            options=dataclasses.replace(self.options, deadline=deadline),
+            options=options,
             clock=time.monotonic(),
             progress=report,
             found=[],
@@ -297,7 +299,7 @@ class _Solve:
     def _search(self, best: Candidate | None, lead: Candidate | None, bound: float) -> SolveResult:
         """CP-SAT from `lead` (the best schedule so far; `best` is the best start, for the report)."""
         problem = self.problem
-        if lead is not None and time.monotonic() >= self.options.deadline:
+        if lead is not None and not self.options.deterministic and time.monotonic() >= self.options.deadline:
             late = "the time limit ran out before the search"
             return self._result(lead, best, bound, StopReason.TIME_LIMIT, late, searched=True)
         model = build_model(

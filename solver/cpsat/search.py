@@ -10,6 +10,7 @@ why the search stopped, in words too, and logs it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -74,11 +75,14 @@ Progress = Callable[[float, float | None, float | None], None]
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """The search's settings; `deadline` is the `time.monotonic()` by which the solve returns.
+    """The search's settings; `deadline` is the `time.monotonic()` by which the solve returns and
+    `time_limit` the seconds it was given.
 
-    `deterministic` makes the time limit CP-SAT's deterministic time (wall clock stops it only at
-    `wall_factor` times that) with several workers interleaved; `gap` stops it at that relative gap.
-    `cpsat_params` are SatParameters in text form (`solver.cpsat.parameters`), applied after these.
+    `deterministic` makes `time_limit` CP-SAT's deterministic time (wall clock stops it only at
+    `wall_factor` times that) with several workers interleaved; nothing it decides reads the wall
+    clock, so a run slowed by a busy machine searches exactly as far as one that was not. `gap` stops
+    it at that relative gap. `cpsat_params` are SatParameters in text form (`solver.cpsat.parameters`),
+    applied after these.
     """
 
     workers: int
@@ -86,8 +90,17 @@ class SearchOptions:
     deterministic: bool
     gap: float
     deadline: float
+    time_limit: float
     wall_factor: float = 10.0
     cpsat_params: str = ""
+
+    def share(self, fraction: float) -> SearchOptions:
+        """These options for a phase given `fraction` of the time: of the time limit when
+        deterministic, else of the wall time left to the deadline."""
+        now = time.monotonic()
+        left = self.deadline - now
+        limit = self.time_limit if self.deterministic else left
+        return dataclasses.replace(self, deadline=now + fraction * left, time_limit=fraction * limit)
 
 
 @dataclass(frozen=True)
@@ -319,8 +332,9 @@ def _parameters(
 
 
 def _search_seconds(options: SearchOptions, num_ops: int) -> float:
-    """The seconds left to the deadline, less the reserve for reading the result back."""
-    left = options.deadline - time.monotonic()
+    """The seconds left to the deadline (a deterministic search: its whole time limit), less the
+    reserve for reading the result back."""
+    left = options.time_limit if options.deterministic else options.deadline - time.monotonic()
     reserve = min(STOP_GRACE + FINISH_SECONDS_PER_OP * num_ops, RESERVE_SHARE * left)
     return max(left - reserve, MIN_SEARCH_SECONDS)
 

@@ -99,7 +99,9 @@ def test_cpsat_probes_alone_prove_the_brute_force_optimum(objective: str) -> Non
     model = build_model(CHUNKED, objective)
     objective_range = warm_start(model, one_at_a_time_orders(CHUNKED, False))
     assert objective_range.upper is not None
-    options = SearchOptions(workers=1, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 20)
+    options = SearchOptions(
+        workers=1, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 20, time_limit=20
+    )
     bound = lower_bound(CHUNKED, objective, False)
     record = _Record(time.monotonic(), model.data.ticks_per_unit, None, bound, model.data.proven_bound, None)
     bisection = _bisect(model, options, objective_range.lower, objective_range.upper, record)
@@ -114,7 +116,9 @@ def test_a_deterministic_search_does_not_probe(caplog: pytest.LogCaptureFixture)
     caplog.set_level(logging.INFO, logger="pipesat")
     model = build_model(CHUNKED, "makespan")
     objective_range = warm_start(model, one_at_a_time_orders(CHUNKED, False))
-    options = SearchOptions(workers=1, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() + 20)
+    options = SearchOptions(
+        workers=1, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() + 20, time_limit=20
+    )
     outcome = search(model, options, time.monotonic(), 0.0, None, None, objective_range)
     assert outcome.stopped_by == StopReason.PROOF and outcome.orders is not None
     assert not any("probe" in message for message in caplog.messages)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import multiprocessing
@@ -31,7 +32,9 @@ INSTANCE = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_
 
 
 def _options(seconds: float = 10.0) -> SearchOptions:
-    return SearchOptions(workers=1, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + seconds)
+    return SearchOptions(
+        workers=1, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + seconds, time_limit=seconds
+    )
 
 
 def test_search_reads_back_an_optimal_order_with_its_proof() -> None:
@@ -94,7 +97,9 @@ def test_ctrl_c_in_a_progress_report_stops_the_child_and_keeps_the_best(hard_ins
         if value is not None:
             raise KeyboardInterrupt
 
-    options = SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 30)
+    options = SearchOptions(
+        workers=2, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 30, time_limit=30
+    )
     started = time.monotonic()
     outcome = search(model, options, started, 0.0, None, progress)
     assert outcome.interrupted and outcome.orders is not None
@@ -190,9 +195,24 @@ def test_a_record_stalls_when_neither_its_value_nor_its_bound_moves_near_the_bou
     assert not far.stalled_for(5.0, 0.05)() and far.stalled_for(5.0, 0.5)()  # 50% from its bound
 
 
+def test_a_deterministic_search_spends_its_time_limit_whatever_the_wall_clock_left() -> None:
+    # A busy machine that reaches the search late (here: past its deadline) must not search less.
+    late = SearchOptions(2, 0, True, 0.0, time.monotonic() - 5, 3.0)
+    on_time = dataclasses.replace(late, deadline=time.monotonic() + 3)
+    budgets = {_parsed(options, 40).max_deterministic_time for options in (late, on_time)}
+    assert len(budgets) == 1 and 2.5 < budgets.pop() <= 3.0
+
+
+def test_a_phase_shares_the_time_limit_when_deterministic_and_the_wall_time_left_otherwise() -> None:
+    late = SearchOptions(2, 0, True, 0.0, time.monotonic() - 5, 3.0)
+    assert late.share(1 / 3).time_limit == pytest.approx(1.0)
+    timed = SearchOptions(2, 0, False, 0.0, time.monotonic() + 30, 3.0).share(0.5)
+    assert 14 < timed.time_limit <= 15 and timed.deadline - time.monotonic() <= 15
+
+
 def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
 
-    options = SearchOptions(1, 0, True, 0.0, time.monotonic() + 100, wall_factor=2.0)
+    options = SearchOptions(1, 0, True, 0.0, time.monotonic() + 100, 100, wall_factor=2.0)
     text, seconds = _parameters(options, 10)
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
     assert params.max_deterministic_time > 50
@@ -201,7 +221,7 @@ def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
 
 def test_expert_parameters_come_after_pipesats_but_the_deadline_stays() -> None:
     expert = 'num_workers: 3\nmax_time_in_seconds: 500\nextra_subsolvers: "max_lp"\n'
-    options = SearchOptions(1, 0, False, 0.0, time.monotonic() + 10, cpsat_params=expert)
+    options = SearchOptions(1, 0, False, 0.0, time.monotonic() + 10, 10, cpsat_params=expert)
     text, seconds = _parameters(options, 10)
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
     assert params.num_workers == 3 and params.max_time_in_seconds == 500
@@ -214,23 +234,25 @@ def _parsed(options: SearchOptions, num_ops: int = 10) -> sat_parameters_pb2.Sat
 
 def test_two_workers_add_the_objective_lower_bound_search() -> None:
     deadline = time.monotonic() + 10
-    small = _parsed(SearchOptions(2, 0, False, 0.0, deadline), PROOF_SMALL_OPS)
+    small = _parsed(SearchOptions(2, 0, False, 0.0, deadline, 10), PROOF_SMALL_OPS)
     assert small.num_workers == 2 and small.num_full_subsolvers == 2
     assert list(small.extra_subsolvers) == ["objective_lb_search"]
-    large = _parsed(SearchOptions(2, 0, False, 0.0, deadline), PROOF_SMALL_OPS + 1)
+    large = _parsed(SearchOptions(2, 0, False, 0.0, deadline, 10), PROOF_SMALL_OPS + 1)
     assert large.num_workers == 3 and not large.num_full_subsolvers
     assert list(large.extra_subsolvers) == ["objective_lb_search"]
-    for options in (SearchOptions(1, 0, False, 0.0, deadline), SearchOptions(4, 0, False, 0.0, deadline)):
+    for options in (SearchOptions(1, 0, False, 0.0, deadline, 10), SearchOptions(4, 0, False, 0.0, deadline, 10)):
         assert _parsed(options).num_workers == options.workers and not _parsed(options).extra_subsolvers
-    deterministic = _parsed(SearchOptions(2, 0, True, 0.0, deadline))
+    deterministic = _parsed(SearchOptions(2, 0, True, 0.0, deadline, 10))
     assert deterministic.num_workers == 2 and not deterministic.extra_subsolvers
 
 
 def test_an_expert_who_chooses_subsolvers_replaces_the_proof_portfolio() -> None:
     expert = 'extra_subsolvers: "max_lp"\n'
-    params = _parsed(SearchOptions(2, 0, False, 0.0, time.monotonic() + 10, cpsat_params=expert))
+    params = _parsed(SearchOptions(2, 0, False, 0.0, time.monotonic() + 10, 10, cpsat_params=expert))
     assert params.num_workers == 2 and list(params.extra_subsolvers) == ["max_lp"]
-    unrelated = _parsed(SearchOptions(2, 0, False, 0.0, time.monotonic() + 10, cpsat_params="linearization_level: 2\n"))
+    unrelated = _parsed(
+        SearchOptions(2, 0, False, 0.0, time.monotonic() + 10, 10, cpsat_params="linearization_level: 2\n")
+    )
     assert list(unrelated.extra_subsolvers) == ["objective_lb_search"] and unrelated.linearization_level == 2
 
 
@@ -334,6 +356,6 @@ def test_why_a_search_stopped(
 ) -> None:
     how = None if finished is not None else f"did not stop within {STOP_GRACE:g} s of being asked and was killed"
     ended = Ended(finished, deadline=deadline, how_ended=how)
-    options = SearchOptions(1, 0, deterministic, 0.05, time.monotonic() + 10)
+    options = SearchOptions(1, 0, deterministic, 0.05, time.monotonic() + 10, 10)
     assert _why_stopped(ended, options, objective)[0] == stopped_by
     assert words in _why_stopped(ended, options, objective)[1]
