@@ -97,6 +97,7 @@ class Run:
     expert_parallel: int = 1
     run_schedule: str = ""
     apart: str = ""
+    recompute_layers: int = 0
 
     @property
     def microbatches(self) -> int:
@@ -201,6 +202,7 @@ def _run(fields: dict[str, Any], source: str, models: dict[str, dict[str, int]])
         expert_parallel=fields.get("expert_parallel", 1),
         run_schedule=fields.get("schedule", ""),
         apart=fields.get("apart", ""),
+        recompute_layers=fields.get("recompute_layers", 0),
     )
     check_run(run)
     return run
@@ -237,6 +239,7 @@ def plan_spec(run: Run) -> PlanSpec:
         "microbatch_sizes": [run.microbatch_size],
         "placements": [run.placement],
         "recompute": [run.recompute],
+        "recompute_layers": [run.recompute_layers],
         "zero": [run.zero],
         "sequence_parallel": run.sequence_parallel,
         "flash_attention": run.flash_attention,
@@ -265,6 +268,7 @@ def configuration(run: Run) -> Configuration:
         microbatches=run.microbatches,
         context_parallel=run.context_parallel,
         recompute=run.recompute,
+        recompute_layers=run.recompute_layers,
         zero=run.zero,
         expert_parallel=run.expert_parallel,
     )
@@ -465,7 +469,9 @@ def row(prediction: Prediction) -> dict[str, Any]:
         f"{run.chunks} {run.microbatch_size} {run.microbatches}"
         + (f" ep{run.expert_parallel}" if run.expert_parallel > 1 else "")
         + (f" {run.schedule}" if run.run_schedule else ""),
-        "recompute": run.recompute + (" +SP" if run.sequence_parallel else ""),
+        "recompute": run.recompute
+        + (f" {run.recompute_layers}/stage" if run.recompute_layers else "")
+        + (" +SP" if run.sequence_parallel else ""),
         "convention": run.convention.replace("_", " "),
         "measured": run.measured,
         "predicted": prediction.predicted,

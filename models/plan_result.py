@@ -33,12 +33,19 @@ class Configuration:
     recompute: str = "none"
     zero: int = 0
     expert_parallel: int = 1
+    recompute_layers: int = 0
+
+    @property
+    def recompute_name(self) -> str:
+        """`none`, `selective`, `full`, or `full, 2 a stage` when full recomputation takes only a stage's
+        first `recompute_layers` layers."""
+        return f"full, {self.recompute_layers} a stage" if self.recompute_layers else self.recompute
 
     @property
     def label(self) -> str:
         """`t8 p16 d64 interleaved v8 b1 m32 zero1`; `cp2` after t with context parallelism, `ep8`
-        after d with expert parallelism, `full-recompute` (or `selective-`) with recomputation,
-        `zero1` with a ZeRO stage."""
+        after d with expert parallelism, `full-recompute` (or `selective-`, or `2-layer-recompute` for
+        a stage's first 2 layers) with recomputation, `zero1` with a ZeRO stage."""
         parts = [f"t{self.tensor_parallel}"]
         if self.context_parallel > 1:
             parts.append(f"cp{self.context_parallel}")
@@ -49,7 +56,9 @@ class Configuration:
         if self.placement == "interleaved":
             parts.append(f"v{self.chunks}")
         parts += [f"b{self.microbatch_size}", f"m{self.microbatches}"]
-        if self.recompute != "none":
+        if self.recompute_layers:
+            parts.append(f"{self.recompute_layers}-layer-recompute")
+        elif self.recompute != "none":
             parts.append(f"{self.recompute}-recompute")
         if self.zero:
             parts.append(f"zero{self.zero}")

@@ -315,7 +315,8 @@ BAD_SPACES = [
         "configurations",
         {},
         "the plan has more than 3 configurations; narrow the training section's lists (tensor_parallel, "
-        "pipeline_parallel, chunks, microbatch_sizes, placements, recompute, zero), or raise the limit with "
+        "pipeline_parallel, chunks, microbatch_sizes, placements, recompute, recompute_layers, zero), or raise the "
+        "limit with "
         "`pipesat plan --max-configurations N`",
         {"max_configurations": 3},
     ),
@@ -396,6 +397,11 @@ BAD_COMMANDS = [
         "ZeRO 3 with experts is not modelled; give --zero 0, 1 or 2",
     ),
     BadCommand("experts-negative", (*SMALL_MODEL, "--experts", "-1"), "--experts must be at least 0, got -1"),
+    BadCommand(
+        "recompute-layers-without-full",
+        (*SMALL_MODEL, "--recompute-layers", "2"),
+        "recompute_layers counts layers recomputed in full, but recompute is none; give --recompute full",
+    ),
     BadCommand("picture-suffix", ("solve", *SMALL, "-o", "x.jpg"), "name the picture .png, .svg or .pdf"),
     BadCommand(
         "max-ops", ("--max-ops", "5", "solve", *SMALL), "8 ops (2 devices x 1 chunks x 2 microbatches x 2 kinds"

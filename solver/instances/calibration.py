@@ -168,6 +168,8 @@ def unlike_measured(training: Training) -> str:
         return "the measured layer has no dropout"
     if training.context_parallel > 1:
         return "the measured layer holds the whole sequence, not a context-parallel share of it"
+    if training.recompute_layers:
+        return "the measured layer is recomputed whole or not at all, not some layers of a stage"
     return ""
 
 

@@ -142,6 +142,13 @@ class Training(Keyed):
     causal: bool = key(FLAG, "Causal attention (flash attention skips the masked half).", True)
     dropout: bool = key(FLAG, "Count dropout masks (today's LLMs train without dropout).", False)
     recompute: str = key(Word(RECOMPUTE), "Activation recomputation.", "none")
+    recompute_layers: int = key(
+        WHOLE,
+        "With recompute full: how many layers of each stage are recomputed, its first ones (Megatron's block "
+        "method); the rest keep their activations (0: every layer).",
+        0,
+        at_least=0,
+    )
     tensor_parallel: int = key(WHOLE, "GPUs t per pipeline device (Megatron-style tensor parallelism).", 1, at_least=1)
     sequence_parallel: bool = key(FLAG, "Split the layer inputs, norms and dropout masks over the t GPUs too.", False)
     context_parallel: int = key(
@@ -858,6 +865,11 @@ def check_training(model: Transformer, training: Training) -> None:
     if training.sequence_parallel and model.seq_len // cp % t:
         share = f"seq_len {model.seq_len}" + (f" / context parallelism {cp}" if cp > 1 else "")
         raise InstanceError(f"sequence parallelism needs {share} divisible by tensor parallelism {t}")
+    if training.recompute_layers and training.recompute != "full":
+        raise InstanceError(
+            f"recompute_layers counts layers recomputed in full, but recompute is {training.recompute}; "
+            "give --recompute full, or drop --recompute-layers"
+        )
     if training.zero and training.data_parallel == 1:
         raise InstanceError(
             f"ZeRO stage {training.zero} shards over data parallelism; give --data-parallel 2 or more, or --zero 0"
@@ -966,22 +978,68 @@ def check_split(model: Transformer, pipeline: Pipeline, split: tuple[int, ...]) 
     return tuple(split)
 
 
+@dataclass(frozen=True)
+class LayerCosts:
+    """A layer's cost by kind, dense or mixture-of-experts (`NO_COST` without experts): `recomputed` as
+    the training recomputes it, `kept` keeping its activations. With `recompute_layers` r > 0 a stage's
+    first r layers are recomputed and the rest kept (Megatron's block method); with 0 every layer is."""
+
+    model: Transformer
+    recompute_layers: int
+    recomputed: tuple[Cost, Cost]
+    kept: tuple[Cost, Cost]
+
+    def recomputed_count(self, count: int) -> int:
+        """How many of a stage's `count` layers are recomputed."""
+        return count if self.recompute_layers == 0 else min(self.recompute_layers, count)
+
+    def stage(self, first: int, count: int) -> Cost:
+        """The `count` layers of a stage from layer `first` on."""
+        recomputed = self.recomputed_count(count)
+        total = NO_COST
+        for (dense, moe), start, n in (
+            (self.recomputed, first, recomputed),
+            (self.kept, first + recomputed, count - recomputed),
+        ):
+            dense_count, moe_count = self.model.layer_kinds(start, n)
+            total = total.plus(dense, dense_count).plus(moe, moe_count)
+        return total
+
+
+def layer_costs(model: Transformer, training: Training, hardware: Hardware, dense: Cost | None = None) -> LayerCosts:
+    """The layers' costs; `dense` is one dense layer's cost when known otherwise (measured:
+    `solver.instances.calibration`), else the model's."""
+    kept = replace(training, recompute="none", recompute_layers=0)
+
+    def kinds(training: Training) -> tuple[Cost, Cost]:
+        return layer_cost(model.dense(), training, hardware), (
+            layer_cost(model, training, hardware) if model.moe else NO_COST
+        )
+
+    recomputed = kinds(training)
+    if dense is not None:
+        recomputed = (dense, recomputed[1])
+    return LayerCosts(
+        model, training.recompute_layers, recomputed, kinds(kept) if training.recompute_layers else recomputed
+    )
+
+
 def stage_costs(
     model: Transformer, training: Training, hardware: Hardware, split: tuple[int, ...], layer: Cost | None = None
 ) -> list[StageCost]:
     """Per-stage costs (FLOPs, times, memory) for `split` (layers per stage); the embedding on stage 0,
-    the head and loss on the last stage; of a mixture-of-experts model, the first `dense_layers` dense.
-    `layer` is one dense layer's cost when known otherwise (measured: `solver.instances.calibration`),
-    else the model's."""
-    dense = layer or layer_cost(model.dense(), training, hardware)
-    moe = layer_cost(model, training, hardware) if model.moe else NO_COST
+    the head and loss on the last stage; of a mixture-of-experts model, the first `dense_layers` dense;
+    with `recompute_layers`, each stage's first layers recomputed (`LayerCosts`). `layer` is one dense
+    layer's cost when known otherwise (measured: `solver.instances.calibration`), else the model's."""
+    layers = layer_costs(model, training, hardware, layer)
     head = head_cost(model, training, hardware)
     last = len(split) - 1
     costs = []
     for s, count in enumerate(split):
         with_head = s == last and model.vocab > 0
-        dense_count, moe_count = model.layer_kinds(sum(split[:s]), count)
-        cost = (head if with_head else NO_COST).plus(dense, dense_count).plus(moe, moe_count)
+        first = sum(split[:s])
+        _, moe_count = model.layer_kinds(first, count)
+        cost = (head if with_head else NO_COST).plus(layers.stage(first, count))
         if s == 0:
             cost = cost.plus(embedding_cost(model, training, hardware))
         forward, backward, _ = stage_times(cost)

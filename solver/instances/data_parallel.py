@@ -8,7 +8,8 @@ hold the same stages in the other replicas, as the frameworks do it:
   updates its shard, and the updated weights are all-gathered before the next forward.
 - **ZeRO 3** (FSDP): each unit's weights (a layer, the embedding, the head) are all-gathered before
   its F and again before its B, and its gradients reduce-scattered after its W, every microbatch:
-  these belong to the ops, so `sharded_op_ms` adds them to the instance's op times.
+  these belong to the ops, so `sharded_op_ms` adds them to the instance's op times. FSDP's backward
+  runs a unit's B and W as one, so the reduce-scatters hide under the whole backward (B + W).
 
 With expert parallelism EP a device's routed experts are exchanged among the d/EP replicas that
 hold the same experts, in their own buckets (first in the backward's order), the rest among all d.
@@ -158,11 +159,15 @@ def sharded_op_ms(
     reduce = [collective_ms(Collective.REDUCE_SCATTER, unit * training.grad_bytes, d, link) for unit in units]
     none = [0.0] * len(units)
     forward, backward, weight = times
-    return (
-        exchange(forward, work, gather, none, training.overlap_param_gather),
-        exchange(backward, work[::-1], gather[::-1], none, training.overlap_param_gather),
-        exchange(weight, work[::-1], none, reduce[::-1], training.overlap_grad_reduce),
-    )
+    on_backward = exchange(backward, work[::-1], gather[::-1], none, training.overlap_param_gather)
+    on_weight = exchange(weight, work[::-1], none, reduce[::-1], training.overlap_grad_reduce)
+    if training.overlap_param_gather and training.overlap_grad_reduce:
+        # A unit's gradients are reduce-scattered while the units before it run their B and W (FSDP's
+        # backward runs a unit's B and W together): the backward's whole exchange hides under B + W,
+        # and W exposes what B's gathers did not.
+        whole = exchange(backward + weight, work[::-1], gather[::-1], reduce[::-1], True)
+        on_weight = Exchange(on_weight.total_ms, max(0.0, whole.exposed_ms - on_backward.exposed_ms))
+    return exchange(forward, work, gather, none, training.overlap_param_gather), on_backward, on_weight
 
 
 def sharded_exchanges(

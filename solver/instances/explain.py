@@ -118,7 +118,13 @@ def _setting_lines(description: Description, derivation: Derivation) -> list[str
         f"model: {model.layers} layers, hidden h={model.hidden}, {attention}, {mlp}, sequence s={model.seq_len}, "
         f"microbatch b={model.microbatch_size}, vocabulary V={model.vocab}",
         f"training: {training.bytes_per_value:g} bytes a value, {kernel}, "
-        f"{'dropout' if training.dropout else 'no dropout'}, recompute {training.recompute}, "
+        f"{'dropout' if training.dropout else 'no dropout'}, recompute {training.recompute}"
+        + (
+            f" (the first {training.recompute_layers} layers of each stage; the rest keep their activations)"
+            if training.recompute_layers
+            else ""
+        )
+        + ", "
         f"tensor parallel t={training.tensor_parallel}"
         + (" with sequence parallelism" if training.sequence_parallel else "")
         + f", data parallel {training.data_parallel}"

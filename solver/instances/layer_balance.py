@@ -15,6 +15,7 @@ hold the most microbatches in flight, so they are where fewer layers save the mo
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from pipesat.models import InstanceError
 from pipesat.solver.instances.cost_model import (
@@ -25,12 +26,44 @@ from pipesat.solver.instances.cost_model import (
     Transformer,
     embedding_cost,
     head_cost,
-    layer_cost,
+    layer_costs,
     stage_times,
 )
 
 # Stage times are sums of floats: a capacity within this fraction of a whole layer counts as that layer.
 ROUNDING = 1e-9
+
+
+@dataclass(frozen=True)
+class StageLayers:
+    """F + B + W of a stage's layers by their count: the first `recomputed` at `recomputed_ms` each,
+    the rest at `kept_ms` (all at `recomputed_ms` when `recomputed` is None)."""
+
+    recomputed_ms: float
+    kept_ms: float
+    recomputed: int | None
+
+    @classmethod
+    def of(cls, model: Transformer, training: Training, hardware: Hardware, measured: Cost | None) -> StageLayers:
+        """Of a mixture of experts every layer counts at a mixture-of-experts layer's cost."""
+        costs = layer_costs(model, training, hardware, measured)
+        kind = 1 if model.moe else 0
+        return cls(_total(costs.recomputed[kind]), _total(costs.kept[kind]), training.recompute_layers or None)
+
+    def ms(self, count: int) -> float:
+        first = count if self.recomputed is None else min(self.recomputed, count)
+        return first * self.recomputed_ms + (count - first) * self.kept_ms
+
+    def most_within(self, budget: float, most: int) -> int:
+        """The most layers (at most `most`) whose time is within `budget`; -1 when the budget is negative."""
+        if budget < 0:
+            return -1
+        first = most if self.recomputed is None else min(self.recomputed, most)
+        within = math.floor(budget / self.recomputed_ms + ROUNDING)
+        if within < first:
+            return within
+        left = budget - first * self.recomputed_ms
+        return min(most, first + math.floor(left / self.kept_ms + ROUNDING))
 
 
 def balanced_split(
@@ -41,17 +74,16 @@ def balanced_split(
     experts every layer counts at a mixture-of-experts layer's cost (a calibration measures dense
     layers; the leading dense ones cost less, so the first stages come out a little light)."""
     num_stages = pipeline.devices * pipeline.chunks
-    measured = None if model.moe else layer_measured
-    layer = _total(measured or layer_cost(model, training, hardware))
+    layers = StageLayers.of(model, training, hardware, None if model.moe else layer_measured)
     extras = _extras(model, training, hardware, num_stages)
     least = [0 if s in (0, num_stages - 1) and extra > 0 else 1 for s, extra in enumerate(extras)]
     if sum(least) > model.layers:
         raise InstanceError(
             f"{model.layers} layers cannot give each of the {num_stages} stages one; use fewer devices or chunks"
         )
-    targets = sorted({k * layer + extra for extra in set(extras) for k in range(model.layers + 1)})
+    targets = sorted({layers.ms(k) + extra for extra in set(extras) for k in range(model.layers + 1)})
     for target in targets:
-        capacity = [_layers_within(target, extra, layer, model.layers) for extra in extras]
+        capacity = [layers.most_within(target - extra, model.layers) for extra in extras]
         if all(c >= m for c, m in zip(capacity, least, strict=True)) and sum(capacity) >= model.layers:
             return _give_back(capacity, least, sum(capacity) - model.layers)
     raise AssertionError("the largest target fits every layer on every stage")  # pragma: no cover
@@ -59,9 +91,9 @@ def balanced_split(
 
 def slowest_stage_ms(split: tuple[int, ...], model: Transformer, training: Training, hardware: Hardware) -> float:
     """The slowest stage's F + B + W under `split`, in ms."""
-    layer = _total(layer_cost(model, training, hardware))
+    layers = StageLayers.of(model, training, hardware, None)
     extras = _extras(model, training, hardware, len(split))
-    return max(count * layer + extra for count, extra in zip(split, extras, strict=True))
+    return max(layers.ms(count) + extra for count, extra in zip(split, extras, strict=True))
 
 
 def _extras(model: Transformer, training: Training, hardware: Hardware, num_stages: int) -> list[float]:
@@ -75,12 +107,6 @@ def _extras(model: Transformer, training: Training, hardware: Hardware, num_stag
 
 def _total(cost: Cost) -> float:
     return sum(stage_times(cost))
-
-
-def _layers_within(target: float, extra: float, layer: float, most: int) -> int:
-    if target < extra:
-        return -1
-    return min(most, math.floor((target - extra) / layer + ROUNDING))
 
 
 def _give_back(capacity: list[int], least: list[int], surplus: int) -> tuple[int, ...]:

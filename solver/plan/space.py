@@ -122,8 +122,8 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
             for placement, v in _placements(spec, p, skipped, name):
                 for b, m in _microbatches(spec, p, d, placement, skipped, name):
                     found += (
-                        Configuration(t, p, d, v, placement, b, m, cp, recompute, zero, ep)
-                        for recompute in recomputes
+                        Configuration(t, p, d, v, placement, b, m, cp, recompute, zero, ep, recompute_layers)
+                        for recompute, recompute_layers in recomputes
                         for zero in sorted({zero if d > 1 else 0 for zero in spec.zero})
                         for ep in _expert_parallel(spec, degrees, d, zero, skipped)
                     )
@@ -131,7 +131,7 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
                         raise InputError(
                             f"the plan has more than {limits.max_configurations:,} configurations; narrow the "
                             "training section's lists (tensor_parallel, pipeline_parallel, chunks, microbatch_sizes, "
-                            "placements, recompute, zero), or raise the limit with "
+                            "placements, recompute, recompute_layers, zero), or raise the limit with "
                             "`pipesat plan --max-configurations N`"
                         )
     if found:
@@ -154,7 +154,7 @@ def _groups(spec: PlanSpec, skipped: list[str]) -> list[tuple[int, int]]:
                 skipped.append(f"{name}: does not divide {gpus} GPUs")
                 continue
             try:
-                check_training(spec.model, _training(spec, t, cp, 1, "none", 0))
+                check_training(spec.model, _training(spec, t, cp, 1))
             except InstanceError as error:
                 skipped.append(f"{name}: {error}")
                 continue
@@ -273,10 +273,11 @@ def _note(skipped: list[str], line: str) -> None:
         skipped.append(line)
 
 
-def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[str]:
+def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[tuple[str, int]]:
     """The spec's recomputation settings less those that cost a layer of t·cp GPUs what an earlier one
     does (selective recomputation with flash attention: flash attention recomputes the attention core
-    already), with a line for each left out."""
+    already), with a line for each left out; full recomputation once for each of `recompute_layers`.
+    Each is (recompute, recompute_layers)."""
     one = description(spec, Configuration(t, 1, spec.cluster.gpus // (t * cp), 1, "linear", 1, 1, cp))
     costs: dict[str, Cost] = {}
     for recompute in spec.recompute:
@@ -287,7 +288,11 @@ def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list
             continue
         line = f"recompute {recompute}: a layer costs what it does with {same}; tried as {same}"
         _note(skipped, line)
-    return list(costs)
+    return [
+        (recompute, layers)
+        for recompute in costs
+        for layers in (sorted(spec.recompute_layers) if recompute == "full" else [0])
+    ]
 
 
 def _ops(config: Configuration) -> int:
@@ -305,18 +310,20 @@ def _check_largest(config: Configuration) -> None:
         ) from None
 
 
-def _training(spec: PlanSpec, t: int, cp: int, d: int, recompute: str, zero: int, ep: int = 1) -> Training:
-    """The spec's training with a configuration's searched keys (sequence parallelism only with t > 1)."""
+def _training(spec: PlanSpec, t: int, cp: int, d: int, config: Configuration | None = None) -> Training:
+    """The spec's training with a configuration's searched keys (sequence parallelism only with t > 1);
+    without a configuration, no recomputation and ZeRO 0."""
     training = spec.training
     return dataclasses.replace(
         training,
         tensor_parallel=t,
         context_parallel=cp,
         data_parallel=d,
-        expert_parallel=ep,
+        expert_parallel=1 if config is None else config.expert_parallel,
         sequence_parallel=training.sequence_parallel and t > 1,
-        recompute=recompute,
-        zero=zero,
+        recompute="none" if config is None else config.recompute,
+        recompute_layers=0 if config is None else config.recompute_layers,
+        zero=0 if config is None else config.zero,
     )
 
 
@@ -360,5 +367,5 @@ def description(spec: PlanSpec, config: Configuration) -> Description:
     pipeline = Pipeline(
         devices=p, microbatches=config.microbatches, chunks=config.chunks, placement=config.placement, balance=True
     )
-    training = _training(spec, t, config.context_parallel, d, config.recompute, config.zero, config.expert_parallel)
+    training = _training(spec, t, config.context_parallel, d, config)
     return Description(model, training, hardware, pipeline)

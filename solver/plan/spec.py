@@ -146,6 +146,13 @@ class PlanSpec(Keyed):
     recompute: tuple[str, ...] = key(
         Words(RECOMPUTE, "recomputation settings"), "The activation recomputations to try.", RECOMPUTE
     )
+    recompute_layers: tuple[int, ...] = key(
+        Wholes(distinct=True),
+        "With recompute full, the layers of each stage to recompute, its first ones (Megatron's block method), "
+        "to try (0: every layer).",
+        (0,),
+        at_least=0,
+    )
     zero: tuple[int, ...] = key(
         Wholes(distinct=True),
         "The ZeRO stages to try (1: Megatron's distributed optimizer); with one replica, 0.",
@@ -167,7 +174,15 @@ SECTIONS: dict[str, tuple[type, ...]] = {
 """The records whose keys each section holds."""
 SEARCHED: dict[type, tuple[str, ...]] = {
     Transformer: ("microbatch_size",),
-    Training: ("tensor_parallel", "context_parallel", "data_parallel", "expert_parallel", "recompute", "zero"),
+    Training: (
+        "tensor_parallel",
+        "context_parallel",
+        "data_parallel",
+        "expert_parallel",
+        "recompute",
+        "recompute_layers",
+        "zero",
+    ),
 }
 """The keys the plan searches, which a spec does not give."""
 ALIASES = {"training.seq_len": "model.seq_len"}

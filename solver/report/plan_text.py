@@ -74,7 +74,7 @@ def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
         "chunks": config.chunks,
         "microbatch_size": config.microbatch_size,
         "microbatches": config.microbatches,
-        "recompute": config.recompute,
+        "recompute": config.recompute_name,
         "zero": config.zero,
         "schedule": schedule_title(result.made_by) if result.made_by else None,
         "status": result.status,

@@ -11,6 +11,7 @@ import pytest
 from pipesat.models import InstanceError
 from pipesat.solver.instances.collectives import Collective, Link, collective_ms
 from pipesat.solver.instances.cost_model import (
+    NO_COST,
     ZB_PAPER_TRAINING,
     Hardware,
     Pipeline,
@@ -27,6 +28,7 @@ from pipesat.solver.instances.cost_model import (
     linear_flops,
     roofline,
     score_flops,
+    stage_costs,
     stage_times,
 )
 from pipesat.solver.instances.roofline import attention_ms, gemm_ms, memory_ms
@@ -129,6 +131,42 @@ def test_recomputation_trades_memory_for_backward_flops() -> None:
     assert full.activation_bytes == 2 * S * B * H  # the layer's input only
     assert full.backward_flops == zb.backward_flops + zb.forward_flops
     assert full.weight_bytes == full.activation_bytes  # capped: W frees at most what F allocated
+
+
+@pytest.mark.parametrize("model", [LLAMA_8B, None], ids=["dense", "moe"])
+def test_recompute_layers_recomputes_a_stages_first_layers_and_keeps_the_rest(model: Transformer | None) -> None:
+    # Megatron's block method: 3 of a stage's 5 layers recomputed in full, 2 keeping their activations;
+    # of a mixture of experts (2 dense layers first), each layer at its own kind's cost.
+    model = model or dataclasses.replace(MOE, layers=8, dense_layers=2)
+    full, kept = Training(recompute="full"), Training()
+    partial = Training(recompute="full", recompute_layers=3)
+    split = (3, 5) if model.layers == 8 else (27, 5)
+    stage = stage_costs(model, partial, A100, split)[1].cost
+    first = sum(split[:1])
+    expected = NO_COST
+    for training, start, count in ((full, first, 3), (kept, first + 3, 2)):
+        dense, moe = model.layer_kinds(start, count)
+        expected = expected.plus(layer_cost(model.dense(), training, A100), dense)
+        if moe:
+            expected = expected.plus(layer_cost(model, training, A100), moe)
+    if model.vocab:
+        expected = expected.plus(head_cost(model, partial, A100))
+    assert stage == expected
+    # Every layer of the 5-layer stage recomputed when the count reaches 5 (or is 0): full recomputation.
+    for every in (0, 5, 9):
+        training = Training(recompute="full", recompute_layers=every)
+        assert stage_costs(model, training, A100, split)[1] == stage_costs(model, full, A100, split)[1]
+
+
+def test_recomputing_some_layers_lies_between_none_and_all() -> None:
+    costs = [
+        stage_costs(LLAMA_8B, training, A100, (32,))[0].cost
+        for training in (Training(), Training(recompute="full", recompute_layers=16), Training(recompute="full"))
+    ]
+    none, half, full = costs
+    assert none.activation_bytes > half.activation_bytes > full.activation_bytes
+    assert none.recompute_ms == 0 < half.recompute_ms == pytest.approx(full.recompute_ms / 2)
+    assert none.activation_bytes + full.activation_bytes == pytest.approx(2 * half.activation_bytes)
 
 
 def test_the_head_is_split_over_tensor_parallelism() -> None:
@@ -277,6 +315,12 @@ def test_a_bad_key_is_refused_when_its_record_is_made(record: object, changes: d
             "sequence parallelism needs seq_len 4096 / context parallelism 1024 divisible by tensor parallelism 8",
         ),
         (LLAMA_8B, Training(zero=1), Pipeline(8, 24), "give --data-parallel 2 or more"),
+        (
+            LLAMA_8B,
+            Training(recompute="selective", recompute_layers=2),
+            Pipeline(8, 24),
+            "recompute_layers counts layers recomputed in full, but recompute is selective; give --recompute full",
+        ),
         (GPT_1_5B, Training(), Pipeline(8, 24, layers_per_stage=(3,) * 8, balance=True), "not both"),
     ],
 )

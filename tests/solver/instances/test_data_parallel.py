@@ -122,6 +122,25 @@ def test_zero_3_gathers_before_f_and_b_and_reduce_scatters_after_w() -> None:
     )
 
 
+def test_zero_3s_reductions_hide_under_the_whole_backward_not_under_w_alone() -> None:
+    # FSDP runs a unit's B and W together: a unit's reduce-scatter runs beside the B and W of the units
+    # before it, so B and W together expose what the backward's whole exchange does beyond B + W.
+    training = Training(data_parallel=8, zero=3)
+    stage = stage_costs(LLAMA_8B, training, H100, (8, 8, 8, 8))[1]  # no embedding: every unit a layer
+    units = stage_units(LLAMA_8B, training, stage)
+    gather = [collective_ms(Collective.ALL_GATHER, unit * 2, 8, LINK) for unit in units][::-1]
+    reduce = [collective_ms(Collective.REDUCE_SCATTER, unit * 4, 8, LINK) for unit in units][::-1]
+    backward_ms, weight_ms = 60.0, 20.0
+    _, backward, weight = sharded_op_ms(LLAMA_8B, training, stage, (30.0, backward_ms, weight_ms), LINK)
+    compute = [(backward_ms + weight_ms) / len(units)] * len(units)
+    whole = overlapped_ms(compute, gather, reduce) - (backward_ms + weight_ms)
+    assert whole > 0 and backward.exposed_ms + weight.exposed_ms == pytest.approx(whole)
+    # Hidden under W alone (the gathers not overlapped), the same reductions expose more.
+    apart = dataclasses.replace(training, overlap_param_gather=False)
+    alone = sharded_op_ms(LLAMA_8B, apart, stage, (30.0, backward_ms, weight_ms), LINK)[2]
+    assert alone.exposed_ms > weight.exposed_ms
+
+
 def test_from_model_adds_zero_3s_exposed_exchange_to_the_op_times() -> None:
     training = Training(data_parallel=8, zero=3)
     description = Description(LLAMA_8B, training, H100, Pipeline(devices=4, microbatches=8))

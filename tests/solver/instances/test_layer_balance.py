@@ -29,15 +29,18 @@ def _every_split(layers: int, stages: int, head: bool):
     layers=st.integers(min_value=3, max_value=12),
     stages=st.integers(min_value=1, max_value=4),
     vocab=st.sampled_from([0, 1000, 32000, 128256]),
+    recomputed=st.sampled_from([None, 0, 1, 2, 5]),
 )
-def test_no_split_has_a_faster_slowest_stage(layers: int, stages: int, vocab: int) -> None:
+def test_no_split_has_a_faster_slowest_stage(layers: int, stages: int, vocab: int, recomputed: int | None) -> None:
+    # recomputed: None keeps every layer; else full recomputation of that many layers a stage (0: all).
     model = Transformer(layers, 1024, 8, 1024, vocab=vocab)
+    training = Training() if recomputed is None else Training(recompute="full", recompute_layers=recomputed)
     if stages > layers:
         return
-    split = balanced_split(model, Training(), H100, Pipeline(stages, 4))
+    split = balanced_split(model, training, H100, Pipeline(stages, 4))
     assert sum(split) == layers and len(split) == stages
-    best = min(slowest_stage_ms(s, model, Training(), H100) for s in _every_split(layers, stages, vocab > 0))
-    assert slowest_stage_ms(split, model, Training(), H100) == pytest.approx(best)
+    best = min(slowest_stage_ms(s, model, training, H100) for s in _every_split(layers, stages, vocab > 0))
+    assert slowest_stage_ms(split, model, training, H100) == pytest.approx(best)
 
 
 def test_llama_8b_on_8_devices_moves_layers_off_the_head_stage() -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -105,6 +106,26 @@ def test_every_zero_stage_and_recomputation_asked_for_is_a_configuration() -> No
     assert {c.zero for c in replicated} == {0, 1, 3} and {c.zero for c in configs if c.data_parallel == 1} == {0}
     spec = tiny(training={"recompute": ["none", "selective", "full"], "flash_attention": False})
     assert {c.recompute for c in enumerate_space(spec).configs} == {"none", "selective", "full"}
+
+
+def test_full_recomputation_is_tried_for_each_count_of_layers_asked_for() -> None:
+    spec = tiny(training={"recompute": ["none", "full"], "recompute_layers": [0, 1]})
+    configs = enumerate_space(spec).configs
+    assert {(c.recompute, c.recompute_layers) for c in configs} == {("none", 0), ("full", 0), ("full", 1)}
+    partial = next(c for c in configs if c.recompute_layers == 1 and c.pipeline == 2 and c.placement == "linear")
+    assert partial.label == "t1 p2 d2 linear b1 m2 1-layer-recompute zero1"
+    assert partial.recompute_name == "full, 1 a stage"
+    # The stage's first layer recomputed, the rest kept: less memory than none, more than all.
+    costs = {}
+    for layers in (0, 1):
+        for recompute in ("none", "full"):
+            config = dataclasses.replace(
+                partial, recompute=recompute, recompute_layers=layers if recompute == "full" else 0
+            )
+            costs[(recompute, config.recompute_layers)] = derive(description(spec, config)).stages[1].cost
+    assert (
+        costs[("none", 0)].activation_bytes > costs[("full", 1)].activation_bytes > costs[("full", 0)].activation_bytes
+    )
 
 
 def test_pipeline_depths_and_context_parallel_degrees_must_divide() -> None:
