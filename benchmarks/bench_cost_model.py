@@ -98,6 +98,7 @@ class Run:
     run_schedule: str = ""
     apart: str = ""
     recompute_layers: int = 0
+    overlap_tp_comm: bool = False
 
     @property
     def microbatches(self) -> int:
@@ -203,6 +204,7 @@ def _run(fields: dict[str, Any], source: str, models: dict[str, dict[str, int]])
         run_schedule=fields.get("schedule", ""),
         apart=fields.get("apart", ""),
         recompute_layers=fields.get("recompute_layers", 0),
+        overlap_tp_comm=fields.get("overlap_tp_comm", False),
     )
     check_run(run)
     return run
@@ -245,6 +247,7 @@ def plan_spec(run: Run) -> PlanSpec:
         "flash_attention": run.flash_attention,
         "dropout": run.dropout,
         "overlap_grad_reduce": run.overlap_grad_reduce,
+        "overlap_tp_comm": run.overlap_tp_comm,
         "bytes_per_value": PRECISION_BYTES[run.precision],
     }
     if run.chunks > 1:

@@ -172,6 +172,12 @@ class Training(Keyed):
     overlap_grad_reduce: bool = key(
         FLAG, "Overlap the data-parallel gradient reduction with the backward (Megatron, FSDP).", True
     )
+    overlap_tp_comm: bool = key(
+        FLAG,
+        "Overlap B's tensor-parallel reduction of a block's input gradient with its weight-gradient GEMM "
+        "(Megatron's asynchronous tensor-parallel communication).",
+        False,
+    )
     overlap_param_gather: bool = key(
         FLAG,
         "Overlap the all-gathers of sharded weights with the compute (ZeRO 1 and 2: the next iteration's "
@@ -728,6 +734,29 @@ def block_exchange_ms(model: Transformer, training: Training, hardware: Hardware
     return sum(tensor_parallel_ms(collective, model, training, hardware) for collective in collectives)
 
 
+def backward_exchange_ms(model: Transformer, training: Training, hardware: Hardware) -> float:
+    """B's tensor-parallel collectives of a layer's two blocks, in ms. Each block reduces its
+    column-parallel input's gradient (all-reduce, or reduce-scatter with sequence parallelism); with
+    `overlap_tp_comm` that runs beside the block's column-parallel weight-gradient GEMMs (the QKV
+    projection's; the MLP's up or gate and up projections'), as Megatron's asynchronous communication
+    does, and shows only beyond them. Sequence parallelism's all-gather of the row-parallel output's
+    gradient, which B needs first, stays exposed."""
+    if not training.overlap_tp_comm:
+        return 2 * block_exchange_ms(model, training, hardware)
+    parallel = training.sequence_parallel
+    reduce = tensor_parallel_ms(
+        Collective.REDUCE_SCATTER if parallel else Collective.ALL_REDUCE, model, training, hardware
+    )
+    gather = tensor_parallel_ms(Collective.ALL_GATHER, model, training, hardware) if parallel else 0.0
+    gemms = layer_gemms(model, training)
+    blocks = [
+        [gemm for gemm in gemms if gemm.name == "QKV projection"],
+        [gemm for gemm in gemms if gemm.name.endswith("up projections") or gemm.name.endswith("up projection")],
+    ]
+    hidden = [pass_ms(Work(tuple(gemm.weight_gradient() for gemm in block)), training, hardware) for block in blocks]
+    return sum(gather + max(0.0, reduce - under) for under in hidden)
+
+
 def kv_exchange_ms(model: Transformer, training: Training, hardware: Hardware) -> float:
     """Ring attention's exchange in F: in cp-1 steps each GPU passes on its keys and values (2·g·d/t
     values a token of its n tokens) around the cp GPUs, an all-gather's ring, in ms; 0 without
@@ -764,11 +793,12 @@ def layer_comm_ms(
     overlaps (B passes the keys and values and their gradients, twice F's bytes), and a
     mixture-of-experts layer's dispatch and combine (two all-to-alls in F, their two mirrors in B).
     Full recomputation runs F's communication again in B."""
-    exchanges = 2 * block_exchange_ms(model, training, hardware)
     ring = kv_exchange_ms(model, training, hardware)
     a2a = 2 * all_to_all_ms(model, training, hardware)
-    forward = exchanges + exposed_ms(ring, passes.forward.attention_flops, training, hardware) + a2a
-    backward = exchanges + exposed_ms(2 * ring, passes.backward.attention_flops, training, hardware) + a2a
+    forward = 2 * block_exchange_ms(model, training, hardware)
+    forward += exposed_ms(ring, passes.forward.attention_flops, training, hardware) + a2a
+    backward = backward_exchange_ms(model, training, hardware)
+    backward += exposed_ms(2 * ring, passes.backward.attention_flops, training, hardware) + a2a
     again = training.recompute == "full"
     return forward, backward + (forward if again else 0.0), a2a, a2a * (2 if again else 1)
 

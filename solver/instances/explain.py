@@ -12,6 +12,7 @@ from pipesat.solver.instances.cost_model import (
     Transformer,
     activation_message_bytes,
     all_to_all_ms,
+    backward_exchange_ms,
     block_exchange_ms,
     effective_flops_per_ms,
     exposed_ms,
@@ -224,10 +225,16 @@ def _communication_lines(model: Transformer, training: Training, hardware: Hardw
     full = training.recompute == "full"
     if training.tensor_parallel > 1 and hardware.tp_bandwidth > 0:
         what = "an all-gather and a reduce-scatter" if training.sequence_parallel else "an all-reduce"
+        backward = (
+            f"2 in B, of which {backward_exchange_ms(model, training, hardware):.4g} ms shows: each block's "
+            "input-gradient reduction runs beside its column-parallel weight gradient (--overlap-tp-comm)"
+            if training.overlap_tp_comm
+            else "2 in B, not overlapped (--overlap-tp-comm runs B's beside the weight gradients)"
+        )
         lines.append(
             f"  tensor parallelism: {what} of n·h values a block, {block_exchange_ms(model, training, hardware):.4g} ms "
-            f"(NCCL's ring at the message's bus bandwidth over {hardware.tp_bandwidth:g} GB/s), 2 in F and "
-            f"{4 if full else 2} in B, not overlapped"
+            f"(NCCL's ring at the message's bus bandwidth over {hardware.tp_bandwidth:g} GB/s), 2 in F, {backward}"
+            + ("; full recomputation runs F's 2 again in B" if full else "")
         )
     elif training.tensor_parallel > 1:
         lines.append("  tensor-parallel collectives not timed (give --tp-bandwidth or --gpu to time them)")

@@ -105,7 +105,7 @@ def test_tensor_parallel_memory_is_korthikantis_formula(t: int) -> None:
 
 
 def test_tensor_parallel_collectives_are_timed_only_with_their_bandwidth() -> None:
-    training = dataclasses.replace(Training(), tensor_parallel=4)
+    training = dataclasses.replace(Training(), tensor_parallel=4, overlap_tp_comm=False)
     untimed = layer_cost(GPT_1_5B, training, A100)
     assert untimed.forward_comm_ms == untimed.backward_comm_ms == 0
     linked = dataclasses.replace(A100, tp_bandwidth=100, tp_latency=3)
@@ -120,6 +120,30 @@ def test_tensor_parallel_collectives_are_timed_only_with_their_bandwidth() -> No
     # The head's column-parallel matmul reduces its input's gradient in B.
     head = head_cost(GPT_1_5B, training, linked)
     assert (head.forward_comm_ms, head.backward_comm_ms) == (0, pytest.approx(one))
+
+
+def test_bs_input_gradient_reduction_shows_only_beyond_the_column_parallel_weight_gradient() -> None:
+    # Megatron's asynchronous communication: each block's input-gradient all-reduce (reduce-scatter with
+    # sequence parallelism) runs beside its column-parallel matmul's weight gradient (QKV; the MLP's up).
+    linked = dataclasses.replace(A100, tp_bandwidth=100, tp_latency=3)
+    rate = 312e12 * 0.5 / 1e3  # the flat model's FLOPs a ms
+    for parallel in (False, True):
+        training = Training(tensor_parallel=4, sequence_parallel=parallel, overlap_tp_comm=True)
+        reduce = Collective.REDUCE_SCATTER if parallel else Collective.ALL_REDUCE
+        one = collective_ms(reduce, S * B * H * 2, 4, Link(100, 3))
+        gather = collective_ms(Collective.ALL_GATHER, S * B * H * 2, 4, Link(100, 3)) if parallel else 0.0
+        weight_gradients = [gemm.flops / rate for gemm in layer_gemms(GPT_1_5B, training)]
+        qkv, up = weight_gradients[0], weight_gradients[2]  # QKV, output, up, down
+        exposed = sum(gather + max(0.0, one - under) for under in (qkv, up))
+        assert layer_cost(GPT_1_5B, training, linked).backward_comm_ms == pytest.approx(exposed)
+        apart = layer_cost(GPT_1_5B, dataclasses.replace(training, overlap_tp_comm=False), linked)
+        assert apart.backward_comm_ms == pytest.approx(2 * (gather + one)) and exposed < 2 * (gather + one)
+    # A slow link shows almost all of it; full recomputation runs F's exchanges again, not hidden.
+    slow = dataclasses.replace(A100, tp_bandwidth=1, tp_latency=3)
+    hidden = layer_cost(GPT_1_5B, Training(tensor_parallel=4, overlap_tp_comm=True), slow)
+    assert hidden.backward_comm_ms > 0.95 * hidden.forward_comm_ms
+    full = layer_cost(GPT_1_5B, Training(tensor_parallel=4, recompute="full", overlap_tp_comm=True), slow)
+    assert full.backward_comm_ms == pytest.approx(hidden.backward_comm_ms + hidden.forward_comm_ms)
 
 
 def test_recomputation_trades_memory_for_backward_flops() -> None:
