@@ -331,6 +331,12 @@ BAD_SPACES = [
         "top_k 8 is more than the 4 experts; a token goes to top_k distinct experts",
     ),
     BadSpace(
+        "recompute-layers-without-full",
+        {"training": {"recompute": ["none"], "recompute_layers": [2]}},
+        "training.recompute_layers counts layers recomputed in full, but recompute does not try full; "
+        "add full to training.recompute, or drop training.recompute_layers",
+    ),
+    BadSpace(
         "dense-layers-all",
         {"model": {"experts": 4, "dense_layers": 8}},
         "dense_layers 8 leaves none of the 8 layers a mixture of experts; give fewer, or experts 0",

@@ -232,6 +232,11 @@ def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     except InstanceError as error:  # a key neither given nor filled by the gpu (`fill_from_gpu`)
         raise InputError(f"{where}cluster.{error}") from None
     search = _values(PlanSpec, "training", given, where)
+    if any(search.get("recompute_layers") or ()) and "full" not in search.get("recompute", RECOMPUTE):
+        raise InputError(
+            f"{where}training.recompute_layers counts layers recomputed in full, but recompute does not try full; "
+            "add full to training.recompute, or drop training.recompute_layers"
+        )
     return PlanSpec(model, Training(**_values(Training, "training", given, where)), cluster, **search)
 
 
