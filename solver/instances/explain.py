@@ -3,6 +3,8 @@ the instance file it writes), and the command line that makes the same instance 
 
 from __future__ import annotations
 
+import dataclasses
+
 from pipesat.models.units import memory_text
 from pipesat.solver.instances.cost_model import (
     MIB,
@@ -33,6 +35,13 @@ from pipesat.solver.instances.layer_balance import slowest_stage_ms
 from pipesat.solver.instances.model_state import bytes_per_parameter, layer_parameters, reserve_bytes
 from pipesat.solver.instances.roofline import Gemm, Roofline, attention_ms, gemm_ms, memory_ms
 
+TRAINING_OPTIONS = (
+    "recompute recompute_layers tensor_parallel data_parallel bytes_per_value weight_bytes grad_bytes "
+    "optimizer_bytes flash_attention causal dropout sequence_parallel zero overlap_grad_reduce overlap_tp_comm "
+    "overlap_param_gather context_parallel expert_parallel"
+)
+"""Every `Training` key, in the order `command_line` gives the ones not at their default."""
+
 
 def command_line(description: Description) -> str:
     """The `pipesat instance from-model` command that makes this instance: the model's sizes, the keys
@@ -49,10 +58,7 @@ def command_line(description: Description) -> str:
         *_options(model, "layers hidden heads seq_len"),
         *_options(model, "kv_heads ffn_hidden microbatch_size vocab", changed=True),
         *_options(model, "experts top_k shared_experts expert_ffn_hidden dense_layers", changed=True),
-        *_options(training, "recompute tensor_parallel data_parallel bytes_per_value weight_bytes", changed=True),
-        *_options(training, "grad_bytes optimizer_bytes flash_attention causal dropout", changed=True),
-        *_options(training, "sequence_parallel zero overlap_grad_reduce overlap_param_gather", changed=True),
-        *_options(training, "context_parallel expert_parallel", changed=True),
+        *_options(training, TRAINING_OPTIONS, changed=True),
         *_options(pipeline, "balance", changed=True),
         *_options(pipeline, "devices chunks microbatches"),
         *_options(pipeline, "placement layers_per_stage", changed=True),
@@ -181,6 +187,12 @@ def _layer_lines(description: Description) -> list[str]:
         lines.append(
             f"    capped at M_B = {_mib(layer.weight_bytes)}: W frees at most what F allocated "
             "(with full recomputation B holds more than F kept; the peak between B and W is underestimated)"
+        )
+    if training.recompute_layers:
+        kept = layer_cost(model, dataclasses.replace(training, recompute="none", recompute_layers=0), hardware)
+        lines.append(
+            f"  the layers of a stage past its first {training.recompute_layers} are not recomputed: each keeps "
+            f"M_B = {_mib(kept.activation_bytes)} and its B does not run F again ({_flops(kept.backward_flops)})"
         )
     return lines
 

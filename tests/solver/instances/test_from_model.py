@@ -18,8 +18,9 @@ from pipesat.solver.instances.cost_model import (
     Transformer,
     all_to_all_ms,
 )
-from pipesat.solver.instances.explain import command_line, explain
+from pipesat.solver.instances.explain import TRAINING_OPTIONS, command_line, explain
 from pipesat.solver.instances.from_model import Description, derive, model_instance
+from pipesat.solver.instances.keys import keys
 from tests.strategies import assert_valid
 
 GPT_1_5B = Transformer(layers=24, hidden=2304, heads=24, seq_len=1024, microbatch_size=1, vocab=50257)
@@ -99,6 +100,19 @@ def test_explain_shows_the_formulas_every_stage_and_every_device() -> None:
     assert "gate and up outputs" in text and "x 18 bytes (2 weight + 4 gradient + 12 optimizer)" in text
     assert "activation budget = GPU memory 80 GiB - reserve 8 GiB - model state" in text
     assert text.count("+ embedding") == 1 and text.count("+ head") == 1
+
+
+def test_explain_says_which_layers_are_recomputed_and_the_command_line_keeps_it() -> None:
+    partial = dataclasses.replace(LLAMA_TP2.training, recompute="full", recompute_layers=2)
+    description = dataclasses.replace(LLAMA_TP2, training=partial)
+    text = "\n".join(explain(description, derive(description)))
+    assert "recompute full (the first 2 layers of each stage; the rest keep their activations)" in text
+    assert "the layers of a stage past its first 2 are not recomputed" in text
+    assert "--recompute full --recompute-layers 2" in command_line(description)
+
+
+def test_the_command_line_can_give_every_training_key() -> None:
+    assert sorted(TRAINING_OPTIONS.split()) == sorted(keys(Training))
 
 
 def test_a_mixture_of_experts_writes_its_all_to_all_as_the_ops_communication_and_pairs_hide_it() -> None:
