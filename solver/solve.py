@@ -56,6 +56,7 @@ from pipesat.solver.portfolio import (
     Candidate,
     Problem,
     as_candidate,
+    memory_gated_candidate,
     one_at_a_time_candidate,
     periodic_candidate,
     preferred,
@@ -232,15 +233,20 @@ class _Solve:
         problem, options = self.problem, self.options
         best = preferred(candidates)
         if best is None or not _meets(best.value, bound, options.gap):
-            # The heuristics leave room: a periodic schedule may fill it (it does under tight limits).
-            # Deterministic runs try every period; others stop at their share of the time.
+            # The heuristics leave room: a periodic schedule may fill it (it does under tight limits),
+            # and of an interleaved pipeline the memory-gated one. Deterministic runs try every
+            # period; others stop at their share of the time.
             budget = None
             if not options.deterministic:
                 budget = time.monotonic() + (options.deadline - time.monotonic()) * PERIODIC_SHARE
             found = periodic_candidate(problem, budget, self.clock)
             LOG.info("periodic start: %s", "none fits" if found is None else f"{found.value:g}")
-            self.found.extend([found] if found is not None else [])
-            best = preferred([*candidates, found] if found is not None else candidates)
+            gated = memory_gated_candidate(problem, self.clock)
+            if gated is not None:
+                LOG.info("memory-gated start: %g", gated.value)
+            more = [start for start in (found, gated) if start is not None]
+            self.found.extend(more)
+            best = preferred([*candidates, *more])
         LOG.info("best start: %s", "none" if best is None else f"{best.name} = {best.value:g}")
         if best is not None:
             if self.progress is not None:

@@ -13,7 +13,7 @@ from functools import partial
 
 from pipesat.models import Instance, PipesatError, Schedule
 from pipesat.solver.evaluate.simulator import simulate
-from pipesat.solver.heuristics import one_at_a_time, periodic
+from pipesat.solver.heuristics import memory_gated, one_at_a_time, periodic
 from pipesat.solver.heuristics.dual_pipe import (
     dual_pipe_orders,
     dual_pipe_requirement,
@@ -52,12 +52,13 @@ SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
     Heuristic("zb-h2", zero_bubble_requirement, partial(zero_bubble_orders, factor=2)),
     StartingSchedule(one_at_a_time.NAME),
     StartingSchedule(periodic.NAME),
+    StartingSchedule(memory_gated.NAME),
 )
 """Every schedule pipesat makes without a search, in the one order they are listed and tried.
 
 The handwritten schedules come in this order wherever they are listed (`compare`'s rows of equal
 value, `pipesat schedule --help`, the names an unknown name is told to choose from, the Pareto
-table) and are tried in it. The starting schedules (one-at-a-time, periodic) are not handwritten:
+table) and are tried in it. The starting schedules (one-at-a-time, periodic, memory-gated) are not handwritten:
 they are never listed with them, and the solver makes them itself, after the handwritten ones.
 
 The order also breaks ties for the best starting schedule (the best handwritten schedule a solve

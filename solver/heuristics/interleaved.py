@@ -36,17 +36,24 @@ def interleaved_overlap_orders(instance: Instance) -> StepOrders:
     return [phases.overlapped() for phases in _phases(instance)]
 
 
+def megatron_sequences(instance: Instance, rank: int) -> tuple[list[OpKey], list[OpKey]]:
+    """Rank `rank`'s forwards and its backwards, each in Megatron's group-of-p order."""
+    p, v = instance.num_devices, instance.chunks
+    forwards: list[OpKey] = []
+    backwards: list[OpKey] = []
+    for k in range(instance.num_microbatches * v):
+        chunk, microbatch = _chunk_and_microbatch(k, p, v)
+        forwards.append(OpKey("F", chunk * p + rank, microbatch))
+        backwards.append(OpKey("B", (v - 1 - chunk) * p + rank, microbatch))
+    return forwards, backwards
+
+
 def _phases(instance: Instance) -> list[Phases]:
-    p, v, m = instance.num_devices, instance.chunks, instance.num_microbatches
-    total = m * v
+    p, v = instance.num_devices, instance.chunks
+    total = instance.num_microbatches * v
     phases = []
     for rank in range(p):
-        forwards: list[OpKey] = []
-        backwards: list[OpKey] = []
-        for k in range(total):
-            chunk, microbatch = _chunk_and_microbatch(k, p, v)
-            forwards.append(OpKey("F", chunk * p + rank, microbatch))
-            backwards.append(OpKey("B", (v - 1 - chunk) * p + rank, microbatch))
+        forwards, backwards = megatron_sequences(instance, rank)
         warmup = min(2 * (p - rank - 1) + (v - 1) * p, total)
         steady = [(forwards[warmup + k], backwards[k]) for k in range(total - warmup)]
         phases.append(Phases(forwards[:warmup], steady, backwards[total - warmup :]))

@@ -237,7 +237,7 @@ def _communication_lines(model: Transformer, training: Training, hardware: Hardw
     full = training.recompute == "full"
     if training.tensor_parallel > 1 and hardware.tp_bandwidth > 0:
         what = "an all-gather and a reduce-scatter" if training.sequence_parallel else "an all-reduce"
-        backward = (
+        in_backward = (
             f"2 in B, of which {backward_exchange_ms(model, training, hardware):.4g} ms shows: each block's "
             "input-gradient reduction runs beside its column-parallel weight gradient (--overlap-tp-comm)"
             if training.overlap_tp_comm
@@ -245,7 +245,7 @@ def _communication_lines(model: Transformer, training: Training, hardware: Hardw
         )
         lines.append(
             f"  tensor parallelism: {what} of n·h values a block, {block_exchange_ms(model, training, hardware):.4g} ms "
-            f"(NCCL's ring at the message's bus bandwidth over {hardware.tp_bandwidth:g} GB/s), 2 in F, {backward}"
+            f"(NCCL's ring at the message's bus bandwidth over {hardware.tp_bandwidth:g} GB/s), 2 in F, {in_backward}"
             + ("; full recomputation runs F's 2 again in B" if full else "")
         )
     elif training.tensor_parallel > 1:

@@ -56,7 +56,13 @@ from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted
 from pipesat.solver.plan.measure import fixed_ms, measure, usable_memory
 from pipesat.solver.plan.space import Space, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec
-from pipesat.solver.portfolio import Problem, periodic_candidate, preferred, starting_candidates
+from pipesat.solver.portfolio import (
+    Problem,
+    memory_gated_candidate,
+    periodic_candidate,
+    preferred,
+    starting_candidates,
+)
 from pipesat.solver.solve import solve
 
 LOG = logging.getLogger(__name__)
@@ -220,7 +226,8 @@ def bound(task: AssessTask) -> Assessment:
 
 def assess(task: AssessTask) -> Assessment:
     """Step 1 for one configuration (runs in a worker): refused, or its bounds and best handwritten
-    schedule; where none fits, the better of pipesat's periodic schedule and the one-at-a-time one."""
+    schedule; where none fits, the best of pipesat's periodic schedule, its memory-gated one (of an
+    interleaved pipeline) and the one-at-a-time one."""
     spec, config = task.spec, task.config
     LOG.info("assess %s", config.label)
     checked = _checked(task)
@@ -232,8 +239,9 @@ def assess(task: AssessTask) -> Assessment:
     if not any(candidate.handwritten for candidate in candidates):
         # Under a tight budget the one-at-a-time schedule is many times the bound; the periodic one
         # keeps several microbatches in flight within it (seconds for 10,000 ops).
-        periodic = periodic_candidate(problem, None, clock)
-        candidates += [periodic] if periodic is not None else []
+        # Of an interleaved pipeline, the memory-gated start keeps Megatron's op sequences.
+        starts = (periodic_candidate(problem, None, clock), memory_gated_candidate(problem, clock))
+        candidates += [start for start in starts if start is not None]
     best = preferred(candidates)
     if best is None:  # cannot happen: one-at-a-time fits every feasible limit
         return Assessment(config, refused="no schedule fits the memory budgets")

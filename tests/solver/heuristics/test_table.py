@@ -48,7 +48,7 @@ HANDWRITTEN = (
 
 def test_the_table_lists_the_handwritten_schedules_then_the_starts() -> None:
     assert tuple(heuristic.name for heuristic in all_heuristics()) == HANDWRITTEN
-    assert [entry.name for entry in SCHEDULES] == [*HANDWRITTEN, "one-at-a-time", "periodic"]
+    assert [entry.name for entry in SCHEDULES] == [*HANDWRITTEN, "one-at-a-time", "periodic", "memory-gated"]
 
 
 def test_the_order_does_not_depend_on_which_module_is_imported_first() -> None:

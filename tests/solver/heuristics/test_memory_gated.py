@@ -1,0 +1,83 @@
+"""The memory-gated interleaved start: valid, within its limit, and where Megatron's order does not fit,
+as fast as it or faster than the periodic start."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipesat.models import Instance
+from pipesat.models.log import show_log
+from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.heuristics.interleaved import interleaved_requirement
+from pipesat.solver.heuristics.memory_gated import memory_gated_schedule
+from pipesat.solver.heuristics.periodic import periodic_schedule
+from pipesat.solver.solve import solve
+from tests.conftest import make_instance
+from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances
+
+
+def interleaved(p: int, v: int, m: int, p2p: float) -> Instance:
+    times = {"forward_times": 1, "backward_times": 2, "weight_times": 1, "weight_memory": 0.5}
+    return Instance.from_dict(
+        {"num_devices": p, "num_microbatches": m, "chunks": v, "placement": "interleaved", "p2p_time": p2p} | times
+    )
+
+
+def megatron_peak(instance: Instance) -> float:
+    return max(compute_metrics(run_heuristic("interleaved", instance.with_limit(None))).peak_memory)
+
+
+@PROPERTY_SETTINGS
+@given(instances(), st.sampled_from([None, 1.0, 0.8, 0.6, 0.4]))
+def test_a_schedule_it_makes_is_valid_and_within_the_limit(instance: Instance, fraction: float | None) -> None:
+    limited = instance.with_limit(None)
+    if fraction is not None and interleaved_requirement(instance) is None and not instance.bidirectional:
+        limited = instance.with_limit(fraction * megatron_peak(instance))
+    schedule = memory_gated_schedule(limited, limited.split_backward)
+    if schedule is None:
+        return
+    assert_valid(schedule)
+    assert not limited.over_limit(compute_metrics(schedule).peak_memory)
+
+
+@pytest.mark.parametrize(("p", "v", "m"), [(2, 2, 4), (4, 2, 8), (3, 3, 6), (4, 4, 4)])
+def test_without_a_limit_every_interleaved_instance_megatron_serves_gets_one(p: int, v: int, m: int) -> None:
+    for split in (True, False):
+        schedule = memory_gated_schedule(interleaved(p, v, m, 0.5), split)
+        assert schedule is not None and schedule.split_backward == split
+        assert_valid(schedule)
+
+
+def test_only_an_interleaved_pipeline_megatron_serves_gets_one() -> None:
+    assert memory_gated_schedule(make_instance(4, 8), True) is None  # linear
+    assert memory_gated_schedule(interleaved(4, 2, 6, 0.0), True) is None  # m not a multiple of p
+
+
+def test_below_megatrons_peak_it_keeps_its_speed_where_the_periodic_start_loses_it() -> None:
+    # p3 v3 m6 at 90% of the peak Megatron's order needs: the gated order matches Megatron's makespan
+    # (35.67) within the limit, where the best periodic start fitting it takes 42.67.
+    base = interleaved(3, 3, 6, 0.5)
+    instance = base.with_limit(0.9 * megatron_peak(base))
+    megatron = compute_metrics(run_heuristic("interleaved", base))
+    assert instance.over_limit(megatron.peak_memory)
+    gated = memory_gated_schedule(instance, True)
+    assert gated is not None
+    assert_valid(gated)
+    periodic = compute_metrics(periodic_schedule(instance, True))
+    assert compute_metrics(gated).makespan == pytest.approx(megatron.makespan)
+    assert compute_metrics(gated).makespan < periodic.makespan - 5
+
+
+def test_the_solver_starts_from_it_when_the_handwritten_schedules_leave_room(caplog: pytest.LogCaptureFixture) -> None:
+    base = interleaved(3, 3, 6, 0.5)
+    instance = base.with_limit(0.9 * megatron_peak(base))
+    gated = memory_gated_schedule(instance, True)
+    assert gated is not None
+    with show_log():
+        result = solve(instance, time_limit=2, workers=1, seed=0)
+    assert_valid(result.schedule)
+    assert result.value <= compute_metrics(gated).makespan + 1e-9
+    assert any("memory-gated start" in record.getMessage() for record in caplog.records)
