@@ -99,6 +99,7 @@ class Run:
     apart: str = ""
     recompute_layers: int = 0
     overlap_tp_comm: bool = False
+    scatter_gather_p2p: bool = True
 
     @property
     def microbatches(self) -> int:
@@ -205,6 +206,7 @@ def _run(fields: dict[str, Any], source: str, models: dict[str, dict[str, int]])
         apart=fields.get("apart", ""),
         recompute_layers=fields.get("recompute_layers", 0),
         overlap_tp_comm=fields.get("overlap_tp_comm", False),
+        scatter_gather_p2p=fields.get("scatter_gather_p2p", True),
     )
     check_run(run)
     return run
@@ -248,6 +250,7 @@ def plan_spec(run: Run) -> PlanSpec:
         "dropout": run.dropout,
         "overlap_grad_reduce": run.overlap_grad_reduce,
         "overlap_tp_comm": run.overlap_tp_comm,
+        "scatter_gather_p2p": run.scatter_gather_p2p,
         "bytes_per_value": PRECISION_BYTES[run.precision],
     }
     if run.chunks > 1:

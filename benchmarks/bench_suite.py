@@ -28,6 +28,7 @@ import csv
 import dataclasses
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,7 +216,13 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0, help="Seconds per solve (quick: at most 10).")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--filter", default="", help="Only cases whose name contains this text.")
-    parser.add_argument("--csv", type=Path, default=DEFAULT_CSV, help=f"Where to write the rows ({DEFAULT_CSV}).")
+    parser.add_argument(
+        "--csv",
+        type=Path,
+        default=None,
+        help=f"Where to write the rows (default: {DEFAULT_CSV} for the whole suite; a --quick or --filter run "
+        "writes none, so it never replaces the whole suite's rows).",
+    )
     args = parser.parse_args()
 
     time_limit = min(args.time_limit, 10.0) if args.quick else args.time_limit
@@ -230,17 +237,22 @@ def main() -> None:
     widths["status"] = 11
     print(f"{len(cases)} cases, time limit {time_limit:g} s, {args.workers} worker(s)")
     print_row({column: column for column in columns}, widths)
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
+    path = args.csv or (None if args.quick or args.filter else DEFAULT_CSV)
     started = time.monotonic()
-    with args.csv.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
+    with ExitStack() as stack:
+        writer = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = stack.enter_context(path.open("w", newline=""))
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
         for case in cases:
             row = run_case(case, heuristics, time_limit, args.workers)
             print_row(row, widths)
-            writer.writerow(row)
-            handle.flush()
-    print(f"total {time.monotonic() - started:.1f} s; rows in {args.csv}")
+            if writer is not None:
+                writer.writerow(row)
+                handle.flush()
+    print(f"total {time.monotonic() - started:.1f} s" + ("" if path is None else f"; rows in {path}"))
 
 
 if __name__ == "__main__":

@@ -178,6 +178,12 @@ class Training(Keyed):
         "(Megatron's asynchronous tensor-parallel communication).",
         False,
     )
+    scatter_gather_p2p: bool = key(
+        FLAG,
+        "Without sequence parallelism, send a 1/t slice of a stage's activation over the pipeline link and "
+        "all-gather it among the t GPUs (Megatron's scatter/gather; DeepSpeed's pipeline engine sends it whole).",
+        True,
+    )
     overlap_param_gather: bool = key(
         FLAG,
         "Overlap the all-gathers of sharded weights with the compute (ZeRO 1 and 2: the next iteration's "
@@ -1105,9 +1111,15 @@ def activation_message_bytes(model: Transformer, training: Training) -> float:
 
 
 def p2p_time(model: Transformer, training: Training, hardware: Hardware) -> float:
-    """Latency plus one microbatch's activation over the link, in ms."""
-    transfer_ms = activation_message_bytes(model, training) / (hardware.bandwidth * 1e9) * 1e3
-    return hardware.latency / 1e3 + transfer_ms
+    """Latency plus one microbatch's activation over the link, in ms. With `scatter_gather_p2p` and
+    no sequence parallelism each of the t GPUs sends a 1/t slice and the receivers all-gather it over
+    the tensor-parallel link (when it is timed)."""
+    message = activation_message_bytes(model, training)
+    t, gather_ms = training.tensor_parallel, 0.0
+    if training.scatter_gather_p2p and t > 1 and not training.sequence_parallel:
+        gather_ms = tensor_parallel_ms(Collective.ALL_GATHER, model, training, hardware)
+        message /= t
+    return hardware.latency / 1e3 + message / (hardware.bandwidth * 1e9) * 1e3 + gather_ms
 
 
 def significant(value: float) -> float:

@@ -38,7 +38,7 @@ from pipesat.solver.instances.roofline import Gemm, Roofline, attention_ms, gemm
 TRAINING_OPTIONS = (
     "recompute recompute_layers tensor_parallel data_parallel bytes_per_value weight_bytes grad_bytes "
     "optimizer_bytes flash_attention causal dropout sequence_parallel zero overlap_grad_reduce overlap_tp_comm "
-    "overlap_param_gather context_parallel expert_parallel"
+    "scatter_gather_p2p overlap_param_gather context_parallel expert_parallel"
 )
 """Every `Training` key, in the order `command_line` gives the ones not at their default."""
 
@@ -299,11 +299,15 @@ def _stage_lines(description: Description, derivation: Derivation) -> list[str]:
     else:
         lines.append("vocabulary 0: no output head or loss counted")
     message = activation_message_bytes(model, training)
+    t = training.tensor_parallel
+    sliced = training.scatter_gather_p2p and t > 1 and not training.sequence_parallel
     lines += [
         _rate_line(hardware),
-        f"p2p: latency {hardware.latency:g} us + {message:.0f} bytes (one microbatch's n·h values"
-        + (", /t" if training.sequence_parallel else "")
-        + f") / {hardware.bandwidth:g} GB/s = {instance.p2p_time:.4g} ms",
+        f"p2p: latency {hardware.latency:g} us + {message / (t if sliced else 1):.0f} bytes (one microbatch's n·h values"
+        + (", /t" if training.sequence_parallel or sliced else "")
+        + f") / {hardware.bandwidth:g} GB/s"
+        + (" + their all-gather among the t GPUs (Megatron's scatter/gather)" if sliced else "")
+        + f" = {instance.p2p_time:.4g} ms",
         f"{'stage':>5} {'device':>6} {'layers':>6} {'F ms':>9} {'B ms':>9} {'W ms':>9} {'M_B MiB':>9} {'M_W MiB':>9}",
     ]
     weights = instance.weight_times

@@ -26,6 +26,7 @@ from pipesat.solver.instances.cost_model import (
     layer_passes,
     layer_split,
     linear_flops,
+    p2p_time,
     roofline,
     score_flops,
     stage_costs,
@@ -144,6 +145,23 @@ def test_bs_input_gradient_reduction_shows_only_beyond_the_column_parallel_weigh
     assert hidden.backward_comm_ms > 0.95 * hidden.forward_comm_ms
     full = layer_cost(GPT_1_5B, Training(tensor_parallel=4, recompute="full", overlap_tp_comm=True), slow)
     assert full.backward_comm_ms == pytest.approx(hidden.backward_comm_ms + hidden.forward_comm_ms)
+
+
+def test_without_sequence_parallelism_megatron_sends_a_slice_a_gpu_and_gathers_it() -> None:
+    # The pipeline link at 50 GB/s, NVLink at 300 (an A100 node's): a slice each and a gather is faster.
+    linked = dataclasses.replace(A100, tp_bandwidth=300, tp_latency=3)
+    whole = S * B * H * 2  # one microbatch's n·h activation in bytes
+    latency_ms, link_ms = A100.latency / 1e3, 1e3 / (A100.bandwidth * 1e9)
+    gather = collective_ms(Collective.ALL_GATHER, whole, 4, Link(300, 3))
+    sliced = p2p_time(GPT_1_5B, Training(tensor_parallel=4), linked)
+    assert sliced == pytest.approx(latency_ms + whole / 4 * link_ms + gather)
+    apart = p2p_time(GPT_1_5B, Training(tensor_parallel=4, scatter_gather_p2p=False), linked)
+    assert apart == pytest.approx(latency_ms + whole * link_ms) and sliced < apart
+    # Sequence parallelism's activation is a slice already; one GPU sends it whole.
+    for flag in (True, False):
+        training = Training(tensor_parallel=4, sequence_parallel=True, scatter_gather_p2p=flag)
+        assert p2p_time(GPT_1_5B, training, linked) == pytest.approx(latency_ms + whole / 4 * link_ms)
+    assert p2p_time(GPT_1_5B, Training(), linked) == pytest.approx(latency_ms + whole * link_ms)
 
 
 def test_recomputation_trades_memory_for_backward_flops() -> None:
