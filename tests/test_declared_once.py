@@ -12,6 +12,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from pipesat.cli import cli
 from pipesat.cli_instances import instance
 from pipesat.cli_keys import KeyType, key_options
 from pipesat.cli_options import dataclass_from_options, options
@@ -53,7 +54,9 @@ def test_from_model_takes_every_key_of_the_description_with_its_help() -> None:
 
 
 def test_from_model_options_left_out_give_the_records_defaults() -> None:
-    given = FROM_MODEL.make_context("from-model", list(SMALLEST)).params
+    # The root's context settings: click keeps the help option a first context makes, and
+    # test_cli_flags checks that every command's is the root's (-h, --help).
+    given = FROM_MODEL.make_context("from-model", list(SMALLEST), **cli.context_settings).params
     made = [dataclass_from_options(record, given) for record in DESCRIPTION]
     assert made == [Transformer(4, 64, 4, 32), Training(), Hardware(100.0), Pipeline(2, 4)]
 
