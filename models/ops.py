@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from pipesat.models.instance import Instance
@@ -129,6 +130,19 @@ def dependency(key: OpKey, instance: Instance) -> OpKey | None:
     if kind == "F":
         return OpKey("F", stage - 1, microbatch) if stage > route.start else None
     return OpKey("F", stage, microbatch) if stage == route.stop - 1 else OpKey("B", stage + 1, microbatch)
+
+
+def input_ready(key: OpKey, instance: Instance, end: Mapping[OpKey, float]) -> float | None:
+    """When `key`'s input is there, given the end times of the ops placed so far: 0 for a microbatch's
+    first F, the end of the op it waits for (`dependency`) plus `p2p_time` when that op ran on another
+    device, or None while that op is not placed. The list schedulers that place ops in time order use it."""
+    before = dependency(key, instance)
+    if before is None:
+        return 0.0
+    if before not in end:
+        return None
+    across = instance.placement[before.stage] != instance.placement[key.stage]
+    return end[before] + (instance.p2p_time if across else 0.0)
 
 
 def memory_change(instance: Instance, kind: str, stage: int, split_backward: bool) -> float:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from pipesat.models import Instance, OpKey, Schedule, op_duration
-from pipesat.models.ops import dependency, memory_change
+from pipesat.models.ops import input_ready, memory_change
 from pipesat.models.tolerance import fits
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics.interleaved import interleaved_requirement, megatron_sequences
@@ -49,16 +49,6 @@ def _gated_orders(instance: Instance, split: bool) -> list[list[OpKey]] | None:
     end: dict[OpKey, float] = {}
     orders: list[list[OpKey]] = [[] for _ in range(p)]
 
-    def ready(key: OpKey) -> float | None:
-        """When `key`'s input is there, or None while the op it waits for is not placed."""
-        before = dependency(key, instance)
-        if before is None:
-            return 0.0
-        if before not in end:
-            return None
-        hop = instance.p2p_time if instance.placement[before.stage] != instance.placement[key.stage] else 0.0
-        return end[before] + hop
-
     for _ in range(2 * sum(len(forwards) for forwards, _ in sequences)):
         chosen: tuple[float, int, int, OpKey] | None = None  # start, backward first, rank, op
         for rank, (forwards, backwards) in enumerate(sequences):
@@ -71,7 +61,7 @@ def _gated_orders(instance: Instance, split: bool) -> list[list[OpKey]] | None:
                 if fits(held[rank] + instance.activation_memory[forward.stage], limits[rank]):
                     options.append((1, forward))
             for order, key in options:
-                at = ready(key)
+                at = input_ready(key, instance, end)
                 if at is not None and (chosen is None or (max(free_at[rank], at), order, rank) < chosen[:3]):
                     chosen = (max(free_at[rank], at), order, rank, key)
         if chosen is None:

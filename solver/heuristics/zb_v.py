@@ -37,6 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from pipesat.models import Instance, OpKey, dependency, memory_change, op_duration
+from pipesat.models.ops import input_ready
 from pipesat.models.tolerance import fits
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
@@ -120,14 +121,7 @@ class _Run:
 
     def arrived(self, device: int, kind: str, chunk: int) -> float | None:
         """When the input of the device's next (kind, chunk) op is ready, or None while it is not placed."""
-        key = self.next_key(device, kind, chunk)
-        before = dependency(key, self.instance)
-        if before is None:
-            return 0.0
-        if before not in self.end:
-            return None
-        across = self.instance.placement[before.stage] != device
-        return self.end[before] + (self.instance.p2p_time if across else 0.0)
+        return input_ready(self.next_key(device, kind, chunk), self.instance, self.end)
 
     def duration(self, kind: str, stage: int) -> float:
         return op_duration(self.instance, kind, stage, True)

@@ -1042,10 +1042,15 @@ class LayerCosts:
         return total
 
 
+def without_recomputation(training: Training) -> Training:
+    """The training of a layer that `recompute_layers` keeps whole: no recomputation."""
+    return replace(training, recompute="none", recompute_layers=0)
+
+
 def layer_costs(model: Transformer, training: Training, hardware: Hardware, dense: Cost | None = None) -> LayerCosts:
     """The layers' costs; `dense` is one dense layer's cost when known otherwise (measured:
     `solver.instances.calibration`), else the model's."""
-    kept = replace(training, recompute="none", recompute_layers=0)
+    kept = without_recomputation(training)
 
     def kinds(training: Training) -> tuple[Cost, Cost]:
         return layer_cost(model.dense(), training, hardware), (

@@ -160,13 +160,14 @@ def sharded_op_ms(
     none = [0.0] * len(units)
     forward, backward, weight = times
     on_backward = exchange(backward, work[::-1], gather[::-1], none, training.overlap_param_gather)
-    on_weight = exchange(weight, work[::-1], none, reduce[::-1], training.overlap_grad_reduce)
     if training.overlap_param_gather and training.overlap_grad_reduce:
         # A unit's gradients are reduce-scattered while the units before it run their B and W (FSDP's
         # backward runs a unit's B and W together): the backward's whole exchange hides under B + W,
         # and W exposes what B's gathers did not.
         whole = exchange(backward + weight, work[::-1], gather[::-1], reduce[::-1], True)
-        on_weight = Exchange(on_weight.total_ms, max(0.0, whole.exposed_ms - on_backward.exposed_ms))
+        on_weight = Exchange(sum(reduce), max(0.0, whole.exposed_ms - on_backward.exposed_ms))
+    else:
+        on_weight = exchange(weight, work[::-1], none, reduce[::-1], training.overlap_grad_reduce)
     return exchange(forward, work, gather, none, training.overlap_param_gather), on_backward, on_weight
 
 

@@ -3,8 +3,6 @@ the instance file it writes), and the command line that makes the same instance 
 
 from __future__ import annotations
 
-import dataclasses
-
 from pipesat.models.units import memory_text
 from pipesat.solver.instances.cost_model import (
     MIB,
@@ -28,6 +26,7 @@ from pipesat.solver.instances.cost_model import (
     roofline,
     score_flops,
     weight_gradient_inputs,
+    without_recomputation,
 )
 from pipesat.solver.instances.from_model import Derivation, Description
 from pipesat.solver.instances.keys import keys
@@ -189,7 +188,7 @@ def _layer_lines(description: Description) -> list[str]:
             "(with full recomputation B holds more than F kept; the peak between B and W is underestimated)"
         )
     if training.recompute_layers:
-        kept = layer_cost(model, dataclasses.replace(training, recompute="none", recompute_layers=0), hardware)
+        kept = layer_cost(model, without_recomputation(training), hardware)
         lines.append(
             f"  the layers of a stage past its first {training.recompute_layers} are not recomputed: each keeps "
             f"M_B = {_mib(kept.activation_bytes)} and its B does not run F again ({_flops(kept.backward_flops)})"

@@ -21,6 +21,7 @@ from pipesat.models import InstanceError
 from pipesat.solver.instances.cost_model import (
     Cost,
     Hardware,
+    LayerCosts,
     Pipeline,
     Training,
     Transformer,
@@ -36,29 +37,29 @@ ROUNDING = 1e-9
 
 @dataclass(frozen=True)
 class StageLayers:
-    """F + B + W of a stage's layers by their count: the first `recomputed` at `recomputed_ms` each,
-    the rest at `kept_ms` (all at `recomputed_ms` when `recomputed` is None)."""
+    """F + B + W of a stage's layers by their count: the first `costs.recomputed_count(count)` at
+    `recomputed_ms` each, the rest at `kept_ms`."""
 
     recomputed_ms: float
     kept_ms: float
-    recomputed: int | None
+    costs: LayerCosts
 
     @classmethod
     def of(cls, model: Transformer, training: Training, hardware: Hardware, measured: Cost | None) -> StageLayers:
         """Of a mixture of experts every layer counts at a mixture-of-experts layer's cost."""
         costs = layer_costs(model, training, hardware, measured)
         kind = 1 if model.moe else 0
-        return cls(_total(costs.recomputed[kind]), _total(costs.kept[kind]), training.recompute_layers or None)
+        return cls(_total(costs.recomputed[kind]), _total(costs.kept[kind]), costs)
 
     def ms(self, count: int) -> float:
-        first = count if self.recomputed is None else min(self.recomputed, count)
+        first = self.costs.recomputed_count(count)
         return first * self.recomputed_ms + (count - first) * self.kept_ms
 
     def most_within(self, budget: float, most: int) -> int:
         """The most layers (at most `most`) whose time is within `budget`; -1 when the budget is negative."""
         if budget < 0:
             return -1
-        first = most if self.recomputed is None else min(self.recomputed, most)
+        first = self.costs.recomputed_count(most)
         within = math.floor(budget / self.recomputed_ms + ROUNDING)
         if within < first:
             return within
