@@ -25,5 +25,5 @@ SCHEDULE_TITLES: dict[str, str] = {
     "zb-h2": "ZB-H2",
     "one-at-a-time": "one-at-a-time",
     "periodic": "periodic start (pipesat's, not handwritten)",
-    "memory-gated": "memory-gated interleaved start (pipesat's, not handwritten)",
+    "memory-gated": "memory-gated start (pipesat's, not handwritten)",
 }

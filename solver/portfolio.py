@@ -3,8 +3,8 @@
 Every handwritten schedule that serves the instance and every schedule given to the solve is re-timed
 for the objective (as soon as possible for the makespan, for the least max span otherwise) and kept
 when it is valid, memory limit and time cap included. The one-at-a-time schedule joins them when
-minimising memory or when nothing else fits; the periodic schedule, and of an interleaved pipeline the
-memory-gated one, when the best leaves room to the lower bound. The preferred one has the lowest value; among values equal within `models.tolerance`
+minimising memory or when nothing else fits; the periodic schedule, and of a linear or interleaved pipeline
+the memory-gated one, when the best leaves room to the lower bound. The preferred one has the lowest value; among values equal within `models.tolerance`
 the lowest peak memory, then the earliest in the list (`solver.heuristics.SCHEDULES` order).
 
 A handwritten schedule keeps its name only as `pipesat schedule NAME` makes it: a fused one with its
@@ -144,7 +144,7 @@ def periodic_candidate(problem: Problem, deadline: float | None, clock: float) -
 
 
 def memory_gated_candidate(problem: Problem, clock: float) -> Candidate | None:
-    """Of an interleaved pipeline, the memory-gated schedule (`solver.heuristics.memory_gated`), if it fits."""
+    """Of a linear or interleaved pipeline, the memory-gated schedule (`solver.heuristics.memory_gated`), if it fits."""
     schedule = memory_gated_schedule(problem.instance, problem.split)
     return None if schedule is None else as_candidate(problem, MEMORY_GATED, schedule, clock)
 

@@ -234,7 +234,7 @@ class _Solve:
         best = preferred(candidates)
         if best is None or not _meets(best.value, bound, options.gap):
             # The heuristics leave room: a periodic schedule may fill it (it does under tight limits),
-            # and of an interleaved pipeline the memory-gated one. Deterministic runs try every
+            # and of a linear or interleaved pipeline the memory-gated one. Deterministic runs try every
             # period; others stop at their share of the time.
             budget = None
             if not options.deterministic:

@@ -1,9 +1,10 @@
-"""A starting schedule for interleaved pipelines under a memory limit: Megatron's op sequences, gated by memory.
+"""A starting schedule for 1F1B and interleaved pipelines under a memory limit: their op sequences, gated by memory.
 
 Megatron's interleaved 1F1B keeps `2(p - r - 1) + (v - 1)p` forwards in flight on rank r before its
 first backward, whatever the memory; below that peak its fixed order cannot run, and fewer warm-up
 forwards in the same order stall every steady-state step (Llama 3 405B's t8 p16 v8 layout, 2 fewer:
-37% slower). Here each rank keeps Megatron's sequence of forwards and its sequence of backwards but
+37% slower). Here each rank keeps Megatron's sequence of forwards and its sequence of backwards (on a linear pipeline, with
+one chunk, 1F1B's: microbatches in order) but
 not their interleaving: a list scheduler, in time order, lets each rank run its next backward as
 soon as it can, and otherwise its next forward as soon as it can when its activations fit the limit
 (each W right after its B). A rank whose next forward does not fit waits for a backward to free
@@ -22,6 +23,7 @@ from __future__ import annotations
 import math
 
 from pipesat.models import Instance, OpKey, Schedule, op_duration
+from pipesat.models.instance import placement_devices
 from pipesat.models.ops import input_ready, memory_change
 from pipesat.models.tolerance import fits
 from pipesat.solver.evaluate.simulator import simulate
@@ -31,9 +33,10 @@ NAME = "memory-gated"
 
 
 def memory_gated_schedule(instance: Instance, split: bool) -> Schedule | None:
-    """The memory-gated schedule (module notes), or None: not an interleaved instance Megatron's
-    order serves, or no rank can go on under the limit."""
-    if interleaved_requirement(instance) is not None or instance.bidirectional:
+    """The memory-gated schedule (module notes), or None: neither a linear pipeline nor an interleaved
+    one Megatron's order serves, or no rank can go on under the limit."""
+    linear = instance.placement == placement_devices("linear", instance.num_devices, 1)
+    if instance.bidirectional or (not linear and interleaved_requirement(instance) is not None):
         return None
     orders = _gated_orders(instance, split)
     return None if orders is None else simulate(instance, orders, NAME)

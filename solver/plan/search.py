@@ -226,8 +226,8 @@ def bound(task: AssessTask) -> Assessment:
 
 def assess(task: AssessTask) -> Assessment:
     """Step 1 for one configuration (runs in a worker): refused, or its bounds and best handwritten
-    schedule; where none fits, the best of pipesat's periodic schedule, its memory-gated one (of an
-    interleaved pipeline) and the one-at-a-time one."""
+    schedule; where none fits, the best of pipesat's periodic schedule, its memory-gated one (of a
+    linear or interleaved pipeline) and the one-at-a-time one."""
     spec, config = task.spec, task.config
     LOG.info("assess %s", config.label)
     checked = _checked(task)
@@ -239,7 +239,7 @@ def assess(task: AssessTask) -> Assessment:
     if not any(candidate.handwritten for candidate in candidates):
         # Under a tight budget the one-at-a-time schedule is many times the bound; the periodic one
         # keeps several microbatches in flight within it (seconds for 10,000 ops).
-        # Of an interleaved pipeline, the memory-gated start keeps Megatron's op sequences.
+        # Of a linear or interleaved pipeline, the memory-gated start keeps 1F1B's or Megatron's op sequences.
         starts = (periodic_candidate(problem, None, clock), memory_gated_candidate(problem, clock))
         candidates += [start for start in starts if start is not None]
     best = preferred(candidates)

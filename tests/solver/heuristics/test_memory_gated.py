@@ -1,5 +1,5 @@
-"""The memory-gated interleaved start: valid, within its limit, and where Megatron's order does not fit,
-as fast as it or faster than the periodic start."""
+"""The memory-gated start: valid, within its limit, and where Megatron's (or 1F1B's) order does not
+fit, as fast as it or faster than the periodic start."""
 
 from __future__ import annotations
 
@@ -26,15 +26,23 @@ def interleaved(p: int, v: int, m: int, p2p: float) -> Instance:
     )
 
 
+def linear(p: int, m: int, limit: str) -> Instance:
+    times = {"backward_times": 1, "weight_times": 1, "memory_limit": limit}
+    return Instance.from_dict({"num_devices": p, "num_microbatches": m} | times)
+
+
 def megatron_peak(instance: Instance) -> float:
-    return max(compute_metrics(run_heuristic("interleaved", instance.with_limit(None))).peak_memory)
+    """The peak of the order whose sequences the gated start keeps: Megatron's, or 1F1B's with one chunk."""
+    name = "1f1b" if instance.chunks == 1 else "interleaved"
+    return max(compute_metrics(run_heuristic(name, instance.with_limit(None))).peak_memory)
 
 
 @PROPERTY_SETTINGS
 @given(instances(), st.sampled_from([None, 1.0, 0.8, 0.6, 0.4]))
 def test_a_schedule_it_makes_is_valid_and_within_the_limit(instance: Instance, fraction: float | None) -> None:
     limited = instance.with_limit(None)
-    if fraction is not None and interleaved_requirement(instance) is None and not instance.bidirectional:
+    served = instance.chunks == 1 or interleaved_requirement(instance) is None
+    if fraction is not None and served and not instance.bidirectional:
         limited = instance.with_limit(fraction * megatron_peak(instance))
     schedule = memory_gated_schedule(limited, limited.split_backward)
     if schedule is None:
@@ -51,9 +59,25 @@ def test_without_a_limit_every_interleaved_instance_megatron_serves_gets_one(p: 
         assert_valid(schedule)
 
 
-def test_only_an_interleaved_pipeline_megatron_serves_gets_one() -> None:
-    assert memory_gated_schedule(make_instance(4, 8), True) is None  # linear
+def test_only_a_linear_pipeline_or_an_interleaved_one_megatron_serves_gets_one() -> None:
+    gated = memory_gated_schedule(make_instance(4, 6, weight_times=1), True)  # linear: any m
+    assert gated is not None
+    assert_valid(gated)
     assert memory_gated_schedule(interleaved(4, 2, 6, 0.0), True) is None  # m not a multiple of p
+    shuffled = Instance.from_dict({"num_devices": 3, "num_microbatches": 3, "placement": [2, 0, 1]})
+    assert memory_gated_schedule(shuffled, False) is None  # stages not in device order
+    vshape = Instance.from_dict({"num_devices": 2, "num_microbatches": 4, "chunks": 2, "placement": "vshape"})
+    assert memory_gated_schedule(vshape, False) is None
+
+
+def test_below_the_1f1b_peak_of_a_linear_pipeline_it_beats_the_periodic_start() -> None:
+    # p6 m12, F = B = W = 1, at half 1F1B's peak (3 microbatches a device): gated 64, periodic 68.
+    instance = linear(6, 12, "0.5x")
+    gated = memory_gated_schedule(instance, True)
+    assert gated is not None
+    assert_valid(gated)
+    assert not instance.over_limit(compute_metrics(gated).peak_memory)
+    assert compute_metrics(gated).makespan < compute_metrics(periodic_schedule(instance, True)).makespan - 2
 
 
 def test_below_megatrons_peak_it_keeps_its_speed_where_the_periodic_start_loses_it() -> None:
