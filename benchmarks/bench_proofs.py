@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass
+from types import ModuleType
 from unittest import mock
 
 from bench_targets import random_instances
 
-from pipesat.models import Instance
+from pipesat.models import Instance, load_instance
+from pipesat.solver.cpsat import constraints as constraints_module
 from pipesat.solver.cpsat import search as search_module
-from pipesat.solver.cpsat.probes import STALL_SHARE
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.solve import solve
 
@@ -77,6 +78,23 @@ CASES = [
         20.0,
     ),
 ]
+# bench_targets' limits below the 1F1B peak (60 s, the max span).
+CASES += [
+    Case(
+        "linear p8 m32 0.5x",
+        Instance.from_dict(
+            {"num_devices": 8, "num_microbatches": 32, "weight_times": 1, "backward_times": 1, "memory_limit": "0.5x"}
+        ),
+        "span",
+        60.0,
+    ),
+    Case(
+        "1.5B p8 m32 0.5x",
+        load_instance("instances/zb-paper/1.5b-p8-m32.yaml").with_changes(memory_limit="0.5x"),
+        "span",
+        60.0,
+    ),
+]
 # bench_targets' misses before this portfolio: its 100-op case 10 (10 s) and 400-op cases 0, 5, 7 (60 s).
 TARGET_MISSES = [(1, 24, 100, 10, 10.0), (2, 8, 400, 0, 60.0), (2, 8, 400, 5, 60.0), (2, 8, 400, 7, 60.0)]
 for seed, count, most, index, seconds in TARGET_MISSES:
@@ -95,11 +113,20 @@ VARIANTS: dict[str, dict[str, str]] = {
     "lb-tree": {"extra_subsolvers": "lb_tree_search"},
     # Two full subsolvers (default_lp and the bound search) and no thread left for LNS.
     "full2-lbs": {"num_full_subsolvers": "2", "extra_subsolvers": "objective_lb_search"},
-    # pipesat's default without its bisection probes (solver.cpsat.probes), as before them.
+    # pipesat's default without its bisection probes after a stall (solver.cpsat.probes), as before them.
     "no-probes": {},
+    # pipesat's default without the opening probe at the bound (solver.cpsat.search), as before it.
+    "no-opening": {},
+    # pipesat's default without the tight memory precedences (solver.cpsat.constraints), as before them.
+    "no-tight": {},
 }
-WITHOUT_PROBES = {"no-probes"}
 NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
+# The variants that change pipesat's own settings (module constants), not CP-SAT's.
+SETTINGS: dict[str, tuple[ModuleType, dict[str, object]]] = {
+    "no-probes": (search_module, {"STALL_SHARE": NEVER_STALLS}),
+    "no-opening": (search_module, {"OPENING_SHARE": 0.0}),
+    "no-tight": (constraints_module, {"TIGHT_PRECEDENCES": False}),
+}
 
 
 def main() -> None:
@@ -118,8 +145,8 @@ def main() -> None:
     for case in cases:
         for name in variants:
             started = time.monotonic()
-            stall_share = NEVER_STALLS if name in WITHOUT_PROBES else STALL_SHARE
-            with mock.patch.object(search_module, "STALL_SHARE", stall_share):
+            module, settings = SETTINGS.get(name, (search_module, {}))
+            with mock.patch.dict(vars(module), settings):
                 result = solve(
                     case.instance,
                     objective=case.objective,

@@ -10,7 +10,14 @@ intervals are made here, with the constraint that uses them.
 memory) when, per (stage, kind), the ops are relabelled in start order, so a first-in-first-out
 microbatch order per (stage, kind) loses nothing. With it and a memory limit, F(s, j + K) cannot
 start before B(s, j) ends when K + 1 microbatches of stage s exceed the limit (a redundant
-precedence that helps propagation).
+precedence that helps propagation). When the limit L also leaves less than W's memory M_W beyond K
+activations M_B (L < K·M_B + M_W), F(s, j + K) waits for W(s, j) too, or else for B(s, j + 1): when
+it starts, the K - 1 microbatches before it hold M_B each if their B has not ended, and one more M_W
+than the limit leaves if their W's have not ended either, so either all K - 1 have ended their B or
+microbatch j has ended its W (`TIGHT_PRECEDENCES`, one choice each). Below the 1F1B peak these cut
+what the cumulative alone proves late: linear p = 8, m = 32, F = B = W = 1 at 0.5x, 60 s on two
+workers, max span 152 over a bound of 147.0 with them, 156 over 145.7 without
+(benchmarks/bench_proofs.py).
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ from ortools.sat.python import cp_model
 from pipesat.models import OpKey, Pair, dependency
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.variables import ModelVariables, op_name, pair_name
+
+# The precedences of a limit that leaves less than W's memory beyond K activations (module notes);
+# bench_proofs' variant `no-tight` turns them off to measure them.
+TIGHT_PRECEDENCES = True
 
 
 def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
@@ -104,17 +115,28 @@ def add_memory_limits(model: cp_model.CpModel, data: ModelData, variables: Model
 
 
 def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
-    """F(s, j + K) after B(s, j) ends, where K + 1 microbatches of stage s exceed the memory limit.
+    """F(s, j + K) after B(s, j) ends, where K + 1 microbatches of stage s exceed the memory limit;
+    and, where the limit leaves less than stage s's weight memory beyond K activations, after W(s, j)
+    or B(s, j + 1) ends (see the module notes).
 
     Valid only with first-in-first-out microbatches (symmetry breaking) and a fixed limit.
     """
+    split = data.split_backward
     for s, activation in enumerate(data.tick_instance.activation_memory):
         if activation <= 0:
             continue
-        k = memory_limit_ticks(data, data.instance.placement[s]) // int(activation)
+        limit = memory_limit_ticks(data, data.instance.placement[s])
+        k = limit // int(activation)
+        weight = int(data.tick_instance.weight_memory[s]) if split else 0
+        tight = TIGHT_PRECEDENCES and weight > 0 and limit < k * int(activation) + weight
         passing = data.instance.microbatches_at(s)
         for j in range(passing.start, max(passing.start, passing.stop - k)):
-            model.add(variables.starts[OpKey("F", s, j + k)] >= variables.ends[OpKey("B", s, j)])
+            forward = variables.starts[OpKey("F", s, j + k)]
+            model.add(forward >= variables.ends[OpKey("B", s, j)])
+            if tight:
+                weight_first = model.new_bool_var(f"W before F {s} {j + k}")
+                model.add(forward >= variables.ends[OpKey("W", s, j)]).only_enforce_if(weight_first)
+                model.add(forward >= variables.ends[OpKey("B", s, j + 1)]).only_enforce_if(~weight_first)
 
 
 def memory_limit_ticks(data: ModelData, device: int) -> int:

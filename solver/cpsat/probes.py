@@ -15,8 +15,12 @@ that moves keeps all its time. Near the bound few probes settle the question, an
 T is nearly tight; far from it, CP-SAT's own bound search often proves the optimum after a long
 silence (bench_targets' 400-op case 0: with probes at any gap it stalled 11 s at 131 against 158 and
 the probes that took over did not prove it; without probes the search proved it at 43 s in two of
-five runs). Probing before the search, or keeping a fixed share of its time for the probes, cost
-proofs the search would have found in that time (bench_targets, docs/manual.md). The first probe is at the search's bound
+five runs). Bisecting before the search, or keeping a fixed share of its time for the probes, cost
+proofs the search would have found in that time (bench_targets, docs/manual.md). One probe does
+open the search (`solver.cpsat.search`): at the analytic bound, for OPENING_SHARE of the time, when
+the start is within OPENING_GAP of it; a start that close is often beaten by a schedule at the bound
+itself, which no search of the objective finds as fast (linear p = 8, m = 32 at 2x: 213 found and
+proven in 1.9 s, where the search alone ends at 217 to 219 in 20 s in most runs). The first probe is at the search's bound
 itself (the cheapest refutation, and a schedule at the bound is optimal) and may take all the time
 left; the next ones are at the middle of what is left below the best value and below every probe
 left open, so that after an open probe the next goes towards the bound, where refutations come

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 from ortools.sat.python import cp_model
 
 from pipesat.models import Instance, OpKey
+from pipesat.solver.cpsat import constraints
 from pipesat.solver.cpsat.constraints import add_memory_precedences, add_no_overlaps
 from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import PipelineModel, build_model
 from pipesat.solver.cpsat.variables import make_variables
+from pipesat.solver.evaluate.simulator import simulate
 from tests.solver.cpsat.test_model import solve_model
+from tests.strategies import assert_valid
 
 SPLIT = {"num_devices": 3, "num_microbatches": 5, "weight_times": 1, "p2p_time": 1}
 
@@ -55,3 +59,37 @@ def test_memory_precedences_count_the_microbatches_that_fit() -> None:
     assert len(model.proto.constraints) == 3 * (5 - 2)
     starts, _ = _starts({**SPLIT, "memory_limit": 2.5})
     assert starts[("F", 0, 2)] >= starts[("B", 0, 0)]
+
+
+def test_a_limit_short_of_a_weight_beyond_k_microbatches_makes_f_wait_for_w_or_the_next_b() -> None:
+    # 2.2 holds two microbatches (activations 1) but not two and a weight memory (0.5) more: F(s, j + 2)
+    # also waits for W(s, j) or B(s, j + 1), one choice each.
+    data = model_data(Instance.from_dict({**SPLIT, "memory_limit": 2.2}), split_backward=True)
+    model = cp_model.CpModel()
+    add_memory_precedences(model, data, make_variables(model, data))
+    assert len(model.proto.constraints) == 3 * (5 - 2) * 3
+    starts, model = _starts({**SPLIT, "memory_limit": 2.2})
+    ends = {key: start + model.data.durations[key] for key, start in starts.items()}
+    for s in range(3):
+        for j in range(3):
+            assert starts[("F", s, j + 2)] >= min(ends[("W", s, j)], ends[("B", s, j + 1)])
+
+
+@pytest.mark.parametrize("limit", [1.2, 1.6, 2.2, 3.4])
+@pytest.mark.parametrize("placement", ["linear", "vshape"])
+def test_the_optimum_is_the_same_with_and_without_the_tight_precedences(
+    monkeypatch: pytest.MonkeyPatch, placement: str, limit: float
+) -> None:
+    # The precedences are redundant: they cut no schedule of the model, so its optimum stays.
+    chunks = 2 if placement == "vshape" else 1
+    data = {**SPLIT, "num_devices": 2, "num_microbatches": 4, "chunks": chunks, "placement": placement}
+    data |= {"forward_times": [1, 2] * chunks, "backward_times": [2, 1] * chunks, "memory_limit": limit * chunks}
+    optima = []
+    for tight in (True, False):
+        monkeypatch.setattr(constraints, "TIGHT_PRECEDENCES", tight)
+        model = build_model(Instance.from_dict(data), split_backward=True)
+        status, solver = solve_model(model)
+        assert status == cp_model.OPTIMAL
+        assert_valid(simulate(model.data.instance, model.orders(solver.value)))
+        optima.append(solver.objective_value)
+    assert optima[0] == optima[1]

@@ -1,5 +1,5 @@
 """Bisection probes: the order of the probes and what they prove, against an oracle that knows the optimum,
-and the probes in a CP-SAT search (validated, proven against brute force)."""
+and the probes in a CP-SAT search (validated, proven against brute force), the opening probe included."""
 
 from __future__ import annotations
 
@@ -8,14 +8,24 @@ import time
 
 import pytest
 
+from pipesat.models import Instance
 from pipesat.models.solve_result import StopReason
-from pipesat.solver.cpsat.model import build_model
+from pipesat.solver.cpsat.model import PipelineModel, build_model
 from pipesat.solver.cpsat.probes import Bisection, Outcome, Probe, bisect
-from pipesat.solver.cpsat.search import SearchOptions, _bisect, _outcome, _Record, search
-from pipesat.solver.cpsat.warm_start import warm_start
+from pipesat.solver.cpsat.search import (
+    OPENING_GAP,
+    SearchOptions,
+    SearchOutcome,
+    _bisect,
+    _outcome,
+    _Record,
+    search,
+)
+from pipesat.solver.cpsat.warm_start import ObjectiveRange, warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import timed_for
+from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.heuristics.one_at_a_time import one_at_a_time_orders
 from tests.solver.brute_force import brute_force_optimum, two_chunk_instance
 from tests.strategies import assert_valid
@@ -122,3 +132,55 @@ def test_a_deterministic_search_does_not_probe(caplog: pytest.LogCaptureFixture)
     outcome = search(model, options, time.monotonic(), 0.0, None, None, objective_range)
     assert outcome.stopped_by == StopReason.PROOF and outcome.orders is not None
     assert not any("probe" in message for message in caplog.messages)
+
+
+def _zero_bubble_start(p: int, m: int, limit: str, name: str) -> tuple[PipelineModel, ObjectiveRange]:
+    """The makespan model of p devices, m microbatches, F/B/W 2/3/1, p2p 1 under `limit`, hinted with
+    the handwritten schedule `name`."""
+    times = {"forward_times": 2, "backward_times": 3, "weight_times": 1, "p2p_time": 1, "memory_limit": limit}
+    instance = Instance.from_dict({"num_devices": p, "num_microbatches": m} | times)
+    model = build_model(instance, "makespan", split_backward=True)
+    return model, warm_start(model, run_heuristic(name, instance).orders())
+
+
+def _search_logged(model: PipelineModel, objective_range: ObjectiveRange) -> SearchOutcome:
+    options = SearchOptions(
+        workers=1, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 20, time_limit=20
+    )
+    bound = lower_bound(model.data.instance, "makespan", True)
+    outcome = search(model, options, time.monotonic(), bound, None, None, objective_range)
+    assert outcome.orders is not None
+    assert_valid(timed_for("makespan", model.data.instance, outcome.orders))
+    return outcome
+
+
+def test_an_opening_probe_finds_a_schedule_at_the_bound_near_the_start(caplog: pytest.LogCaptureFixture) -> None:
+    # p3 m12 at 2x: ZB-H2 takes 82, the analytic bound is 78, and a schedule there proves it optimal.
+    caplog.set_level(logging.INFO, logger="pipesat")
+    model, objective_range = _zero_bubble_start(3, 12, "2x", "zb-h2")
+    assert (objective_range.lower, objective_range.upper) == (78, 82)
+    outcome = _search_logged(model, objective_range)
+    assert outcome.stopped_by == StopReason.PROOF and outcome.reason == "proven by the opening probe"
+    assert outcome.bound == 78 and outcome.tick_optimum == 78
+    assert "probe: a value of at most 78? found" in caplog.text
+
+
+def test_an_opening_probe_refuted_raises_the_bound_for_the_search(caplog: pytest.LogCaptureFixture) -> None:
+    # p3 m8 at 2x: ZB-auto takes 55 over a bound of 54; the probe refutes 54, the search proves 55.
+    caplog.set_level(logging.INFO, logger="pipesat")
+    model, objective_range = _zero_bubble_start(3, 8, "2x", "zb-auto")
+    assert (objective_range.lower, objective_range.upper) == (54, 55)
+    outcome = _search_logged(model, objective_range)
+    assert "probe: a value of at most 54? refuted" in caplog.text
+    assert outcome.stopped_by == StopReason.PROOF and outcome.bound == 55
+
+
+def test_no_opening_probe_for_a_start_far_from_the_bound(caplog: pytest.LogCaptureFixture) -> None:
+    # p4 m6 at 2x: ZB-auto's 52 is more than OPENING_GAP over the bound of 47.
+    caplog.set_level(logging.INFO, logger="pipesat")
+    model, objective_range = _zero_bubble_start(4, 6, "2x", "zb-auto")
+    assert objective_range.upper is not None
+    assert objective_range.upper > objective_range.lower * (1 + OPENING_GAP)
+    outcome = _search_logged(model, objective_range)
+    assert outcome.stopped_by == StopReason.PROOF
+    assert "probe:" not in caplog.text
