@@ -14,10 +14,12 @@ precedence that helps propagation). When the limit L also leaves less than W's m
 activations M_B (L < K·M_B + M_W), F(s, j + K) waits for W(s, j) too, or else for B(s, j + 1): when
 it starts, the K - 1 microbatches before it hold M_B each if their B has not ended, and one more M_W
 than the limit leaves if their W's have not ended either, so either all K - 1 have ended their B or
-microbatch j has ended its W (`TIGHT_PRECEDENCES`, one choice each). Below the 1F1B peak these cut
-what the cumulative alone proves late: linear p = 8, m = 32, F = B = W = 1 at 0.5x, 60 s on two
-workers, max span 152 over a bound of 147.0 with them, 156 over 145.7 without
-(benchmarks/bench_proofs.py).
+microbatch j has ended its W: F(s, j + K) starts after the earlier of the two ends
+(`TIGHT_PRECEDENCES`; a minimum, not a choice CP-SAT branches on: with a Boolean choice instead, a
+probe at the bound of linear p = 8, m = 32 at 2x stopped finding the optimum, 1 run of 3 against 3
+of 3). They give the bound what the cumulative alone proves late: linear p = 8, m = 32,
+F = B = W = 1 at 0.5x, 60 s on two workers, bounds of 146.6 and 146.2 with them against 145.7 and
+145.3 without (benchmarks/bench_proofs.py).
 """
 
 from __future__ import annotations
@@ -116,8 +118,8 @@ def add_memory_limits(model: cp_model.CpModel, data: ModelData, variables: Model
 
 def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
     """F(s, j + K) after B(s, j) ends, where K + 1 microbatches of stage s exceed the memory limit;
-    and, where the limit leaves less than stage s's weight memory beyond K activations, after W(s, j)
-    or B(s, j + 1) ends (see the module notes).
+    and, where the limit leaves less than stage s's weight memory beyond K activations, after the
+    earlier of W(s, j) and B(s, j + 1) ends (see the module notes).
 
     Valid only with first-in-first-out microbatches (symmetry breaking) and a fixed limit.
     """
@@ -134,9 +136,10 @@ def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: 
             forward = variables.starts[OpKey("F", s, j + k)]
             model.add(forward >= variables.ends[OpKey("B", s, j)])
             if tight:
-                weight_first = model.new_bool_var(f"W before F {s} {j + k}")
-                model.add(forward >= variables.ends[OpKey("W", s, j)]).only_enforce_if(weight_first)
-                model.add(forward >= variables.ends[OpKey("B", s, j + 1)]).only_enforce_if(~weight_first)
+                earliest = model.new_int_var(0, data.horizon, f"memory frees for F {s} {j + k}")
+                waited = [variables.ends[OpKey("W", s, j)], variables.ends[OpKey("B", s, j + 1)]]
+                model.add_min_equality(earliest, waited)
+                model.add(forward >= earliest)
 
 
 def memory_limit_ticks(data: ModelData, device: int) -> int:

@@ -63,7 +63,7 @@ def test_memory_precedences_count_the_microbatches_that_fit() -> None:
 
 def test_a_limit_short_of_a_weight_beyond_k_microbatches_makes_f_wait_for_w_or_the_next_b() -> None:
     # 2.2 holds two microbatches (activations 1) but not two and a weight memory (0.5) more: F(s, j + 2)
-    # also waits for W(s, j) or B(s, j + 1), one choice each.
+    # also waits for the earlier of W(s, j) and B(s, j + 1).
     data = model_data(Instance.from_dict({**SPLIT, "memory_limit": 2.2}), split_backward=True)
     model = cp_model.CpModel()
     add_memory_precedences(model, data, make_variables(model, data))
