@@ -3,19 +3,21 @@
 Megatron's interleaved 1F1B keeps `2(p - r - 1) + (v - 1)p` forwards in flight on rank r before its
 first backward, whatever the memory; below that peak its fixed order cannot run, and fewer warm-up
 forwards in the same order stall every steady-state step (Llama 3 405B's t8 p16 v8 layout, 2 fewer:
-37% slower). Here each rank keeps Megatron's sequence of forwards and its sequence of backwards (on a linear pipeline, with
-one chunk, 1F1B's: microbatches in order) but
-not their interleaving: a list scheduler, in time order, lets each rank run its next backward as
-soon as it can, and otherwise its next forward as soon as it can when its activations fit the limit
-(each W right after its B). A rank whose next forward does not fit waits for a backward to free
-memory. When no rank can go on (a limit so tight that a forward the next backward needs never fits)
+37% slower). Here each rank keeps Megatron's sequence of forwards and its sequence of backwards (on
+a linear pipeline, with one chunk, 1F1B's: microbatches in order) but not their interleaving: a list
+scheduler, in time order, lets each rank run its next backward as soon as it can, and otherwise its
+next forward as soon as it can when its activations fit the limit (each W right after its B). A
+rank whose next forward does not fit waits for a backward to free memory. When no rank can go on (a limit so tight that a forward the next backward needs never fits)
 there is no such schedule. Its times follow the simulator's as-soon-as-possible rule; the schedule
 that leaves it is timed by the simulator.
 
 Measured on that 405B layout (`bench_cost_model`'s instance, 65.3 GiB budgets): 11,594 ms at a
 65.05 GiB peak, where Megatron's order needs 70.0 GiB (11,250 ms) and the periodic start fits at
-13,385 ms. It is not better everywhere (it runs backwards eagerly, which can delay a forward another
-rank waits on), so the solver takes it as one more start.
+13,385 ms. On linear pipelines below the 1F1B peak it keeps as many microbatches in flight as fit:
+the ZB paper's 1.5B model, p = 8, m = 32 at 0.5x, 2794.5 against the periodic start's 2908 (a 60 s
+solve from the periodic start had ended at 2805.6; from this one, 2770.3). It is not better
+everywhere (it runs backwards eagerly, which can delay a forward another rank waits on), so the
+solver takes it as one more start.
 """
 
 from __future__ import annotations
