@@ -3,9 +3,10 @@
 Every handwritten schedule that serves the instance and every schedule given to the solve is re-timed
 for the objective (as soon as possible for the makespan, for the least max span otherwise) and kept
 when it is valid, memory limit and time cap included. The one-at-a-time schedule joins them when
-minimising memory or when nothing else fits; the periodic schedule, and of a linear or interleaved pipeline
-the memory-gated one, when the best leaves room to the lower bound. The preferred one has the lowest value; among values equal within `models.tolerance`
-the lowest peak memory, then the earliest in the list (`solver.heuristics.SCHEDULES` order).
+minimising memory or when nothing else fits; the periodic schedule, and of a linear or interleaved
+pipeline the memory-gated one, when the best leaves room to the lower bound. The preferred one has
+the lowest value; among values equal within `models.tolerance` the lowest peak memory, then the
+earliest in the list (`solver.heuristics.SCHEDULES` order).
 
 A handwritten schedule keeps its name only as `pipesat schedule NAME` makes it: a fused one with its
 W ops split out for a split-backward solve is another schedule, named so ("1F1B with W split out"),

@@ -124,13 +124,14 @@ def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: 
     Valid only with first-in-first-out microbatches (symmetry breaking) and a fixed limit.
     """
     split = data.split_backward
-    for s, activation in enumerate(data.tick_instance.activation_memory):
+    for s, memory in enumerate(data.tick_instance.activation_memory):
+        activation = int(memory)
         if activation <= 0:
             continue
         limit = memory_limit_ticks(data, data.instance.placement[s])
-        k = limit // int(activation)
+        k = limit // activation
         weight = int(data.tick_instance.weight_memory[s]) if split else 0
-        tight = TIGHT_PRECEDENCES and weight > 0 and limit < k * int(activation) + weight
+        tight = TIGHT_PRECEDENCES and weight > 0 and limit < k * activation + weight
         passing = data.instance.microbatches_at(s)
         for j in range(passing.start, max(passing.start, passing.stop - k)):
             forward = variables.starts[OpKey("F", s, j + k)]

@@ -22,9 +22,9 @@ the start is within OPENING_GAP of it; a start that close is often beaten by a s
 itself, which no search of the objective finds as fast (linear p = 8, m = 32 at 2x: 213 found and
 proven in 1.9 s, where the search alone ends at 216 to 219 in 20 s in most runs). After a stall the
 first probe is at the search's bound itself (the cheapest refutation, and a schedule at the bound is
-optimal) and may take all the time left; the next ones are at the middle of what is left below the best value and below every probe
-left open, so that after an open probe the next goes towards the bound, where refutations come
-easier. They stop when the bound meets the best value (proven optimal), when a probe at the bound
+optimal) and may take all the time left; the next ones are at the middle of what is left below the
+best value and below every probe left open, so that after an open probe the next goes towards the
+bound, where refutations come easier. They stop when the bound meets the best value (proven optimal), when a probe at the bound
 itself stays open, at the gap asked for, or when their time is spent.
 """
 

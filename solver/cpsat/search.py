@@ -155,12 +155,12 @@ def search(
     probing = not options.deterministic and upper is not None
     if probing and upper is not None:
         opening = _opening_probe(model, options, lower, upper, record)
-        if opening is not None and opening.outcome == Outcome.FOUND and opening.value is not None:
+        if opening.outcome == Outcome.FOUND:
             LOG.info("search stopped (proof): the opening probe found a schedule at the bound")
             return _outcome(model, record, StopReason.PROOF, "proven by the opening probe", tick_optimum=opening.value)
-        if opening is not None and opening.outcome == Outcome.INTERRUPTED:
+        if opening.outcome == Outcome.INTERRUPTED:
             return _outcome(model, record, StopReason.INTERRUPT, INTERRUPTED, interrupted=True)
-        if opening is not None and opening.outcome == Outcome.REFUTED:
+        if opening.outcome == Outcome.REFUTED:
             lower += 1
     parameters, seconds = _parameters(options, len(keys))
     watched = [model.variables.starts[key] for key in keys]
@@ -219,13 +219,11 @@ def _orders(model: PipelineModel, values: list[int]) -> list[list[Step]]:
     )
 
 
-def _opening_probe(
-    model: PipelineModel, options: SearchOptions, lower: int, upper: int, record: _Record
-) -> Probe | None:
+def _opening_probe(model: PipelineModel, options: SearchOptions, lower: int, upper: int, record: _Record) -> Probe:
     """One probe at the analytic bound before the search, for OPENING_SHARE of its time, when the start
-    is within OPENING_GAP of it (None when it does not run)."""
+    is within OPENING_GAP of it; a probe that does not run settles nothing (open)."""
     if OPENING_SHARE <= 0 or upper <= lower or upper > lower * (1 + OPENING_GAP):
-        return None
+        return Probe(Outcome.OPEN)
     seconds = OPENING_SHARE * _search_seconds(options, len(model.variables.starts))
     return _probe_runner(model, options, record)(lower, seconds)
 

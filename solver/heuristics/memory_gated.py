@@ -7,9 +7,10 @@ forwards in the same order stall every steady-state step (Llama 3 405B's t8 p16 
 a linear pipeline, with one chunk, 1F1B's: microbatches in order) but not their interleaving: a list
 scheduler, in time order, lets each rank run its next backward as soon as it can, and otherwise its
 next forward as soon as it can when its activations fit the limit (each W right after its B). A
-rank whose next forward does not fit waits for a backward to free memory. When no rank can go on (a limit so tight that a forward the next backward needs never fits)
-there is no such schedule. Its times follow the simulator's as-soon-as-possible rule; the schedule
-that leaves it is timed by the simulator.
+rank whose next forward does not fit waits for a backward to free memory. When no rank can go on (a
+limit so tight that a forward the next backward needs never fits) there is no such schedule. Its
+times follow the simulator's as-soon-as-possible rule; the schedule that leaves it is timed by the
+simulator.
 
 Measured on that 405B layout (`bench_cost_model`'s instance, 65.3 GiB budgets): 11,594 ms at a
 65.05 GiB peak, where Megatron's order needs 70.0 GiB (11,250 ms) and the periodic start fits at

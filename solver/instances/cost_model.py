@@ -1115,15 +1115,21 @@ def activation_message_bytes(model: Transformer, training: Training) -> float:
     return local_tokens(model, training) * model.hidden * training.bytes_per_value / shard
 
 
+def scatters_p2p(training: Training) -> bool:
+    """Whether a stage's activation goes over the pipeline link as t slices gathered on arrival:
+    `scatter_gather_p2p` without sequence parallelism (which already holds a 1/t slice), at t > 1."""
+    return training.scatter_gather_p2p and training.tensor_parallel > 1 and not training.sequence_parallel
+
+
 def p2p_time(model: Transformer, training: Training, hardware: Hardware) -> float:
-    """Latency plus one microbatch's activation over the link, in ms. With `scatter_gather_p2p` and
-    no sequence parallelism each of the t GPUs sends a 1/t slice and the receivers all-gather it over
-    the tensor-parallel link (when it is timed)."""
+    """Latency plus one microbatch's activation over the link, in ms. When it `scatters_p2p` each of
+    the t GPUs sends a 1/t slice and the receivers all-gather it over the tensor-parallel link (when it
+    is timed)."""
     message = activation_message_bytes(model, training)
-    t, gather_ms = training.tensor_parallel, 0.0
-    if training.scatter_gather_p2p and t > 1 and not training.sequence_parallel:
+    gather_ms = 0.0
+    if scatters_p2p(training):
         gather_ms = tensor_parallel_ms(Collective.ALL_GATHER, model, training, hardware)
-        message /= t
+        message /= training.tensor_parallel
     return hardware.latency / 1e3 + message / (hardware.bandwidth * 1e9) * 1e3 + gather_ms
 
 

@@ -24,6 +24,7 @@ from pipesat.solver.instances.cost_model import (
     layer_passes,
     linear_flops,
     roofline,
+    scatters_p2p,
     score_flops,
     weight_gradient_inputs,
     without_recomputation,
@@ -299,7 +300,7 @@ def _stage_lines(description: Description, derivation: Derivation) -> list[str]:
         lines.append("vocabulary 0: no output head or loss counted")
     message = activation_message_bytes(model, training)
     t = training.tensor_parallel
-    sliced = training.scatter_gather_p2p and t > 1 and not training.sequence_parallel
+    sliced = scatters_p2p(training)
     lines += [
         _rate_line(hardware),
         f"p2p: latency {hardware.latency:g} us + {message / (t if sliced else 1):.0f} bytes (one microbatch's n·h values"

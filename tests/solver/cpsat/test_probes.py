@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from pipesat.models import Instance
 from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat.model import PipelineModel, build_model
 from pipesat.solver.cpsat.probes import Bisection, Outcome, Probe, bisect
@@ -27,6 +26,7 @@ from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import timed_for
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.heuristics.one_at_a_time import one_at_a_time_orders
+from tests.conftest import make_instance
 from tests.solver.brute_force import brute_force_optimum, two_chunk_instance
 from tests.strategies import assert_valid
 
@@ -137,8 +137,7 @@ def test_a_deterministic_search_does_not_probe(caplog: pytest.LogCaptureFixture)
 def _zero_bubble_start(p: int, m: int, limit: str, name: str) -> tuple[PipelineModel, ObjectiveRange]:
     """The makespan model of p devices, m microbatches, F/B/W 2/3/1, p2p 1 under `limit`, hinted with
     the handwritten schedule `name`."""
-    times = {"forward_times": 2, "backward_times": 3, "weight_times": 1, "p2p_time": 1, "memory_limit": limit}
-    instance = Instance.from_dict({"num_devices": p, "num_microbatches": m} | times)
+    instance = make_instance(p, m, forward_times=2, backward_times=3, weight_times=1, p2p_time=1, memory_limit=limit)
     model = build_model(instance, "makespan", split_backward=True)
     return model, warm_start(model, run_heuristic(name, instance).orders())
 

@@ -27,8 +27,7 @@ def interleaved(p: int, v: int, m: int, p2p: float) -> Instance:
 
 
 def linear(p: int, m: int, limit: str) -> Instance:
-    times = {"backward_times": 1, "weight_times": 1, "memory_limit": limit}
-    return Instance.from_dict({"num_devices": p, "num_microbatches": m} | times)
+    return make_instance(p, m, backward_times=1, weight_times=1, memory_limit=limit)
 
 
 def megatron_peak(instance: Instance) -> float:
