@@ -32,7 +32,7 @@ from pipesat.solver.evaluate.retime import timed_for
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics.memory_gated import NAME as MEMORY_GATED
-from pipesat.solver.heuristics.memory_gated import memory_gated_schedule
+from pipesat.solver.heuristics.memory_gated import memory_gated_schedules
 from pipesat.solver.heuristics.one_at_a_time import NAME as ONE_AT_A_TIME
 from pipesat.solver.heuristics.one_at_a_time import one_at_a_time_orders
 from pipesat.solver.heuristics.periodic import NAME as PERIODIC
@@ -145,9 +145,13 @@ def periodic_candidate(problem: Problem, deadline: float | None, clock: float) -
 
 
 def memory_gated_candidate(problem: Problem, clock: float) -> Candidate | None:
-    """Of a linear or interleaved pipeline, the memory-gated schedule (`solver.heuristics.memory_gated`), if it fits."""
-    schedule = memory_gated_schedule(problem.instance, problem.split)
-    return None if schedule is None else as_candidate(problem, MEMORY_GATED, schedule, clock)
+    """Of a linear or interleaved pipeline, the best memory-gated schedule (`solver.heuristics.memory_gated`)
+    that fits."""
+    found = (
+        as_candidate(problem, MEMORY_GATED, schedule, clock)
+        for schedule in memory_gated_schedules(problem.instance, problem.split)
+    )
+    return preferred([candidate for candidate in found if candidate is not None])
 
 
 def preferred(candidates: Sequence[Candidate]) -> Candidate | None:

@@ -42,10 +42,10 @@ def split_instance() -> Instance:
 
 @pytest.fixture
 def hard_instance() -> Instance:
-    """p=4, m=12, uneven stages under a 1.3x limit: the bound does not close it at once, so a search runs
+    """p=4, m=12, uneven stages under a 0.9x limit: the bound does not close it at once, so a search runs
     long enough to be interrupted, stopped at a gap or compared between two runs."""
     times = {"forward_times": [5, 4, 6, 5], "backward_times": [6, 7, 5, 6], "weight_times": [4, 3, 4, 5]}
-    return make_instance(4, 12, **times, p2p_time=1, memory_limit="1.3x")
+    return make_instance(4, 12, **times, p2p_time=1, memory_limit="0.9x")
 
 
 def linked_file(folder: Path) -> tuple[Path, Path]:

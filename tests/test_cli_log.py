@@ -34,8 +34,8 @@ def test_solve_log_shows_pipesats_decisions_and_cpsats_own_log(flag: str) -> Non
         "solve: lower bound on the makespan: 34, a device's work or span under its memory limit, with the "
         "pipeline's fill and drain",
         "portfolio: start zb-auto: 51, peak memory 2",
-        "solve: best start: memory-gated = 42",
-        "solve: CP-SAT searches from memory-gated = 42",
+        "solve: best start: memory-gated = 41",
+        "solve: CP-SAT searches from memory-gated = 41",
         "cpsat.child: CpSolverResponse summary:",
         "cpsat.search: search stopped (proof): proven by CP-SAT",
     ):

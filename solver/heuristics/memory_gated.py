@@ -6,24 +6,28 @@ forwards in the same order stall every steady-state step (Llama 3 405B's t8 p16 
 37% slower). Here each rank keeps Megatron's sequence of forwards and its sequence of backwards (on
 a linear pipeline, with one chunk, 1F1B's: microbatches in order) but not their interleaving: a list
 scheduler, in time order, lets each rank run its next backward as soon as it can, and otherwise its
-next forward as soon as it can when its activations fit the limit (each W right after its B). A
-rank whose next forward does not fit waits for a backward to free memory. When no rank can go on (a
-limit so tight that a forward the next backward needs never fits) there is no such schedule. Its
-times follow the simulator's as-soon-as-possible rule; the schedule that leaves it is timed by the
-simulator.
+next forward as soon as it can when its activations fit the limit. A rank whose next forward does
+not fit waits for a backward (or a W) to free memory. When no rank can go on (a limit so tight that
+a forward the next backward needs never fits) there is no such schedule. Its times follow the
+simulator's as-soon-as-possible rule; the schedule that leaves it is timed by the simulator.
 
-Measured on that 405B layout (`bench_cost_model`'s instance, 65.3 GiB budgets): 11,594 ms at a
-65.05 GiB peak, where Megatron's order needs 70.0 GiB (11,250 ms) and the periodic start fits at
-13,385 ms. On linear pipelines below the 1F1B peak it keeps as many microbatches in flight as fit:
-the ZB paper's 1.5B model, p = 8, m = 32 at 0.5x, 2794.5 against the periodic start's 2908 (a 60 s
-solve from the periodic start had ended at 2805.6; from this one, 2770.3). It is not better
-everywhere (it runs backwards eagerly, which can delay a forward another rank waits on), so the
-solver takes it as one more start.
+The variants (`Gate`, `GATES`) differ in when a W runs (right after its B, or deferred until its
+rank has nothing else to start as early) and in a cap on the forwards a rank holds. Deferring W
+keeps a weight's memory longer but lets the next forward or backward, which another rank may wait
+on, go first; below the 1F1B peak that is usually the better trade (`GATES`' measurements).
+
+Measured on that 405B layout (`bench_cost_model`'s instance, 65.3 GiB budgets): W right after B
+11,594 ms, deferred W with Megatron's in-flight cap 11,203 ms, both at a 65.05 GiB peak, where
+Megatron's order needs 70.0 GiB (11,250 ms) and the periodic start fits at 13,385 ms. It is not
+better everywhere (it runs backwards eagerly, which can delay a forward another rank waits on), so
+the solver takes it as one more start.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
+from dataclasses import dataclass
 
 from pipesat.models import Instance, OpKey, Schedule, op_duration
 from pipesat.models.instance import placement_devices
@@ -34,51 +38,101 @@ from pipesat.solver.heuristics.interleaved import interleaved_requirement, megat
 
 NAME = "memory-gated"
 
+# At equal start times on a rank: its next B first, then its next F; a W before both when it runs
+# right after its B, after both when it is deferred.
+_WEIGHT_FIRST, _BACKWARD, _FORWARD, _WEIGHT_LAST = range(4)
 
-def memory_gated_schedule(instance: Instance, split: bool) -> Schedule | None:
-    """The memory-gated schedule (module notes), or None: neither a linear pipeline nor an interleaved
-    one Megatron's order serves, or no rank can go on under the limit."""
+
+@dataclass(frozen=True)
+class Gate:
+    """One variant of the gated list scheduler.
+
+    `defer_weights`: each W waits until its rank has nothing else to start as early (a forward that
+    does not fit waits for it); otherwise it runs right after its B. `extra_in_flight`: each rank
+    keeps at most the handwritten order's forwards in flight (1F1B's p - r, Megatron's warm-up + 1)
+    plus this many; None: as many as fit.
+    """
+
+    defer_weights: bool
+    extra_in_flight: int | None
+
+
+GATES = (Gate(False, None), *(Gate(True, extra) for extra in (None, 0, 1, 2)))
+"""The variants the solver starts from; the best of them counts. Deferring W wins most often
+(`benchmarks/bench_memory_gated.py`: 480 linear and interleaved instances at 0.4-1x of the
+handwritten peak): the best variant beats W right after B in 402 of them, by 4.2% (median) and up
+to 20.1%. Linear p = 8, m = 32 (F = B = W = 1, 0.5x) goes from 166 to 151 and m = 16 from 86 to
+79, the proven optimum; the ZB paper's 1.5B model (p = 8, m = 32, 0.5x) from 2794.5 to 2770.3,
+with one forward beyond 1F1B's in flight."""
+
+
+def memory_gated_schedule(instance: Instance, split: bool, gate: Gate = GATES[0]) -> Schedule | None:
+    """The memory-gated schedule (module notes) of one variant, or None: neither a linear pipeline nor
+    an interleaved one Megatron's order serves, or no rank can go on under the limit."""
     linear = instance.placement == placement_devices("linear", instance.num_devices, 1)
     if instance.bidirectional or (not linear and interleaved_requirement(instance) is not None):
         return None
-    orders = _gated_orders(instance, split)
+    orders = _gated_orders(instance, split, gate)
     return None if orders is None else simulate(instance, orders, NAME)
 
 
-def _gated_orders(instance: Instance, split: bool) -> list[list[OpKey]] | None:
+def memory_gated_schedules(instance: Instance, split: bool) -> list[Schedule]:
+    """The memory-gated schedule of each variant in `GATES` that has one."""
+    found = (memory_gated_schedule(instance, split, gate) for gate in GATES)
+    return [schedule for schedule in found if schedule is not None]
+
+
+def _handwritten_in_flight(instance: Instance, rank: int) -> int:
+    """The most forwards rank `rank` holds in 1F1B's order (one chunk) or Megatron's (its warm-up + 1)."""
+    p, v = instance.num_devices, instance.chunks
+    warmup = p - rank - 1 if v == 1 else 2 * (p - rank - 1) + (v - 1) * p
+    return min(warmup + 1, instance.num_microbatches * v)
+
+
+def _gated_orders(instance: Instance, split: bool, gate: Gate) -> list[list[OpKey]] | None:
     p = instance.num_devices
     limits = instance.memory_limit or (math.inf,) * p
     sequences = [megatron_sequences(instance, rank) for rank in range(p)]
+    caps = [
+        math.inf if gate.extra_in_flight is None else _handwritten_in_flight(instance, rank) + gate.extra_in_flight
+        for rank in range(p)
+    ]
+    weight_priority = _WEIGHT_LAST if gate.defer_weights else _WEIGHT_FIRST
     done = [[0, 0] for _ in range(p)]  # forwards and backwards each rank has run
+    weights: list[deque[OpKey]] = [deque() for _ in range(p)]  # each rank's W ops whose B has run
     held = [0.0] * p
     free_at = [0.0] * p
     end: dict[OpKey, float] = {}
     orders: list[list[OpKey]] = [[] for _ in range(p)]
 
-    for _ in range(2 * sum(len(forwards) for forwards, _ in sequences)):
-        chosen: tuple[float, int, int, OpKey] | None = None  # start, backward first, rank, op
+    backwards_total = sum(len(backwards) for _, backwards in sequences)
+    for _ in range(2 * backwards_total + (backwards_total if split else 0)):
+        chosen: tuple[float, int, int, OpKey] | None = None  # start, priority, rank, op
         for rank, (forwards, backwards) in enumerate(sequences):
             ran_forwards, ran_backwards = done[rank]
             options = []
             if ran_backwards < len(backwards):
-                options.append((0, backwards[ran_backwards]))
-            if ran_forwards < len(forwards):
+                options.append((_BACKWARD, backwards[ran_backwards]))
+            if ran_forwards < len(forwards) and ran_forwards - ran_backwards < caps[rank]:
                 forward = forwards[ran_forwards]
                 if fits(held[rank] + instance.activation_memory[forward.stage], limits[rank]):
-                    options.append((1, forward))
-            for order, key in options:
+                    options.append((_FORWARD, forward))
+            if weights[rank]:
+                options.append((weight_priority, weights[rank][0]))
+            for priority, key in options:
                 at = input_ready(key, instance, end)
-                if at is not None and (chosen is None or (max(free_at[rank], at), order, rank) < chosen[:3]):
-                    chosen = (max(free_at[rank], at), order, rank, key)
+                if at is not None and (chosen is None or (max(free_at[rank], at), priority, rank) < chosen[:3]):
+                    chosen = (max(free_at[rank], at), priority, rank, key)
         if chosen is None:
             return None
         start, _, rank, key = chosen
-        steps = [key] + ([OpKey("W", key.stage, key.microbatch)] if split and key.kind == "B" else [])
-        for step in steps:
-            start += op_duration(instance, step.kind, step.stage, split)
-            end[step] = start
-            held[rank] += memory_change(instance, step.kind, step.stage, split)
-            orders[rank].append(step)
-        free_at[rank] = start
-        done[rank][key.kind == "B"] += 1
+        end[key] = free_at[rank] = start + op_duration(instance, key.kind, key.stage, split)
+        held[rank] += memory_change(instance, key.kind, key.stage, split)
+        orders[rank].append(key)
+        if key.kind == "W":
+            weights[rank].popleft()
+        else:
+            done[rank][key.kind == "B"] += 1
+        if key.kind == "B" and split:
+            weights[rank].append(OpKey("W", key.stage, key.microbatch))
     return orders

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipesat.models import Instance
+from pipesat.models import Instance, OpKey
 from pipesat.models.log import show_log
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.heuristics.interleaved import interleaved_requirement
-from pipesat.solver.heuristics.memory_gated import memory_gated_schedule
+from pipesat.solver.heuristics.memory_gated import GATES, Gate, memory_gated_schedule
 from pipesat.solver.heuristics.periodic import periodic_schedule
 from pipesat.solver.solve import solve
 from tests.conftest import make_instance
@@ -26,7 +26,7 @@ def interleaved(p: int, v: int, m: int, p2p: float) -> Instance:
     )
 
 
-def linear(p: int, m: int, limit: str) -> Instance:
+def linear(p: int, m: int, limit: str | None) -> Instance:
     return make_instance(p, m, backward_times=1, weight_times=1, memory_limit=limit)
 
 
@@ -37,17 +37,53 @@ def megatron_peak(instance: Instance) -> float:
 
 
 @PROPERTY_SETTINGS
-@given(instances(), st.sampled_from([None, 1.0, 0.8, 0.6, 0.4]))
-def test_a_schedule_it_makes_is_valid_and_within_the_limit(instance: Instance, fraction: float | None) -> None:
+@given(instances(), st.sampled_from([None, 1.0, 0.8, 0.6, 0.4]), st.sampled_from(GATES))
+def test_a_schedule_it_makes_is_valid_and_within_the_limit(
+    instance: Instance, fraction: float | None, gate: Gate
+) -> None:
     limited = instance.with_limit(None)
     served = instance.chunks == 1 or interleaved_requirement(instance) is None
     if fraction is not None and served and not instance.bidirectional:
         limited = instance.with_limit(fraction * megatron_peak(instance))
-    schedule = memory_gated_schedule(limited, limited.split_backward)
+    schedule = memory_gated_schedule(limited, limited.split_backward, gate)
     if schedule is None:
         return
     assert_valid(schedule)
     assert not limited.over_limit(compute_metrics(schedule).peak_memory)
+
+
+def test_deferring_w_reaches_the_proven_optimum_where_w_after_b_does_not() -> None:
+    # p8 m16, F = B = W = 1, at half 1F1B's peak: 79 is the proven optimum (the manual's picture).
+    instance = linear(8, 16, "0.5x")
+    after_b = memory_gated_schedule(instance, True, Gate(defer_weights=False, extra_in_flight=None))
+    deferred = memory_gated_schedule(instance, True, Gate(defer_weights=True, extra_in_flight=None))
+    assert after_b is not None and deferred is not None
+    assert_valid(after_b)
+    assert_valid(deferred)
+    assert compute_metrics(deferred).makespan == pytest.approx(79)
+    assert compute_metrics(after_b).makespan > 79 + 5
+    orders = deferred.orders()
+    # Device 0 runs a W only where it could start nothing else as early, so some W waits past a later op.
+    assert any(
+        key.kind == "W" and orders[0].index(key) > orders[0].index(OpKey("B", key.stage, key.microbatch)) + 1
+        for key in orders[0]
+    )
+
+
+def test_a_cap_keeps_each_rank_within_the_handwritten_in_flight_count_plus_the_extra() -> None:
+    instance = linear(6, 12, None)  # no limit: the cap alone gates the forwards
+    for extra in (0, 1):
+        schedule = memory_gated_schedule(instance, True, Gate(defer_weights=True, extra_in_flight=extra))
+        assert schedule is not None
+        assert_valid(schedule)
+        most = []
+        for order in schedule.orders():
+            in_flight = [0]
+            for key in order:
+                in_flight.append(in_flight[-1] + {"F": 1, "B": -1, "W": 0}[key.kind])
+            most.append(max(in_flight))
+        assert all(held <= 6 - rank + extra for rank, held in enumerate(most))  # 1F1B's p - r, plus the extra
+        assert most[0] == 6 + extra  # the first rank, waiting longest for its backwards, reaches the cap
 
 
 @pytest.mark.parametrize(("p", "v", "m"), [(2, 2, 4), (4, 2, 8), (3, 3, 6), (4, 4, 4)])
