@@ -77,8 +77,10 @@ def memory_gated_schedule(instance: Instance, split: bool, gate: Gate = GATES[0]
 
 
 def memory_gated_schedules(instance: Instance, split: bool) -> list[Schedule]:
-    """The memory-gated schedule of each variant in `GATES` that has one."""
-    found = (memory_gated_schedule(instance, split, gate) for gate in GATES)
+    """The memory-gated schedule of each variant in `GATES` that has one (without W ops, those that
+    differ only in when a W runs are one)."""
+    gates = GATES if split else dict.fromkeys(Gate(False, gate.extra_in_flight) for gate in GATES)
+    found = (memory_gated_schedule(instance, split, gate) for gate in gates)
     return [schedule for schedule in found if schedule is not None]
 
 

@@ -12,7 +12,7 @@ from pipesat.models.log import show_log
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.heuristics.interleaved import interleaved_requirement
-from pipesat.solver.heuristics.memory_gated import GATES, Gate, memory_gated_schedule
+from pipesat.solver.heuristics.memory_gated import GATES, Gate, memory_gated_schedule, memory_gated_schedules
 from pipesat.solver.heuristics.periodic import periodic_schedule
 from pipesat.solver.solve import solve
 from tests.conftest import make_instance
@@ -140,3 +140,14 @@ def test_the_solver_starts_from_it_when_the_handwritten_schedules_leave_room(cap
     assert_valid(result.schedule)
     assert result.value <= compute_metrics(gated).makespan + 1e-9
     assert any("memory-gated start" in record.getMessage() for record in caplog.records)
+
+
+def test_without_w_ops_the_variants_that_differ_only_in_w_are_one() -> None:
+    instance = linear(4, 8, "0.75x")
+    fused = memory_gated_schedules(instance, False)
+    split = memory_gated_schedules(instance, True)
+    assert len(split) == len(GATES)
+    assert len(fused) == len({gate.extra_in_flight for gate in GATES})
+    for schedule in fused + split:
+        assert_valid(schedule)
+        assert not instance.over_limit(compute_metrics(schedule).peak_memory)
