@@ -425,7 +425,7 @@ SOLVER_OPTIONS = options(
         "--deterministic",
         is_flag=True,
         help="The same schedule for the same seed, every run: the time limit counts CP-SAT's deterministic "
-        "time (the wall clock stops it only at ten times the limit).",
+        "time (the wall clock stops it only at ten times the limit) and CP-SAT searches with one worker.",
     ),
     PROGRESS_OPTION,
     CPSAT_OPTIONS,

@@ -97,7 +97,7 @@ def solve(
         when given. `split_backward` None schedules W apart exactly when the instance has weight times.
         `deterministic` makes repeated runs give the same result: the time limit becomes CP-SAT's
         deterministic time (wall clock stops it only at `wall_factor` times the limit, when the result
-        may differ between runs) and several workers interleave. `gap` stops the search at that relative gap. `starts` are extra starting schedules
+        may differ between runs) and CP-SAT searches with one worker, whatever `workers` says. `gap` stops the search at that relative gap. `starts` are extra starting schedules
         (for instance the previous point of a Pareto sweep), and `known_bound` a lower bound on the result's
     objective proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve first spends a third of
         the time limit on the makespan, whose model CP-SAT searches far better, and starts from that

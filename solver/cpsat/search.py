@@ -53,7 +53,7 @@ REFRESH_SECONDS = 0.5
 # expected), on a larger one as a third thread sharing the two cores, so that the LNS which improves
 # the warm start stays. Measured in benchmarks/bench_proofs.py and bench_targets.py (docs/manual.md,
 # "Proofs on two cores"). An expert's parameters that choose workers or subsolvers replace this whole;
-# a deterministic search keeps CP-SAT's portfolio.
+# a deterministic search runs CP-SAT on one worker, without it.
 PROOF_PORTFOLIO_WORKERS = 2
 PROOF_SMALL_OPS = 150
 PROOF_SUBSOLVER = "objective_lb_search"
@@ -84,7 +84,7 @@ class SearchOptions:
     `time_limit` the seconds it was given.
 
     `deterministic` makes `time_limit` CP-SAT's deterministic time (wall clock stops it only at
-    `wall_factor` times that) with several workers interleaved; nothing it decides reads the wall
+    `wall_factor` times that) on one CP-SAT worker; nothing it decides reads the wall
     clock, so a run slowed by a busy machine searches exactly as far as one that was not. `gap` stops
     it at that relative gap. `cpsat_params` are SatParameters in text form (`solver.cpsat.parameters`),
     applied after these.
@@ -341,7 +341,10 @@ def _parameters(
     portfolio (PROOF_PORTFOLIO_WORKERS) unless the expert chose the subsolvers or `portfolio` is False
     (a probe has no objective to bound)."""
     params = sat_parameters_pb2.SatParameters()
-    params.num_workers = options.workers
+    # A deterministic search runs one worker: CP-SAT's interleaved multi-worker search (2 workers,
+    # `interleave_search`) returned different optimal schedules of one instance in runs on a loaded
+    # machine; one worker gave the same schedule in every run.
+    params.num_workers = 1 if options.deterministic else options.workers
     params.random_seed = options.seed
     # CP-SAT's relative gap is (value - bound) / value; pipesat's gap is (value - bound) / bound.
     params.relative_gap_limit = options.gap / (1 + options.gap)
@@ -349,7 +352,6 @@ def _parameters(
     if options.deterministic:
         params.max_deterministic_time = remaining
         params.max_time_in_seconds = options.wall_factor * remaining
-        params.interleave_search = options.workers > 1
     else:
         params.max_time_in_seconds = remaining
     seconds = params.max_time_in_seconds

@@ -243,7 +243,10 @@ def test_two_workers_add_the_objective_lower_bound_search() -> None:
     for options in (SearchOptions(1, 0, False, 0.0, deadline, 10), SearchOptions(4, 0, False, 0.0, deadline, 10)):
         assert _parsed(options).num_workers == options.workers and not _parsed(options).extra_subsolvers
     deterministic = _parsed(SearchOptions(2, 0, True, 0.0, deadline, 10))
-    assert deterministic.num_workers == 2 and not deterministic.extra_subsolvers
+    # One worker whatever the options say: CP-SAT's interleaved two-worker search is not reproducible
+    # on a loaded machine.
+    assert deterministic.num_workers == 1 and not deterministic.extra_subsolvers
+    assert not deterministic.interleave_search
 
 
 def test_an_expert_who_chooses_subsolvers_replaces_the_proof_portfolio() -> None:
