@@ -52,6 +52,7 @@ from pipesat.cli_torch import calibrate_command, export_command, import_group, p
 from pipesat.models import Instance, Minimize, Objective, OptionError, Status, expected_op_keys
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.limits import check_model_size, set_max_ops
+from pipesat.solver.cpsat.search import cpsat_workers
 from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import check_memory, ensure_valid, validate
 from pipesat.solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
@@ -213,7 +214,7 @@ def solve(
     check_model_size(len(expected_op_keys(instance, instance.split_backward)))  # before the header
     data_out(fmt, save)
     goal = goal_text(objective, minimize, makespan_cap)
-    say(f"CP-SAT ({goal}) on {describe(instance)}, {time_limit:g} s, {workers} worker(s)")
+    say(f"CP-SAT ({goal}) on {describe(instance)}, {time_limit:g} s, {cpsat_workers(workers, deterministic)} worker(s)")
     with live_progress(progress) as line:
         result = run_solver(
             instance,

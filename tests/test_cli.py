@@ -395,7 +395,8 @@ def test_deterministic_runs_save_the_same_schedule_apart_from_timing(tmp_path: P
     saved = []
     for run in ("a", "b"):
         path = tmp_path / f"{run}.json"
-        cli_ok(run_cli(*args, "--save", path, "--no-progress"))
+        output = cli_ok(run_cli(*args, "--save", path, "--no-progress"))
+        assert output.startswith("CP-SAT") and ", 1 worker(s)" in output.splitlines()[0]  # one, deterministic
         data = json.loads(path.read_text())
         assert set(data["source"].pop("timing")) == {"solve_time", "time_to_best"}
         saved.append(data)

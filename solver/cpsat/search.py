@@ -341,10 +341,7 @@ def _parameters(
     portfolio (PROOF_PORTFOLIO_WORKERS) unless the expert chose the subsolvers or `portfolio` is False
     (a probe has no objective to bound)."""
     params = sat_parameters_pb2.SatParameters()
-    # A deterministic search runs one worker: CP-SAT's interleaved multi-worker search (2 workers,
-    # `interleave_search`) returned different optimal schedules of one instance in runs on a loaded
-    # machine; one worker gave the same schedule in every run.
-    params.num_workers = 1 if options.deterministic else options.workers
+    params.num_workers = cpsat_workers(options.workers, options.deterministic)
     params.random_seed = options.seed
     # CP-SAT's relative gap is (value - bound) / value; pipesat's gap is (value - bound) / bound.
     params.relative_gap_limit = options.gap / (1 + options.gap)
@@ -363,6 +360,13 @@ def _parameters(
         _add_proof_portfolio(params, num_ops)
     params.MergeFrom(expert)
     return text_format.MessageToString(params), seconds
+
+
+def cpsat_workers(workers: int, deterministic: bool) -> int:
+    """The CP-SAT workers a search runs: `workers`, or one when deterministic (CP-SAT's interleaved
+    search of two workers returned different optimal schedules of one instance in runs on a loaded
+    machine; one worker gave the same schedule in every run)."""
+    return 1 if deterministic else workers
 
 
 def _search_seconds(options: SearchOptions, num_ops: int) -> float:
