@@ -12,9 +12,9 @@ variants add them back in different ways (pipesat's default with 2 workers is
 `solver.cpsat.search.PROOF_PORTFOLIO_WORKERS`); or pipesat's default with one of its own settings
 off (`SETTINGS`): `no-probes` without the bisection probes after a stall (`solver.cpsat.probes`),
 `no-opening` without the opening probe at the bound, `no-tight` without the tight memory precedences
-(`solver.cpsat.constraints`), `no-precedence` without branching on precedences (`solver.cpsat.search`).
-Every schedule is validated; each row prints the value, the proven bound, the gap and the wall time,
-and `*` marks the default (no parameters). By default the default runs beside `no-precedence`.
+(`solver.cpsat.constraints`). Every schedule is validated; each row prints the value, the proven
+bound, the gap and the wall time, and `*` marks the default (no parameters). By default the default
+runs beside `no-opening` and `no-tight`.
 """
 
 from __future__ import annotations
@@ -122,8 +122,6 @@ VARIANTS: dict[str, dict[str, str]] = {
     "no-opening": {},
     # pipesat's default without the tight memory precedences (solver.cpsat.constraints), as before them.
     "no-tight": {},
-    # pipesat's default searching without branching on precedences (solver.cpsat.search), as before it.
-    "no-precedence": {},
 }
 NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
 # The variants that change pipesat's own settings (module constants), not CP-SAT's.
@@ -131,7 +129,6 @@ SETTINGS: dict[str, tuple[ModuleType, dict[str, object]]] = {
     "no-probes": (search_module, {"STALL_SHARE": NEVER_STALLS}),
     "no-opening": (search_module, {"OPENING_SHARE": 0.0}),
     "no-tight": (constraints_module, {"TIGHT_PRECEDENCES": False}),
-    "no-precedence": (search_module, {"PRECEDENCE_BRANCHING": False}),
 }
 
 
@@ -141,13 +138,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default="", help="case names' starts, separated by commas")
-    parser.add_argument("--variants", default="default,no-precedence", help="variant names, separated by commas")
+    parser.add_argument("--variants", default="default,no-opening,no-tight", help="variant names, separated by commas")
     args = parser.parse_args()
     wanted = [part.strip() for part in args.only.split(",") if part.strip()]
     cases = [case for case in CASES if not wanted or any(case.name.startswith(w) for w in wanted)]
     variants = [name.strip() for name in args.variants.split(",") if name.strip()]
     print(f"{args.workers} workers, seed {args.seed}; * the default", flush=True)
-    print(f"{'instance':<22} {'variant':<14} {'value':>8} {'bound':>8} {'gap':>7} {'time s':>7}  status", flush=True)
+    print(f"{'instance':<22} {'variant':<11} {'value':>8} {'bound':>8} {'gap':>7} {'time s':>7}  status", flush=True)
     for case in cases:
         for name in variants:
             started = time.monotonic()
@@ -169,7 +166,7 @@ def main() -> None:
             value = "-" if result.value is None else f"{result.value:g}"
             bound = "-" if result.bound is None else f"{result.bound:g}"
             print(
-                f"{case.name:<22} {mark}{name:<13} {value:>8} {bound:>8} {gap:>7} {wall:>7.1f}  {result.status.value}",
+                f"{case.name:<22} {mark}{name:<10} {value:>8} {bound:>8} {gap:>7} {wall:>7.1f}  {result.status.value}",
                 flush=True,
             )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
 
 from pipesat.models import (
@@ -54,11 +53,6 @@ class ModelData:
         """The ops that run on `device`, in `keys` order."""
         placement = self.instance.placement
         return [key for key in self.keys if placement[key.stage] == device]
-
-    @property
-    def busiest_device_ops(self) -> int:
-        """The most ops one device runs."""
-        return max(Counter(self.instance.placement[key.stage] for key in self.keys).values(), default=0)
 
     @property
     def memory_limited(self) -> bool:

@@ -57,16 +57,6 @@ REFRESH_SECONDS = 0.5
 PROOF_PORTFOLIO_WORKERS = 2
 PROOF_SMALL_OPS = 150
 PROOF_SUBSOLVER = "objective_lb_search"
-# The same portfolio's searches of a model with at most PRECEDENCE_BRANCHING_OPS ops on each device
-# branch on "op A before op B" on a device (CP-SAT's dynamic precedences in the no-overlap) instead of
-# on start times. bench_proofs with and without it (`no-precedence`), seeds 0-3: V p4 m8 under limit 6
-# (48 ops a device) proven optimal in 5 of 7 runs with it, 1 of 6 without; bench_targets' V p3 m7 2.6-3.9%
-# from its bound in 5 runs with it, 2.2-7.1% in 6 without. On the ZB paper's 1.5B p8 m32 at 0.5x (96 ops
-# a device) it cost the bound about 20 (2671-2684 against 2671-2710), so larger devices go without.
-# The probes leave it out: with it the opening probe of linear p = 8, m = 32 at 2x stayed open where
-# it finds 213 in 2 s.
-PRECEDENCE_BRANCHING = True
-PRECEDENCE_BRANCHING_OPS = 60
 # A start within OPENING_GAP of the analytic bound is tested first by one probe at the bound, for
 # OPENING_SHARE of the search's time (`solver.cpsat.probes`). Measured in bench_proofs against the
 # search without it (variant `no-opening`): no row worse, linear p8 m32 at 2x proven in 1.9 s.
@@ -172,7 +162,7 @@ def search(
             return _outcome(model, record, StopReason.INTERRUPT, INTERRUPTED, interrupted=True)
         if opening.outcome == Outcome.REFUTED:
             lower += 1
-    parameters, seconds = _parameters(options, len(keys), busiest=model.data.busiest_device_ops)
+    parameters, seconds = _parameters(options, len(keys))
     watched = [model.variables.starts[key] for key in keys]
     stalled = record.stalled_for(STALL_SHARE * seconds, PROBE_GAP) if probing else None
     ended = run_search(model.cp_model, parameters, watched, seconds, record.on_message, record.refresh, stalled)
@@ -342,14 +332,14 @@ def _why_stopped(ended: Ended, options: SearchOptions, objective: float | None) 
 
 
 def _parameters(
-    options: SearchOptions, num_ops: int, seconds: float | None = None, portfolio: bool = True, busiest: int = 0
+    options: SearchOptions, num_ops: int, seconds: float | None = None, portfolio: bool = True
 ) -> tuple[str, float]:
     """The search's SatParameters (text form) and the wall seconds it may run: `seconds` when given,
     else what is left to the deadline less the reserve. The expert's `options.cpsat_params` come last
     and win, but the wall seconds stay pipesat's: the solve returns by its deadline whatever time
     limit they give CP-SAT. With two workers (and not deterministic) the search runs the proof
     portfolio (PROOF_PORTFOLIO_WORKERS) unless the expert chose the subsolvers or `portfolio` is False
-    (a probe has no objective to bound); `busiest` is the most ops a device of the model runs."""
+    (a probe has no objective to bound)."""
     params = sat_parameters_pb2.SatParameters()
     params.num_workers = cpsat_workers(options.workers, options.deterministic)
     params.random_seed = options.seed
@@ -367,7 +357,7 @@ def _parameters(
     expert_sets = {field.name for field, _ in expert.ListFields()}
     proof_portfolio = portfolio and options.workers == PROOF_PORTFOLIO_WORKERS and not options.deterministic
     if proof_portfolio and not expert_sets & PORTFOLIO_FIELDS:
-        _add_proof_portfolio(params, num_ops, busiest)
+        _add_proof_portfolio(params, num_ops)
     params.MergeFrom(expert)
     return text_format.MessageToString(params), seconds
 
@@ -387,12 +377,9 @@ def _search_seconds(options: SearchOptions, num_ops: int) -> float:
     return max(left - reserve, MIN_SEARCH_SECONDS)
 
 
-def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int, busiest: int) -> None:
-    """Two workers' portfolio for proofs (see PROOF_PORTFOLIO_WORKERS and PRECEDENCE_BRANCHING)."""
+def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int) -> None:
+    """Two workers' portfolio for proofs (see PROOF_PORTFOLIO_WORKERS)."""
     params.extra_subsolvers.append(PROOF_SUBSOLVER)
-    if PRECEDENCE_BRANCHING and busiest <= PRECEDENCE_BRANCHING_OPS:
-        params.use_dynamic_precedence_in_disjunctive = True
-        LOG.info("CP-SAT branches on precedences (at most %d ops a device)", PRECEDENCE_BRANCHING_OPS)
     if num_ops <= PROOF_SMALL_OPS:
         params.num_full_subsolvers = PROOF_PORTFOLIO_WORKERS
         role, size = "a second full search", "at most"

@@ -87,12 +87,3 @@ def test_orders_from_starts_put_a_zero_length_w_first() -> None:
 def test_only_a_time_objective_builds_a_model() -> None:
     with pytest.raises(ValueError, match="makespan or span"):
         build_model(_instance(), Objective.MEMORY)
-
-
-def test_the_busiest_device_counts_its_ops_of_every_stage_it_holds() -> None:
-    # V p2, m3: each device holds two stages of 3 microbatches, F, B and W each.
-    instance = Instance.from_dict(
-        {"num_devices": 2, "num_microbatches": 3, "chunks": 2, "placement": "vshape", "weight_times": 1}
-    )
-    assert build_model(instance, split_backward=True).data.busiest_device_ops == 2 * 3 * 3
-    assert build_model(instance, split_backward=False).data.busiest_device_ops == 2 * 3 * 2

@@ -21,15 +21,7 @@ from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat import child as child_module
 from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Ended, Finished, Solution, run_search
 from pipesat.solver.cpsat.model import build_model
-from pipesat.solver.cpsat.search import (
-    PRECEDENCE_BRANCHING_OPS,
-    PROOF_SMALL_OPS,
-    SearchOptions,
-    _parameters,
-    _Record,
-    _why_stopped,
-    search,
-)
+from pipesat.solver.cpsat.search import PROOF_SMALL_OPS, SearchOptions, _parameters, _Record, _why_stopped, search
 from pipesat.solver.cpsat.warm_start import warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -240,7 +232,7 @@ def _parsed(options: SearchOptions, num_ops: int = 10) -> sat_parameters_pb2.Sat
     return text_format.Parse(_parameters(options, num_ops)[0], sat_parameters_pb2.SatParameters())
 
 
-def test_two_workers_add_the_objective_lower_bound_search_and_branch_on_precedences() -> None:
+def test_two_workers_add_the_objective_lower_bound_search() -> None:
     deadline = time.monotonic() + 10
     small = _parsed(SearchOptions(2, 0, False, 0.0, deadline, 10), PROOF_SMALL_OPS)
     assert small.num_workers == 2 and small.num_full_subsolvers == 2
@@ -248,27 +240,13 @@ def test_two_workers_add_the_objective_lower_bound_search_and_branch_on_preceden
     large = _parsed(SearchOptions(2, 0, False, 0.0, deadline, 10), PROOF_SMALL_OPS + 1)
     assert large.num_workers == 3 and not large.num_full_subsolvers
     assert list(large.extra_subsolvers) == ["objective_lb_search"]
-    assert small.use_dynamic_precedence_in_disjunctive and large.use_dynamic_precedence_in_disjunctive
-    busy = _parameters(SearchOptions(2, 0, False, 0.0, deadline, 10), 800, busiest=PRECEDENCE_BRANCHING_OPS + 1)[0]
-    assert not text_format.Parse(busy, sat_parameters_pb2.SatParameters()).use_dynamic_precedence_in_disjunctive
     for options in (SearchOptions(1, 0, False, 0.0, deadline, 10), SearchOptions(4, 0, False, 0.0, deadline, 10)):
-        params = _parsed(options)
-        assert params.num_workers == options.workers and not params.extra_subsolvers
-        assert not params.use_dynamic_precedence_in_disjunctive
+        assert _parsed(options).num_workers == options.workers and not _parsed(options).extra_subsolvers
     deterministic = _parsed(SearchOptions(2, 0, True, 0.0, deadline, 10))
     # One worker whatever the options say: CP-SAT's interleaved two-worker search is not reproducible
     # on a loaded machine.
     assert deterministic.num_workers == 1 and not deterministic.extra_subsolvers
-    assert not deterministic.interleave_search and not deterministic.use_dynamic_precedence_in_disjunctive
-
-
-def test_a_probe_runs_without_the_proof_portfolio() -> None:
-    # A probe has no objective to bound, and branching on precedences kept the opening probe of linear
-    # p = 8, m = 32 at 2x from the schedule at its bound.
-    text, _ = _parameters(SearchOptions(2, 0, False, 0.0, time.monotonic() + 10, 10), 10, 1.0, portfolio=False)
-    probe = text_format.Parse(text, sat_parameters_pb2.SatParameters())
-    assert probe.num_workers == 2 and not probe.extra_subsolvers
-    assert not probe.use_dynamic_precedence_in_disjunctive
+    assert not deterministic.interleave_search
 
 
 def test_an_expert_who_chooses_subsolvers_replaces_the_proof_portfolio() -> None:
