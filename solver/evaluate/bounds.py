@@ -22,8 +22,16 @@ the memory limit respected (the validator's tolerance included). The arguments, 
   until its B (and, for M_W, its W) ends, at least the round trip of the chain in between; all of it
   lies within d's span and at no moment passes the limit, so the span is at least the total of
   amount x duration over the limit.
+- *up to the last B*: from d's last forward to the end of its last B, the round trip of that
+  microbatch back to d's first stage, and at most the work d holds then less the W ops it defers
+  past that B; so d's time up to its last B is its busy time, its head idle and that tail term,
+  negative by at most the W time it can hold (`until_last_backward`).
+- *enclosed devices*: when d's first stage comes before every stage of device e on every route, d's
+  span starts before e's first op and ends after e's last B by the chains between them, so it is
+  at least those chains plus e's time up to its last B (`enclosure`).
 - For the makespan, d's first op cannot start before its first stage's forward chain reaches it,
-  and (with a fused backward) the backward chain still runs after d's last op.
+  and (with a fused backward) the backward chain still runs after d's last op; after d's last B its
+  microbatch's chain still runs to the end.
 
 On an instance whose ops carry communication, overlapped pairs can hide it, so `lower_bound` and
 `memory_bound_under_cap` bound the instance's compute alone (`without_communication`): every
@@ -40,6 +48,7 @@ beyond, their communication alone is at least that share of the window.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -141,22 +150,14 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
     head and tail windows, or its memory energy over its limit, whichever is larger. `instance` is
     the compute alone when the ops carry communication, and `head_share` the least all-to-all share
     of the device's forwards (see the module notes)."""
-    memory_limit = instance.limit_of(device)
     m = instance.stage_microbatches
     stages = instance.stages_of(device)
     offsets = chain_offsets(instance, split)
-    # The validator accepts a peak that fits the limit up to float noise; the bounds allow the same.
-    capacity = None if memory_limit is None else memory_limit + slack(memory_limit)
-    activation = [instance.activation_memory[s] for s in stages]
-
-    forwards = [(instance.forward_times[s], instance.activation_memory[s]) for s in stages]
-    # From d's first op to its first B: that B's microbatch ran its forwards of d's stages on its
-    # route in the window, from the first of them (on one route: from d's first stage down and back).
-    routes = instance.route_stages(device)
-    head_window = min(offsets[("B", s)] - offsets[("F", on_route[0])] for on_route in routes for s in on_route)
-    head_idle = max(head_window - max_total_time(forwards, m, capacity), head_share * head_window)
+    capacity = _capacity(instance, device)
+    head_idle = _head_idle(instance, device, offsets, capacity, head_share)
 
     # From d's last forward, of the last stage on its route on d, to the end of that microbatch's ops on d.
+    routes = instance.route_stages(device)
     tail_window = min(
         max(
             offsets[(kind, s)] + op_duration(instance, kind, s, split)
@@ -166,18 +167,75 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
         - offsets[("F", on_route[-1])]
         for on_route in routes
     )
-    fill = max(instance.forward_times[s] for s in stages) + max_total_time(
-        _backward_items(instance, split, stages), m, capacity
-    )
-    tail_idle = tail_window - fill
+    held = [(work, memory) for work, _, memory in _held_items(instance, split, stages)]
+    fill = max(instance.forward_times[s] for s in stages) + max_total_time(held, m, capacity)
+    tail_idle = max(0.0, tail_window - fill)
 
-    head_idle, tail_idle = max(0.0, head_idle), max(0.0, tail_idle)
-    disjoint = m * len(stages) > max_count(activation, m, capacity)
+    disjoint = _windows_disjoint(instance, device, capacity)
     idle = head_idle + tail_idle if disjoint else max(head_idle, tail_idle)
     windows = _busy(instance, split, device) + idle
     if capacity is None or capacity <= 0:
         return windows
     return max(windows, memory_energy(instance, split, device, offsets) / capacity)
+
+
+def until_last_backward(
+    instance: Instance, split: bool, device: int, offsets: dict[tuple[str, int], float], head_share: float = 0.0
+) -> float:
+    """A lower bound on the time from the start of `device`'s first op to the end of its last B
+    (docs/bounds.md, "Up to a device's last B"): its busy time and head-window idle, plus the tail
+    term, which is negative when W ops may wait until after the last B.
+
+    From the start t1 of the device's last forward to the end t2 of its last B the microbatch of
+    that forward runs its B of the device's first stage, at least `reach` after t1; after t1 the
+    device runs that forward and what the microbatches it holds at t1 have left (a B and its W, or a
+    W), all of it but the W ops it defers past t2. So t2 - t1 is at least `reach` and at least that
+    work less the deferred W time X, and the busy time before t1 is the rest: the span up to t2 is
+    at least busy + max(reach - F - work held, -X), the least over the sets held that fit in the
+    limit, with X at most their W time.
+    """
+    m = instance.stage_microbatches
+    stages = instance.stages_of(device)
+    capacity = _capacity(instance, device)
+    reach = min(
+        offsets[("B", on_route[0])] + op_duration(instance, "B", on_route[0], split) - offsets[("F", on_route[-1])]
+        for on_route in instance.route_stages(device)
+    )
+    window = reach - max(instance.forward_times[s] for s in stages)
+    tail = least_tail(_held_items(instance, split, stages), m, capacity, window)
+    head_idle = _head_idle(instance, device, offsets, capacity, head_share)
+    head = head_idle if _windows_disjoint(instance, device, capacity) else 0.0
+    return _busy(instance, split, device) + head + tail
+
+
+def enclosure(
+    instance: Instance, split: bool, outer: int, inner: int, offsets: dict[tuple[str, int], float]
+) -> float | None:
+    """How much longer device `outer`'s span is than `inner`'s time up to its last B
+    (`until_last_backward`) when `outer` encloses `inner`, else None (docs/bounds.md, "Enclosed
+    devices").
+
+    `outer` encloses `inner` when on every route through `inner` `outer`'s first stage comes before
+    all of `inner`'s: then `outer`'s first op starts before `inner`'s first op by at least the chain
+    between their first stages, and `outer`'s last op ends after `inner`'s last B (a B of `inner`'s
+    first stage: every other B of a microbatch on `inner` precedes that one) by at least the chain
+    from that B back to the W (fused: the B) of `outer`'s first stage.
+    """
+    lead, trail = math.inf, math.inf
+    last_kind = "W" if split else "B"
+    for route in instance.routes():
+        outside = [s for s in instance.stages_of(outer) if s in route]
+        inside = [s for s in instance.stages_of(inner) if s in route]
+        if not inside:
+            continue
+        if not outside or outside[0] >= inside[0]:
+            return None
+        first = inside[0]
+        after_last_b = offsets[("B", first)] + op_duration(instance, "B", first, split)
+        ends_outside = offsets[(last_kind, outside[0])] + op_duration(instance, last_kind, outside[0], split)
+        lead = min(lead, offsets[("F", first)] - offsets[("F", outside[0])])
+        trail = min(trail, ends_outside - after_last_b)
+    return None if outer == inner or not math.isfinite(lead) else lead + trail
 
 
 def memory_energy(
@@ -208,17 +266,26 @@ def head_share(instance: Instance, device: int) -> float:
 
 def span_bound(instance: Instance, split: bool) -> float:
     """A lower bound on the max span under the instance's memory limits (of its compute alone, and
-    the communication of its head windows, with communication)."""
+    the communication of its head windows, with communication): the busiest device's work, every
+    device's span bound, and every device's span from the time to the last B of each device it
+    encloses."""
     relaxed = without_communication(instance)
-    return max(
-        zero_bubble_bound(relaxed, split),
-        max(device_span_bound(relaxed, split, d, head_share(instance, d)) for d in range(instance.num_devices)),
-    )
+    offsets = chain_offsets(relaxed, split)
+    devices = range(instance.num_devices)
+    shares = [head_share(instance, d) for d in devices]
+    best = max(zero_bubble_bound(relaxed, split), *(device_span_bound(relaxed, split, d, shares[d]) for d in devices))
+    for inner in devices:
+        extra = [enclosure(relaxed, split, outer, inner, offsets) for outer in devices]
+        widest = max((more for more in extra if more is not None), default=None)
+        if widest is not None:
+            best = max(best, widest + until_last_backward(relaxed, split, inner, offsets, shares[inner]))
+    return best
 
 
 def makespan_bound(instance: Instance, split: bool) -> float:
-    """A lower bound on the makespan: per device, head + span bound + tail, and the critical path (of
-    the compute alone, and the communication of its head windows, with communication)."""
+    """A lower bound on the makespan: per device, head + span bound + tail, and head + the time to its
+    last B + the chain after that B; and the critical path (of the compute alone, and the
+    communication of its head windows, with communication)."""
     shares = [head_share(instance, d) for d in range(instance.num_devices)]
     instance = without_communication(instance)
     offsets = chain_offsets(instance, split)
@@ -241,7 +308,30 @@ def makespan_bound(instance: Instance, split: bool) -> float:
                 end_of_chain(s) - offsets[("B", s)] - op_duration(instance, "B", s, split) for s in last_candidates
             )
         best = max(best, head + device_span_bound(instance, split, d, shares[d]) + tail)
+        best = max(best, _makespan_through_last_backward(instance, split, d, offsets, shares[d]))
     return best
+
+
+def _makespan_through_last_backward(
+    instance: Instance, split: bool, device: int, offsets: dict[tuple[str, int], float], share: float
+) -> float:
+    """The makespan from `device`'s time up to its last B (`until_last_backward`): before it, the chain
+    from the schedule's first op to the device's first stage; after it, the chain from that B (of the
+    device's first stage on its route) to the last op of its microbatch."""
+    lead, trail = math.inf, math.inf
+    kinds = ("B", "W") if split else ("B",)
+    for on_route in instance.route_stages(device):
+        first = on_route[0]
+        after_last_b = offsets[("B", first)] + op_duration(instance, "B", first, split)
+        later = [
+            offsets[(kind, s)] + op_duration(instance, kind, s, split)
+            for kind in kinds
+            for s in instance.route_at(first)
+            if s < first or (s == first and kind == "W")
+        ]
+        lead = min(lead, offsets[("F", first)])
+        trail = min(trail, max(later, default=after_last_b) - after_last_b)
+    return lead + until_last_backward(instance, split, device, offsets, share) + trail
 
 
 def memory_bound_under_cap(instance: Instance, split: bool, objective: Objective, time_cap: float) -> float:
@@ -299,9 +389,10 @@ def max_count(weights: Sequence[float], count: int, capacity: float | None) -> i
     return total
 
 
-def max_total_time(items: Sequence[Item], count: int, capacity: float | None) -> float:
+def max_total_time(items: Sequence[Item], count: int, capacity: float | None, exact: bool = True) -> float:
     """An upper bound (exact when the search is small) on the total time of ops chosen with at most
-    `count` of each item and total memory weight at most `capacity` (None: no limit)."""
+    `count` of each item and total memory weight at most `capacity` (None: no limit); with `exact`
+    False, the fractional bound (the linear relaxation) without a search."""
     if capacity is None:
         return count * sum(time for time, _ in items)
     free = count * sum(time for time, weight in items if weight <= 0)
@@ -313,7 +404,20 @@ def max_total_time(items: Sequence[Item], count: int, capacity: float | None) ->
         key=lambda item: item[0] / item[1],
         reverse=True,
     )
-    return free + _knapsack(weighted, capacity)
+    return free + (_knapsack(weighted, capacity) if exact else _fractional(weighted, capacity))
+
+
+def _fractional(items: Sequence[tuple[float, float, int]], room: float) -> float:
+    """The fractional knapsack of (time, weight, count) items sorted by time per weight: an upper bound
+    on the bounded knapsack."""
+    total = 0.0
+    for time, weight, count in items:
+        take = max(0.0, min(count, room / weight))
+        total += take * time
+        room -= take * weight
+        if room <= 0:
+            break
+    return total
 
 
 def _knapsack(items: list[tuple[float, float, int]], capacity: float) -> float:
@@ -322,17 +426,6 @@ def _knapsack(items: list[tuple[float, float, int]], capacity: float) -> float:
     Returns the optimum, or the fractional bound when the search exceeds KNAPSACK_NODES (both are
     upper bounds on what the ops can fill, which is all the lower bounds need).
     """
-
-    def fractional(i: int, room: float) -> float:
-        total = 0.0
-        for time, weight, count in items[i:]:
-            take = max(0.0, min(count, room / weight))
-            total += take * time
-            room -= take * weight
-            if room <= 0:
-                break
-        return total
-
     best = 0.0
     nodes = 0
 
@@ -342,14 +435,14 @@ def _knapsack(items: list[tuple[float, float, int]], capacity: float) -> float:
         if i == len(items):
             best = max(best, value)
             return
-        if nodes > KNAPSACK_NODES or value + fractional(i, room) <= best:
+        if nodes > KNAPSACK_NODES or value + _fractional(items[i:], room) <= best:
             return
         time, weight, count = items[i]
         for n in range(min(count, _floor_fit(room, weight)), -1, -1):
             visit(i + 1, room - n * weight, value + n * time)
 
     visit(0, capacity, 0.0)
-    return best if nodes <= KNAPSACK_NODES else fractional(0, capacity)
+    return best if nodes <= KNAPSACK_NODES else _fractional(items, capacity)
 
 
 def _floor_fit(capacity: float, weight: float) -> int:
@@ -357,21 +450,77 @@ def _floor_fit(capacity: float, weight: float) -> int:
     return max(0, math.floor(capacity / weight * (1 + 1e-12) + 1e-12))
 
 
-def _backward_items(instance: Instance, split: bool, stages: list[int]) -> list[Item]:
-    """What a device may still run after its last forward starts, with the memory it holds then.
-
-    A microbatch of stage s whose B is still to come holds M_B and has its B and W to run; one with
-    only its W to come holds M_W. (Fused: the whole backward, holding M_B.)
-    """
-    items: list[Item] = []
+def _held_items(instance: Instance, split: bool, stages: list[int]) -> list[tuple[float, float, float]]:
+    """What a device may still run after its last forward starts, as (time left, W time in it, memory
+    held then), per stage: a microbatch whose B is still to come holds M_B and has its B and W to
+    run; one with only its W to come holds M_W. (Fused: the whole backward, holding M_B, no W.)"""
+    items: list[tuple[float, float, float]] = []
     for s in stages:
         activation = instance.activation_memory[s]
         if split:
             weight_time = op_duration(instance, "W", s, split)
-            items += [(instance.backward_times[s] + weight_time, activation), (weight_time, instance.weight_memory[s])]
+            items += [
+                (instance.backward_times[s] + weight_time, weight_time, activation),
+                (weight_time, weight_time, instance.weight_memory[s]),
+            ]
         else:
-            items.append((op_duration(instance, "B", s, split), activation))
+            items.append((op_duration(instance, "B", s, split), 0.0, activation))
     return items
+
+
+def least_tail(items: list[tuple[float, float, float]], count: int, capacity: float | None, window: float) -> float:
+    """A lower bound on the least, over the sets H of held items (at most `count` of each) that fit in
+    `capacity`, of max(window - work(H), -W time(H)) (`until_last_backward`).
+
+    For every weight l in [0, 1] the maximum is at least l·(window - work) - (1 - l)·W time, whose least
+    over H is at least l·window less the knapsack of l·work + (1 - l)·W time: a bound for each l. With
+    the fractional knapsack it is linear in l wherever the items keep their order of value per
+    memory, so its best l is 0, 1 or an l where two items swap places; the exact knapsack there (and
+    at both ends) can only raise it.
+    """
+    distinct = sorted(set(items))
+
+    def at(weight: float, exact: bool) -> float:
+        blended = [(weight * work + (1 - weight) * deferred, memory) for work, deferred, memory in items]
+        return weight * window - max_total_time(blended, count, capacity, exact)
+
+    swaps = {0.0, 1.0}
+    for (work, deferred, memory), (other_work, other_deferred, other_memory) in itertools.combinations(distinct, 2):
+        if memory > 0 and other_memory > 0:
+            # (deferred + l·(work - deferred)) / memory equals the same of the other item.
+            slope = (work - deferred) / memory - (other_work - other_deferred) / other_memory
+            if slope != 0:
+                weight = (other_deferred / other_memory - deferred / memory) / slope
+                if 0 < weight < 1:
+                    swaps.add(weight)
+    best = max(sorted(swaps), key=lambda weight: at(weight, exact=False))
+    return max(at(weight, exact=True) for weight in {0.0, best, 1.0})
+
+
+def _capacity(instance: Instance, device: int) -> float | None:
+    """`device`'s memory limit with the validator's float tolerance, or None without one."""
+    limit = instance.limit_of(device)
+    return None if limit is None else limit + slack(limit)
+
+
+def _head_idle(
+    instance: Instance, device: int, offsets: dict[tuple[str, int], float], capacity: float | None, share: float
+) -> float:
+    """The idle time of `device`'s head window, from its first op to the end of its first B (module notes)."""
+    m = instance.stage_microbatches
+    forwards = [(instance.forward_times[s], instance.activation_memory[s]) for s in instance.stages_of(device)]
+    # That B's microbatch ran its forwards of d's stages on its route in the window, from the first of
+    # them (on one route: from d's first stage down and back).
+    routes = instance.route_stages(device)
+    window = min(offsets[("B", s)] - offsets[("F", on_route[0])] for on_route in routes for s in on_route)
+    return max(0.0, window - max_total_time(forwards, m, capacity), share * window)
+
+
+def _windows_disjoint(instance: Instance, device: int, capacity: float | None) -> bool:
+    """Whether `device`'s head and tail windows cannot overlap: its forwards do not all fit at once."""
+    stages = instance.stages_of(device)
+    activation = [instance.activation_memory[s] for s in stages]
+    return instance.stage_microbatches * len(stages) > max_count(activation, instance.stage_microbatches, capacity)
 
 
 def _busy(instance: Instance, split: bool, device: int) -> float:

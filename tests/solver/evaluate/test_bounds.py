@@ -10,9 +10,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pipesat.models import Instance, InstanceError
+from pipesat.models import Instance, InstanceError, load_instance
 from pipesat.solver.evaluate.bounds import (
+    chain_offsets,
     critical_path_bound,
+    enclosure,
+    least_tail,
     lower_bound,
     max_count,
     max_total_time,
@@ -21,8 +24,9 @@ from pipesat.solver.evaluate.bounds import (
     zero_bubble_bound,
 )
 from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import run_heuristic
-from tests.conftest import make_instance, moe_instance
+from tests.conftest import INSTANCES_DIR, make_instance, moe_instance
 from tests.solver.brute_force import brute_force_least_memory, brute_force_optimum, device_orders
 from tests.strategies import LAYOUTS, PROPERTY_SETTINGS, ZERO_OR_TIMES, instances, with_feasible_limit
 
@@ -78,6 +82,59 @@ def test_memory_aware_bound_beats_zero_bubble_under_the_1f1b_limit() -> None:
     assert lower_bound(unlimited, "span") == 120
     assert lower_bound(limited, "span") == 141
     assert lower_bound(limited, "makespan") == 141
+
+
+def v_instance(limit: float) -> Instance:
+    """V-shape, p = 8, m = 16, per stage F/B/W 1/1.5/0.5, p2p 0.1, M_B 0.5, M_W 0.25 (docs/bounds.md's example)."""
+    times = {"forward_times": 2, "backward_times": 3, "weight_times": 1, "p2p_time": 0.1}
+    memory = {"activation_memory": 1, "weight_memory": 0.5, "memory_limit": limit}
+    return make_instance(8, 16, chunks=2, placement="vshape", **times, **memory)
+
+
+def test_enclosed_device_bounds_the_v_shape_max_span() -> None:
+    # docs/bounds.md: device 0 encloses device 7 (lead 7.7, trail 11.7); device 7 reaches the end of
+    # its last B at least 96 + 4.9 (head idle) - 8.7 (W it may defer) after its first op.
+    instance = v_instance(8)
+    offsets = chain_offsets(instance, True)
+    assert enclosure(instance, True, 0, 7, offsets) == pytest.approx(7.7 + 11.7)
+    assert enclosure(instance, True, 7, 0, offsets) is None  # device 7's stages come after stage 0
+    bound = lower_bound(instance, "span")
+    assert bound == pytest.approx(111.6)
+    zb_v = ensure_valid(run_heuristic("zb-v", instance))
+    assert bound <= compute_metrics(zb_v).max_span <= 113.5 + 1e-9
+    assert lower_bound(v_instance(10), "span") == pytest.approx(103.6)
+
+
+def test_enclosed_devices_prove_zb_auto_optimal_at_the_1f1b_peak() -> None:
+    # The 7B profile's linear p = 4, m = 16 at the 1F1B peak (its first and last stages are the
+    # heaviest): every device is enclosed by device 0, and the bound meets ZB-auto's max span, which
+    # the windows of one device left 7% below (1694.7 ms against 1823.0 ms).
+    instance = load_instance(INSTANCES_DIR / "modern" / "7b-p4-m16.yaml").with_changes(memory_limit="1x")
+    zb_auto = compute_metrics(ensure_valid(run_heuristic("zb-auto", instance))).max_span
+    assert zb_auto == pytest.approx(1822.98, abs=0.01)
+    assert lower_bound(instance, "span") == pytest.approx(zb_auto)
+
+
+def test_least_tail_never_exceeds_the_least_over_every_held_set() -> None:
+    """The tail term is a lower bound on min over H of max(window - work(H), -W(H)), by enumeration."""
+    rng = random.Random(5)
+    for _ in range(300):
+        items = []
+        for _ in range(rng.randint(1, 2)):
+            backward, weight = rng.randint(1, 4) / 2, rng.randint(0, 2) / 2
+            activation = rng.randint(1, 4) / 2
+            items += [
+                (backward + weight, weight, activation),
+                (weight, weight, activation * rng.choice([0, 0.25, 0.5])),
+            ]
+        count, capacity, window = rng.randint(1, 3), rng.randint(1, 8) / 2, rng.randint(0, 20) / 2
+        least = math.inf
+        for numbers in itertools.product(range(count + 1), repeat=len(items)):
+            if sum(n * memory for n, (_, _, memory) in zip(numbers, items, strict=True)) <= capacity:
+                work = sum(n * item[0] for n, item in zip(numbers, items, strict=True))
+                deferred = sum(n * item[1] for n, item in zip(numbers, items, strict=True))
+                least = min(least, max(window - work, -deferred))
+        assert least_tail(items, count, capacity, window) <= least + 1e-9
 
 
 def test_critical_path_counts_p2p_each_way() -> None:
