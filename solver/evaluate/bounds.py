@@ -63,6 +63,8 @@ BISECTIONS = 40
 
 Item = tuple[float, float]
 """A kind of op in a knapsack: (its time, its memory weight)."""
+HeldItem = tuple[float, float, float]
+"""What a microbatch of a stage held by a device has left to run: (its time, the W time in it, the memory held)."""
 
 
 def without_communication(instance: Instance) -> Instance:
@@ -156,20 +158,17 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
     capacity = _capacity(instance, device)
     head_idle = _head_idle(instance, device, offsets, capacity, head_share)
 
-    # From d's last forward, of the last stage on its route on d, to the end of that microbatch's ops on d.
-    routes = instance.route_stages(device)
-    tail_window = min(
-        max(
-            offsets[(kind, s)] + op_duration(instance, kind, s, split)
-            for kind in ("BW" if split else "B")
-            for s in on_route
-        )
-        - offsets[("F", on_route[-1])]
-        for on_route in routes
+    # From d's last forward (of its last stage on a route) to the end of that microbatch's ops on d,
+    # less that forward: d runs what it holds then, that microbatch's B and W on d among them.
+    items = _held_items(instance, split, stages)
+    tail_idle = max(
+        0.0,
+        min(
+            _tail_window(instance, split, on_route, offsets)
+            - _held_work(items, _backward_left(instance, split, on_route), m, capacity, 1.0)
+            for on_route in instance.route_stages(device)
+        ),
     )
-    held = [(work, memory) for work, _, memory in _held_items(instance, split, stages)]
-    fill = max(instance.forward_times[s] for s in stages) + max_total_time(held, m, capacity)
-    tail_idle = max(0.0, tail_window - fill)
 
     disjoint = _windows_disjoint(instance, device, capacity)
     idle = head_idle + tail_idle if disjoint else max(head_idle, tail_idle)
@@ -197,12 +196,13 @@ def until_last_backward(
     m = instance.stage_microbatches
     stages = instance.stages_of(device)
     capacity = _capacity(instance, device)
-    reach = min(
-        offsets[("B", on_route[0])] + op_duration(instance, "B", on_route[0], split) - offsets[("F", on_route[-1])]
-        for on_route in instance.route_stages(device)
-    )
-    window = reach - max(instance.forward_times[s] for s in stages)
-    tail = least_tail(_held_items(instance, split, stages), m, capacity, window)
+    items = _held_items(instance, split, stages)
+    tail = math.inf
+    for on_route in instance.route_stages(device):
+        first, last = on_route[0], on_route[-1]
+        reach = offsets[("B", first)] + op_duration(instance, "B", first, split) - offsets[("F", last)]
+        forced = _backward_left(instance, split, on_route)
+        tail = min(tail, least_tail(items, forced, m, capacity, reach - instance.forward_times[last]))
     head_idle = _head_idle(instance, device, offsets, capacity, head_share)
     head = head_idle if _windows_disjoint(instance, device, capacity) else 0.0
     return _busy(instance, split, device) + head + tail
@@ -450,27 +450,44 @@ def _floor_fit(capacity: float, weight: float) -> int:
     return max(0, math.floor(capacity / weight * (1 + 1e-12) + 1e-12))
 
 
-def _held_items(instance: Instance, split: bool, stages: list[int]) -> list[tuple[float, float, float]]:
-    """What a device may still run after its last forward starts, as (time left, W time in it, memory
-    held then), per stage: a microbatch whose B is still to come holds M_B and has its B and W to
-    run; one with only its W to come holds M_W. (Fused: the whole backward, holding M_B, no W.)"""
-    items: list[tuple[float, float, float]] = []
+def _held_items(instance: Instance, split: bool, stages: list[int]) -> list[HeldItem]:
+    """What a device may still run after its last forward starts, per microbatch of its `stages` that it
+    holds then: a B and its W, holding M_B (`_backward_left`), or (split) only a W, holding M_W."""
+    weights_left = (
+        []
+        if not split
+        else [
+            (op_duration(instance, "W", s, split), op_duration(instance, "W", s, split), instance.weight_memory[s])
+            for s in stages
+        ]
+    )
+    return _backward_left(instance, split, stages) + weights_left
+
+
+def _backward_left(instance: Instance, split: bool, stages: list[int]) -> list[HeldItem]:
+    """Per stage, what a microbatch whose B is still to come has left: its B and W (fused: the whole
+    backward), of which its W time, holding its M_B."""
+    items = []
     for s in stages:
-        activation = instance.activation_memory[s]
-        if split:
-            weight_time = op_duration(instance, "W", s, split)
-            items += [
-                (instance.backward_times[s] + weight_time, weight_time, activation),
-                (weight_time, weight_time, instance.weight_memory[s]),
-            ]
-        else:
-            items.append((op_duration(instance, "B", s, split), 0.0, activation))
+        weight_time = op_duration(instance, "W", s, split) if split else 0.0
+        items.append((op_duration(instance, "B", s, split) + weight_time, weight_time, instance.activation_memory[s]))
     return items
 
 
-def least_tail(items: list[tuple[float, float, float]], count: int, capacity: float | None, window: float) -> float:
-    """A lower bound on the least, over the sets H of held items (at most `count` of each) that fit in
-    `capacity`, of max(window - work(H), -W time(H)) (`until_last_backward`).
+def _tail_window(instance: Instance, split: bool, on_route: list[int], offsets: dict[tuple[str, int], float]) -> float:
+    """From the start of a device's last forward, of its last stage `on_route[-1]` on a route, to the end
+    of that microbatch's last op on the device, less that forward's own time."""
+    last = on_route[-1]
+    kinds = ("B", "W") if split else ("B",)
+    ends = [offsets[(kind, s)] + op_duration(instance, kind, s, split) for kind in kinds for s in on_route]
+    return max(ends) - offsets[("F", last)] - instance.forward_times[last]
+
+
+def least_tail(
+    items: list[HeldItem], forced: list[HeldItem], count: int, capacity: float | None, window: float
+) -> float:
+    """A lower bound on the least, over the sets H of held items (`forced` and at most `count` of each
+    of `items`) that fit in `capacity`, of max(window - work(H), -W time(H)) (`until_last_backward`).
 
     For every weight l in [0, 1] the maximum is at least l·(window - work) - (1 - l)·W time, whose least
     over H is at least l·window less the knapsack of l·work + (1 - l)·W time: a bound for each l. With
@@ -478,14 +495,14 @@ def least_tail(items: list[tuple[float, float, float]], count: int, capacity: fl
     memory, so its best l is 0, 1 or an l where two items swap places; the exact knapsack there (and
     at both ends) can only raise it.
     """
-    distinct = sorted(set(items))
 
     def at(weight: float, exact: bool) -> float:
-        blended = [(weight * work + (1 - weight) * deferred, memory) for work, deferred, memory in items]
-        return weight * window - max_total_time(blended, count, capacity, exact)
+        return weight * window - _held_work(items, forced, count, capacity, weight, exact)
 
     swaps = {0.0, 1.0}
-    for (work, deferred, memory), (other_work, other_deferred, other_memory) in itertools.combinations(distinct, 2):
+    for (work, deferred, memory), (other_work, other_deferred, other_memory) in itertools.combinations(
+        sorted(set(items)), 2
+    ):
         if memory > 0 and other_memory > 0:
             # (deferred + l·(work - deferred)) / memory equals the same of the other item.
             slope = (work - deferred) / memory - (other_work - other_deferred) / other_memory
@@ -495,6 +512,26 @@ def least_tail(items: list[tuple[float, float, float]], count: int, capacity: fl
                     swaps.add(weight)
     best = max(sorted(swaps), key=lambda weight: at(weight, exact=False))
     return max(at(weight, exact=True) for weight in {0.0, best, 1.0})
+
+
+def _held_work(
+    items: list[HeldItem],
+    forced: list[HeldItem],
+    count: int,
+    capacity: float | None,
+    weight: float,
+    exact: bool = True,
+) -> float:
+    """The most blended time (weight·work + (1 - weight)·W time) of the `forced` items and at most
+    `count` of each of `items` held together within `capacity` (an upper bound; `max_total_time`)."""
+
+    def blended(item: HeldItem) -> float:
+        work, deferred, _ = item
+        return weight * work + (1 - weight) * deferred
+
+    room = None if capacity is None else capacity - sum(memory for _, _, memory in forced)
+    chosen = [(blended(item), item[2]) for item in items]
+    return sum(blended(item) for item in forced) + max_total_time(chosen, count, room, exact)
 
 
 def _capacity(instance: Instance, device: int) -> float | None:
