@@ -453,15 +453,11 @@ def _floor_fit(capacity: float, weight: float) -> int:
 def _held_items(instance: Instance, split: bool, stages: list[int]) -> list[HeldItem]:
     """What a device may still run after its last forward starts, per microbatch of its `stages` that it
     holds then: a B and its W, holding M_B (`_backward_left`), or (split) only a W, holding M_W."""
-    weights_left = (
-        []
-        if not split
-        else [
-            (op_duration(instance, "W", s, split), op_duration(instance, "W", s, split), instance.weight_memory[s])
-            for s in stages
-        ]
-    )
-    return _backward_left(instance, split, stages) + weights_left
+    items = _backward_left(instance, split, stages)
+    if split:
+        weight_times = [op_duration(instance, "W", s, split) for s in stages]
+        items += [(time, time, instance.weight_memory[s]) for time, s in zip(weight_times, stages, strict=True)]
+    return items
 
 
 def _backward_left(instance: Instance, split: bool, stages: list[int]) -> list[HeldItem]:

@@ -185,13 +185,14 @@ def test_among_equal_values_the_lower_peak_memory_wins(one_f_one_b_instance: Ins
 def test_the_wall_time_including_the_model_honours_the_time_limit() -> None:
     # About 1,200 ops that CP-SAT cannot close: the watchdog stops it and the best so far comes back.
     # The wall-time margin is generous (a busy CI machine); without the watchdog CP-SAT overran by seconds.
+    # The limit leaves the search time to start: the starting schedules alone take about 2 s here.
     times = {"forward_times": 18.5, "backward_times": 18.1, "weight_times": 9.3, "p2p_time": 0.6}
     instance = make_instance(8, 48, **times, memory_limit="1.5x")
     started = time.monotonic()
-    result = solve(instance, "span", time_limit=0.5, workers=1, seed=0)
+    result = solve(instance, "span", time_limit=3.0, workers=1, seed=0)
     wall = time.monotonic() - started
-    assert wall <= 0.5 + 2.0 and result.solve_time <= wall
-    assert result.status == "feasible" and result.gap > 0
+    assert wall <= 3.0 + 2.0 and result.solve_time <= wall
+    assert result.searched and result.status == "feasible" and result.gap > 0
     assert_valid(result.schedule)
     assert result.value <= result.starting_point.value
 
