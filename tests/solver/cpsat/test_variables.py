@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import Instance, Objective
+from pipesat.models import Instance, Objective, OpKey
 from pipesat.solver.cpsat.data import model_data
-from pipesat.solver.cpsat.variables import make_variables
+from pipesat.solver.cpsat.variables import least_hold, make_variables
 
 SPLIT = {"num_devices": 2, "num_microbatches": 3, "weight_times": 1, "activation_memory": 2, "weight_memory": 0.5}
 
@@ -46,3 +46,23 @@ def test_minimising_memory_adds_the_capacity_and_the_span_its_device_ends() -> N
     assert variables.capacity is not None and variables.minimized is variables.capacity
     assert all(len(held) == 6 for held in variables.held)
     assert len(variables.first) == len(variables.last) == 2
+
+
+def test_held_memory_lasts_at_least_its_microbatch_s_round_trip() -> None:
+    # F(0) .. B(0) on 3 devices: F 1 + 2 + 3, B 2 + 2 + 2, four p2p hops of 1; the W of stage 0
+    # another 1 after its B.
+    instance = Instance.from_dict(
+        {**SPLIT, "num_devices": 3, "forward_times": [1, 2, 3], "backward_times": 2, "p2p_time": 1, "memory_limit": 6}
+    )
+    data = model_data(instance, split_backward=True)
+    model = cp_model.CpModel()
+    held = make_variables(model, data).held[0]
+    tick = data.scale.time
+    least = {h.last: least_hold(data, h.first, h.last, set()) for h in held}
+    assert least[OpKey("B", 0, 1)] == (1 + 2 + 3 + 2 + 2 + 2 + 4) * tick
+    assert least[OpKey("W", 0, 1)] == least[OpKey("B", 0, 1)] + 1 * tick
+    # The model's size variables start there.
+    bounds = {h.last: h.size.proto.domain[0] for h in held}
+    assert bounds == least
+    # A W that may run inside a pair with its B starts with it at the earliest.
+    assert least_hold(data, OpKey("F", 0, 1), OpKey("W", 0, 1), {OpKey("W", 0, 1)}) == least[OpKey("B", 0, 1)] - tick
