@@ -11,8 +11,9 @@ p = 8, m = 32 at 0.5x, 60 s) and its misses. A variant is a set of CP-SAT parame
 variants add them back in different ways (pipesat's default with 2 workers is
 `solver.cpsat.search.PROOF_PORTFOLIO_WORKERS`); or pipesat's default with one of its own settings
 off (`SETTINGS`): `no-probes` without the bisection probes after a stall (`solver.cpsat.probes`),
-`no-opening` without the opening probe at the bound, `no-tight` without the tight memory precedences
-(`solver.cpsat.constraints`). Every schedule is validated; each row prints the value, the proven
+`no-opening` without the opening probe at the bound, `no-tight` without the tight memory precedences,
+`no-nested` without those between two stages of a device (`solver.cpsat.constraints`), `no-hold`
+with each held-memory interval's size from 0 instead of its least length (`solver.cpsat.variables`). Every schedule is validated; each row prints the value, the proven
 bound, the gap and the wall time, and `*` marks the default (no parameters). By default the default
 runs beside `no-opening` and `no-tight`.
 """
@@ -30,6 +31,7 @@ from bench_targets import random_instances
 from pipesat.models import Instance, load_instance
 from pipesat.solver.cpsat import constraints as constraints_module
 from pipesat.solver.cpsat import search as search_module
+from pipesat.solver.cpsat import variables as variables_module
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.solve import solve
 
@@ -122,6 +124,10 @@ VARIANTS: dict[str, dict[str, str]] = {
     "no-opening": {},
     # pipesat's default without the tight memory precedences (solver.cpsat.constraints), as before them.
     "no-tight": {},
+    # pipesat's default without the memory precedences between two stages of a device, as before them.
+    "no-nested": {},
+    # pipesat's default with each held interval's size from 0, not from its microbatch's round trip.
+    "no-hold": {},
 }
 NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
 # The variants that change pipesat's own settings (module constants), not CP-SAT's.
@@ -129,6 +135,8 @@ SETTINGS: dict[str, tuple[ModuleType, dict[str, object]]] = {
     "no-probes": (search_module, {"STALL_SHARE": NEVER_STALLS}),
     "no-opening": (search_module, {"OPENING_SHARE": 0.0}),
     "no-tight": (constraints_module, {"TIGHT_PRECEDENCES": False}),
+    "no-nested": (constraints_module, {"NESTED_PRECEDENCES": False}),
+    "no-hold": (variables_module, {"LEAST_HOLDS": False}),
 }
 
 

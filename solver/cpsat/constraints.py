@@ -20,6 +20,14 @@ probe at the bound of linear p = 8, m = 32 at 2x stopped finding the optimum, 1 
 of 3). They give the bound what the cumulative alone proves late: linear p = 8, m = 32,
 F = B = W = 1 at 0.5x, 60 s on two workers, bounds of 146.6 and 146.2 with them against 145.7 and
 145.3 without (benchmarks/bench_proofs.py).
+
+**Stages nested on a device.** Two stages a < b of one device on one route nest: microbatch j holds
+a's activation from F(a, j) to B(a, j), and b's inside that. So when F(b, j + K) starts, microbatch
+j + K holds its activations of every earlier stage of the device, and the room for stage s in the
+precedences above is the limit less those (`NESTED_PRECEDENCES` adds the rest). And when K + 1
+activations of a and one of b exceed the limit, F(a, j + K) waits for B(b, j) (had it started
+earlier, either it or F(b, j) would start while a holds microbatches j .. j + K and b holds j) and
+F(b, j + K) for B(a, j) (a holds j .. j + K when it starts).
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ from pipesat.solver.cpsat.variables import ModelVariables, op_name, pair_name
 # The precedences of a limit that leaves less than W's memory beyond K activations (module notes);
 # bench_proofs' variant `no-tight` turns them off to measure them.
 TIGHT_PRECEDENCES = True
+# The precedences between two stages of a device (module notes); bench_proofs' `no-nested` turns them off.
+NESTED_PRECEDENCES = True
 
 
 def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
@@ -117,30 +127,56 @@ def add_memory_limits(model: cp_model.CpModel, data: ModelData, variables: Model
 
 
 def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
-    """F(s, j + K) after B(s, j) ends, where K + 1 microbatches of stage s exceed the memory limit;
-    and, where the limit leaves less than stage s's weight memory beyond K activations, after the
-    earlier of W(s, j) and B(s, j + 1) ends (see the module notes).
+    """F(s, j + K) after B(s, j) ends, where K + 1 microbatches of stage s exceed the memory limit
+    less what microbatch j + K holds on the device's earlier stages; and, where that leaves less than
+    stage s's weight memory beyond K activations, after the earlier of W(s, j) and B(s, j + 1) ends;
+    between two stages a < b of a device on one route, F(a, j + K) after B(b, j) and F(b, j + K)
+    after B(a, j), where K + 1 activations of a and one of b exceed the limit (see the module notes).
 
     Valid only with first-in-first-out microbatches (symmetry breaking) and a fixed limit.
     """
-    split = data.split_backward
-    for s, memory in enumerate(data.tick_instance.activation_memory):
-        activation = int(memory)
-        if activation <= 0:
-            continue
-        limit = memory_limit_ticks(data, data.instance.placement[s])
-        k = limit // activation
-        weight = int(data.tick_instance.weight_memory[s]) if split else 0
-        tight = TIGHT_PRECEDENCES and weight > 0 and limit < k * activation + weight
-        passing = data.instance.microbatches_at(s)
-        for j in range(passing.start, max(passing.start, passing.stop - k)):
-            forward = variables.starts[OpKey("F", s, j + k)]
-            model.add(forward >= variables.ends[OpKey("B", s, j)])
-            if tight:
-                earliest = model.new_int_var(0, data.horizon, f"memory frees for F {s} {j + k}")
-                waited = [variables.ends[OpKey("W", s, j)], variables.ends[OpKey("B", s, j + 1)]]
-                model.add_min_equality(earliest, waited)
-                model.add(forward >= earliest)
+    instance, memory = data.instance, data.tick_instance.activation_memory
+    for device in range(instance.num_devices):
+        limit = memory_limit_ticks(data, device)
+        stages = [s for s in instance.stages_of(device) if memory[s] > 0]
+        for s in stages:
+            outer = [a for a in stages if a < s and instance.route_at(a) == instance.route_at(s)]
+            _add_stage_precedences(model, data, variables, s, limit - sum(int(memory[a]) for a in outer))
+            if NESTED_PRECEDENCES:
+                for a in outer:
+                    k = (limit - int(memory[s])) // int(memory[a])
+                    _add_nested_precedences(model, variables, instance.microbatches_at(s), a, s, k)
+
+
+def _add_stage_precedences(
+    model: cp_model.CpModel, data: ModelData, variables: ModelVariables, s: int, room: int
+) -> None:
+    """F(s, j + K) after B(s, j), and after the earlier of W(s, j) and B(s, j + 1) where the room
+    left for stage s leaves less than its weight memory beyond K activations."""
+    activation = int(data.tick_instance.activation_memory[s])
+    k = max(room // activation, 0)
+    weight = int(data.tick_instance.weight_memory[s]) if data.split_backward else 0
+    tight = TIGHT_PRECEDENCES and weight > 0 and room < k * activation + weight
+    passing = data.instance.microbatches_at(s)
+    for j in range(passing.start, max(passing.start, passing.stop - k)):
+        forward = variables.starts[OpKey("F", s, j + k)]
+        model.add(forward >= variables.ends[OpKey("B", s, j)])
+        if tight:
+            earliest = model.new_int_var(0, data.horizon, f"memory frees for F {s} {j + k}")
+            waited = [variables.ends[OpKey("W", s, j)], variables.ends[OpKey("B", s, j + 1)]]
+            model.add_min_equality(earliest, waited)
+            model.add(forward >= earliest)
+
+
+def _add_nested_precedences(
+    model: cp_model.CpModel, variables: ModelVariables, passing: range, a: int, b: int, k: int
+) -> None:
+    """Between an outer stage a and an inner stage b of one device and route, K apart."""
+    if k < 1:
+        return
+    for j in range(passing.start, max(passing.start, passing.stop - k)):
+        model.add(variables.starts[OpKey("F", a, j + k)] >= variables.ends[OpKey("B", b, j)])
+        model.add(variables.starts[OpKey("F", b, j + k)] >= variables.ends[OpKey("B", a, j)])
 
 
 def memory_limit_ticks(data: ModelData, device: int) -> int:

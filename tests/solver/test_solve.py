@@ -77,6 +77,17 @@ def test_brute_force_with_two_chunks(placement: str, objective: str, symmetry_br
     assert_valid(result.schedule)
 
 
+@pytest.mark.parametrize("placement", ["interleaved", "vshape"])
+def test_brute_force_with_two_chunks_at_the_least_memory(placement: str) -> None:
+    # Limit 1: a device holds one microbatch's two chunks (0.5 each) and no more, so the precedences
+    # between the stages of a device and the shortened room of the inner stage all apply.
+    instance = two_chunk_instance(placement).with_changes(memory_limit=1.0)
+    result = solve(instance, "span", **FAST)
+    assert result.status == "optimal"
+    assert result.value == brute_force_optimum(instance, False, "span")
+    assert_valid(result.schedule)
+
+
 def test_inexact_times_report_a_small_honest_gap() -> None:
     # Irrational times are floored to ticks: the bound stays proven, the gap is never shown as zero.
     instance = Instance.from_dict(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import pytest
 from ortools.sat.python import cp_model
 
 from pipesat.models import Instance, OpKey
-from pipesat.solver.cpsat import constraints
+from pipesat.solver.cpsat import constraints, variables
 from pipesat.solver.cpsat.constraints import add_memory_precedences, add_no_overlaps
 from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import PipelineModel, build_model
@@ -75,18 +77,46 @@ def test_a_limit_short_of_a_weight_beyond_k_microbatches_makes_f_wait_for_w_or_t
             assert starts[("F", s, j + 2)] >= min(ends[("W", s, j)], ends[("B", s, j + 1)])
 
 
+def test_a_device_s_inner_stage_waits_for_its_outer_stage_k_microbatches_back() -> None:
+    # V, p = 2: device 0 holds stages 0 and 3, activations 0.5 a chunk, limit 1.75: three microbatches
+    # of stage 0 and one of stage 3 exceed it, so F(0, j + 2) waits for B(3, j) and F(3, j + 2) for
+    # B(0, j); likewise stages 1 and 2 on device 1.
+    data = {**SPLIT, "num_devices": 2, "chunks": 2, "placement": "vshape", "activation_memory": 1}
+    starts, model = _starts({**data, "memory_limit": 1.75})
+    ends = {key: start + model.data.durations[key] for key, start in starts.items()}
+    for a, b in ((0, 3), (1, 2)):
+        for j in range(3):
+            assert starts[("F", a, j + 2)] >= ends[("B", b, j)]
+            assert starts[("F", b, j + 2)] >= ends[("B", a, j)]
+    counted = []
+    for nested in (True, False):
+        built = model_data(Instance.from_dict({**data, "memory_limit": 1.75}), split_backward=True)
+        cp = cp_model.CpModel()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(constraints, "NESTED_PRECEDENCES", nested)
+            add_memory_precedences(cp, built, make_variables(cp, built))
+        counted.append(len(cp.proto.constraints))
+    assert counted[0] - counted[1] == 2 * 2 * (5 - 2)  # two pairs, both ways, j = 0, 1, 2
+
+
+# The model's redundant parts: each is toggled alone (module settings measured by bench_proofs).
+REDUNDANT = [(constraints, "TIGHT_PRECEDENCES"), (constraints, "NESTED_PRECEDENCES"), (variables, "LEAST_HOLDS")]
+
+
+@pytest.mark.parametrize(("module", "setting"), REDUNDANT, ids=[name for _, name in REDUNDANT])
 @pytest.mark.parametrize("limit", [1.2, 1.6, 2.2, 3.4])
 @pytest.mark.parametrize("placement", ["linear", "vshape"])
-def test_the_optimum_is_the_same_with_and_without_the_tight_precedences(
-    monkeypatch: pytest.MonkeyPatch, placement: str, limit: float
+def test_the_optimum_is_the_same_with_and_without_each_redundant_constraint(
+    monkeypatch: pytest.MonkeyPatch, placement: str, limit: float, module: ModuleType, setting: str
 ) -> None:
-    # The precedences are redundant: they cut no schedule of the model, so its optimum stays.
+    # The precedences and the least held lengths are redundant: they cut no schedule of the model
+    # (with first-in-first-out microbatches), so its optimum stays.
     chunks = 2 if placement == "vshape" else 1
     data = {**SPLIT, "num_devices": 2, "num_microbatches": 4, "chunks": chunks, "placement": placement}
     data |= {"forward_times": [1, 2] * chunks, "backward_times": [2, 1] * chunks, "memory_limit": limit * chunks}
     optima = []
-    for tight in (True, False):
-        monkeypatch.setattr(constraints, "TIGHT_PRECEDENCES", tight)
+    for on in (True, False):
+        monkeypatch.setattr(module, setting, on)
         model = build_model(Instance.from_dict(data), split_backward=True)
         status, solver = solve_model(model)
         assert status == cp_model.OPTIMAL
