@@ -7,6 +7,7 @@ import csv
 import importlib.util
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -141,14 +142,20 @@ HAS_RAY = importlib.util.find_spec("ray") is not None
 
 
 @pytest.mark.parametrize(
-    ("executor", "stop"),
+    ("executor", "stop", "group"),
     [
-        ("local", signal.SIGINT),
-        ("local", signal.SIGTERM),
-        pytest.param("ray", signal.SIGTERM, marks=pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed")),
+        ("local", signal.SIGINT, False),
+        ("local", signal.SIGTERM, False),
+        # SIGTERM to the whole process group, as a job scheduler sends it: the workers die with it.
+        ("local", signal.SIGTERM, True),
+        pytest.param(
+            "ray", signal.SIGTERM, False, marks=pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed")
+        ),
     ],
 )
-def test_a_signal_ends_the_plan_with_the_ranking_so_far(tmp_path: Path, executor: str, stop: signal.Signals) -> None:
+def test_a_signal_ends_the_plan_with_the_ranking_so_far(
+    tmp_path: Path, executor: str, stop: signal.Signals, group: bool
+) -> None:
     best = tmp_path / "best.json"
     # Llama 3 8B without tensor parallelism: its solves run to their shares (the 1.3B example's end at once).
     spec = ROOT / "instances/plan/llama3-8b-32gpu.yaml"
@@ -162,7 +169,10 @@ def test_a_signal_ends_the_plan_with_the_ranking_so_far(tmp_path: Path, executor
         while "solving" not in errors.read_text() and time.monotonic() - started < 60 and process.poll() is None:
             time.sleep(0.2)  # until the solves run (the progress line says so)
         sent = time.monotonic()
-        process.send_signal(stop)
+        if group:
+            os.killpg(process.pid, stop)
+        else:
+            process.send_signal(stop)
         try:
             out, _ = process.communicate(timeout=30)
         finally:
@@ -172,6 +182,7 @@ def test_a_signal_ends_the_plan_with_the_ranking_so_far(tmp_path: Path, executor
     assert ended < 10
     assert out.splitlines()[0].split()[:5] == ["rank", "t", "cp", "p", "d"]
     assert "interrupted: the ranking of what the plan had" in out
+    assert "Traceback" not in errors.read_text()
     assert validate(load_schedule(best)) == []
     time.sleep(0.5)
     left = subprocess.run(["ps", "-o", "pid=", "-g", str(process.pid)], capture_output=True, text=True).stdout

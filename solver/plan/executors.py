@@ -143,7 +143,9 @@ def _wait(
 
 
 _STOP: Any = None
-"""The pool's stop, a `multiprocessing.Event`, in a worker of a `LocalExecutor` (given as it starts)."""
+"""The pool's stop, a flag in shared memory (`multiprocessing.RawValue`, 1 when set), in a worker of
+a `LocalExecutor` (given as it starts). Not a `multiprocessing.Event`: setting one waits for every
+process waiting on it to wake, forever when one of them was killed meanwhile."""
 
 
 def _start_worker(stop: Any) -> None:
@@ -156,7 +158,10 @@ def _start_worker(stop: Any) -> None:
 
 
 def _pool_stopped(seconds: float) -> bool:
-    return bool(_STOP.wait(seconds))
+    """Whether the pool's stop is set, after waiting `seconds` for it."""
+    if not _STOP.value and seconds > 0:
+        time.sleep(seconds)
+    return bool(_STOP.value)
 
 
 class LocalExecutor:
@@ -169,7 +174,7 @@ class LocalExecutor:
     def __init__(self, parallel: int) -> None:
         self.parallel = parallel
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self._stop_event: Any = None
+        self._stop_flag: Any = None
         self._futures: list[concurrent.futures.Future[Any]] = []
 
     def run(
@@ -206,23 +211,27 @@ class LocalExecutor:
         if self._pool is None:
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            self._stop_event = context.Event()
+            self._stop_flag = context.RawValue("b", 0)
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                self.parallel, mp_context=context, initializer=_start_worker, initargs=(self._stop_event,)
+                self.parallel, mp_context=context, initializer=_start_worker, initargs=(self._stop_flag,)
             )
         return self._pool
 
     def _stop(self) -> None:
-        """Stop the tasks not finished (module notes); kill the workers when one does not answer."""
-        running = [future for future in self._futures if not future.cancel() and not future.done()]
+        """Stop the tasks not finished (module notes); kill the workers when one does not answer.
+
+        The tasks not begun are not cancelled: each returns None as it begins, seeing the stop. (A
+        cancelled future makes Python 3.11's pool fail, InvalidStateError in its own thread, when a
+        worker dies, as the workers do when SIGTERM reaches the whole process group.)"""
+        running = [future for future in self._futures if not future.done()]
         if not running:
             return
-        self._stop_event.set()
+        self._stop_flag.value = 1
         _, late = concurrent.futures.wait(running, STOP_WAIT)
         if late:
             self._kill()
         else:
-            self._stop_event.clear()
+            self._stop_flag.value = 0
 
     def _kill(self) -> None:
         pool, self._pool = self._pool, None
