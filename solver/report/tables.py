@@ -37,7 +37,7 @@ def display_name(schedule: Schedule) -> str:
         if source["status"] != "optimal" and source.get("gap") is not None:
             text += f", gap to bound {format_percent(source['gap'])}"
     made_by = source.get("made_by")
-    if made_by and made_by != "cp-sat":
+    if made_by and not made_by.startswith("cp-sat"):  # "cp-sat (makespan)": its own, from a span solve's first phase
         text += f" (the {heuristic_title(made_by)} schedule)"
     return text
 

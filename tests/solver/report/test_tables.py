@@ -70,3 +70,6 @@ def test_display_names() -> None:
     assert display_name(solved) == "CP-SAT: feasible, gap to bound 25.00% (the ZB-H1 schedule)"
     found = schedule.with_source(name="cp-sat", kind="solver", made_by="cp-sat", status="optimal", gap=0.0)
     assert display_name(found) == "CP-SAT: optimal"
+    # A span solve keeping the schedule of its makespan phase: CP-SAT's own, not a handwritten one.
+    phase = schedule.with_source(name="cp-sat", kind="solver", made_by="cp-sat (makespan)", status="optimal")
+    assert display_name(phase) == "CP-SAT: optimal"
