@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import Objective, OpKey, Pair, dependency, memory_change
+from pipesat.models import Objective, OpKey, Pair, memory_change
 from pipesat.solver.cpsat.data import ModelData
+from pipesat.solver.evaluate.bounds import chain_offsets
 
 # Held intervals start from their least length (`least_hold`); bench_proofs' `no-hold` turns it off.
 LEAST_HOLDS = True
@@ -102,6 +103,7 @@ def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[
     (`models.ops.memory_change`), per microbatch of each of the device's stages; none for nothing held."""
     kinds = ("B", "W") if data.split_backward else ("B",)
     paired = {key for pair in data.pairs for key in pair.op_keys()}
+    offsets = chain_offsets(data.tick_instance, data.split_backward)
     held = []
     for s in data.instance.stages_of(device):
         for j in data.instance.microbatches_at(s):
@@ -110,29 +112,22 @@ def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[
                 if demand <= 0:
                     continue
                 first, last = OpKey("F", s, j), OpKey(kind, s, j)
-                least = least_hold(data, first, last, paired) if LEAST_HOLDS else 0
+                least = least_hold(data, last, paired, offsets) if LEAST_HOLDS else 0
                 size = model.new_int_var(least, data.horizon, f"held {op_name(first)}..{op_name(last)}")
                 held.append(HeldMemory(first, last, demand, size))
     return held
 
 
-def least_hold(data: ModelData, first: OpKey, last: OpKey, paired: set[OpKey]) -> int:
-    """The shortest time from the start of `first` to the end of `last`, one of its microbatch's later
-    ops: the chain of ops between them along its route, with `p2p_time` across devices (a W that may
-    run inside a pair starts with its B at the earliest).
+def least_hold(data: ModelData, last: OpKey, paired: set[OpKey], offsets: dict[tuple[str, int], float]) -> int:
+    """The shortest time from the start of its microbatch's F of the same stage to the end of `last`
+    (its B or W): along its route, by `offsets` (`chain_offsets` of the model's tick instance), with
+    `p2p_time` across devices; a W that may run inside a pair starts with its B at the earliest.
 
     The held intervals' sizes start from it: CP-SAT's cumulative reasons with each interval's least
     size, and a size variable's own lower bound (0) leaves the memory-time energy of a microbatch's
     round trip out of that reasoning."""
-    placement, p2p = data.instance.placement, int(data.tick_instance.p2p_time)
-    length, key = data.durations[last], last
-    while key != first:
-        dep = dependency(key, data.instance)
-        if dep is None:
-            raise ValueError(f"{op_name(last)} does not follow {op_name(first)}")
-        if not (key.kind == "W" and key in paired):
-            length += data.durations[dep] + (p2p if placement[dep.stage] != placement[key.stage] else 0)
-        key = dep
+    starts_with = "B" if last.kind == "W" and last in paired else last.kind
+    length = round(offsets[(starts_with, last.stage)] - offsets[("F", last.stage)]) + data.durations[last]
     return min(length, data.horizon)
 
 

@@ -7,6 +7,7 @@ from ortools.sat.python import cp_model
 from pipesat.models import Instance, Objective, OpKey
 from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.variables import least_hold, make_variables
+from pipesat.solver.evaluate.bounds import chain_offsets
 
 SPLIT = {"num_devices": 2, "num_microbatches": 3, "weight_times": 1, "activation_memory": 2, "weight_memory": 0.5}
 
@@ -58,11 +59,13 @@ def test_held_memory_lasts_at_least_its_microbatch_s_round_trip() -> None:
     model = cp_model.CpModel()
     held = make_variables(model, data).held[0]
     tick = data.scale.time
-    least = {h.last: least_hold(data, h.first, h.last, set()) for h in held}
+    offsets = chain_offsets(data.tick_instance, True)
+    least = {h.last: least_hold(data, h.last, set(), offsets) for h in held}
     assert least[OpKey("B", 0, 1)] == (1 + 2 + 3 + 2 + 2 + 2 + 4) * tick
     assert least[OpKey("W", 0, 1)] == least[OpKey("B", 0, 1)] + 1 * tick
     # The model's size variables start there.
     bounds = {h.last: h.size.proto.domain[0] for h in held}
     assert bounds == least
     # A W that may run inside a pair with its B starts with it at the earliest.
-    assert least_hold(data, OpKey("F", 0, 1), OpKey("W", 0, 1), {OpKey("W", 0, 1)}) == least[OpKey("B", 0, 1)] - tick
+    paired = {OpKey("W", 0, 1)}
+    assert least_hold(data, OpKey("W", 0, 1), paired, offsets) == least[OpKey("B", 0, 1)] - tick
