@@ -128,6 +128,9 @@ VARIANTS: dict[str, dict[str, str]] = {
     "no-nested": {},
     # pipesat's default with each held interval's size from 0, not from its microbatch's round trip.
     "no-hold": {},
+    # pipesat's default with probes on CP-SAT's 2-worker portfolio, not default_lp beside the same
+    # search branching on precedences.
+    "no-probe-precedences": {},
 }
 NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
 # The variants that change pipesat's own settings (module constants), not CP-SAT's.
@@ -137,6 +140,7 @@ SETTINGS: dict[str, tuple[ModuleType, dict[str, object]]] = {
     "no-tight": (constraints_module, {"TIGHT_PRECEDENCES": False}),
     "no-nested": (constraints_module, {"NESTED_PRECEDENCES": False}),
     "no-hold": (variables_module, {"LEAST_HOLDS": False}),
+    "no-probe-precedences": (search_module, {"PROBE_PRECEDENCES": False}),
 }
 
 
@@ -152,7 +156,10 @@ def main() -> None:
     cases = [case for case in CASES if not wanted or any(case.name.startswith(w) for w in wanted)]
     variants = [name.strip() for name in args.variants.split(",") if name.strip()]
     print(f"{args.workers} workers, seed {args.seed}; * the default", flush=True)
-    print(f"{'instance':<22} {'variant':<11} {'value':>8} {'bound':>8} {'gap':>7} {'time s':>7}  status", flush=True)
+    width = max(len(name) for name in variants) + 1
+    print(
+        f"{'instance':<22} {'variant':<{width}} {'value':>8} {'bound':>8} {'gap':>7} {'time s':>7}  status", flush=True
+    )
     for case in cases:
         for name in variants:
             started = time.monotonic()
@@ -174,7 +181,7 @@ def main() -> None:
             value = "-" if result.value is None else f"{result.value:g}"
             bound = "-" if result.bound is None else f"{result.bound:g}"
             print(
-                f"{case.name:<22} {mark}{name:<10} {value:>8} {bound:>8} {gap:>7} {wall:>7.1f}  {result.status.value}",
+                f"{case.name:<22} {mark}{name:<{width - 1}} {value:>8} {bound:>8} {gap:>7} {wall:>7.1f}  {result.status.value}",
                 flush=True,
             )
 

@@ -57,6 +57,14 @@ REFRESH_SECONDS = 0.5
 PROOF_PORTFOLIO_WORKERS = 2
 PROOF_SMALL_OPS = 150
 PROOF_SUBSOLVER = "objective_lb_search"
+# A probe on two workers runs two full searches: CP-SAT's default_lp and the same search branching on
+# which of two ops of a device comes first (use_dynamic_precedence_in_disjunctive), which finds
+# schedules at a tight value that branching on start times misses (V p4 m8 under limit 6: 48.6 in
+# 4.8-8.0 s, where default_lp and feasibility jump end open after 25 s). Measured in bench_proofs
+# (variant `no-probe-precedences`, docs/manual.md). CP-SAT calls the option experimental; in the
+# portfolio's main search it lowered bounds and once aborted (docs/manual.md).
+PROBE_PRECEDENCES = True
+PROBE_PRECEDENCE_SUBSOLVER = "precedences"
 # A start within OPENING_GAP of the analytic bound is tested first by one probe at the bound, for
 # OPENING_SHARE of the search's time (`solver.cpsat.probes`). Measured in bench_proofs against the
 # search without it (variant `no-opening`): no row worse, linear p8 m32 at 2x proven in 1.9 s.
@@ -269,7 +277,7 @@ def _probe_runner(model: PipelineModel, options: SearchOptions, record: _Record)
         probe.add(probe.get_int_var_from_proto_index(minimized.index) <= limit)
         probe.clear_objective()
         probe.clear_hints()  # the start's value is above the limit: repairing its hint only costs time
-        parameters, wall = _parameters(options, len(keys), seconds, portfolio=False)
+        parameters, wall = _parameters(options, len(keys), seconds, probe=True)
         solutions: list[Solution] = []
         began = time.monotonic()
         ended = run_search(probe, parameters, watched, wall, _keep_solutions(solutions), record.refresh)
@@ -332,14 +340,14 @@ def _why_stopped(ended: Ended, options: SearchOptions, objective: float | None) 
 
 
 def _parameters(
-    options: SearchOptions, num_ops: int, seconds: float | None = None, portfolio: bool = True
+    options: SearchOptions, num_ops: int, seconds: float | None = None, probe: bool = False
 ) -> tuple[str, float]:
     """The search's SatParameters (text form) and the wall seconds it may run: `seconds` when given,
     else what is left to the deadline less the reserve. The expert's `options.cpsat_params` come last
     and win, but the wall seconds stay pipesat's: the solve returns by its deadline whatever time
-    limit they give CP-SAT. With two workers (and not deterministic) the search runs the proof
-    portfolio (PROOF_PORTFOLIO_WORKERS) unless the expert chose the subsolvers or `portfolio` is False
-    (a probe has no objective to bound)."""
+    limit they give CP-SAT. With two workers (and not deterministic), unless the expert chose the
+    subsolvers, a search runs the proof portfolio (PROOF_PORTFOLIO_WORKERS) and a `probe` (which has
+    no objective to bound) the probe portfolio (PROBE_PRECEDENCES)."""
     params = sat_parameters_pb2.SatParameters()
     params.num_workers = cpsat_workers(options.workers, options.deterministic)
     params.random_seed = options.seed
@@ -355,9 +363,12 @@ def _parameters(
     params.log_search_progress = cpsat_log_wanted()
     expert = text_format.Parse(options.cpsat_params, sat_parameters_pb2.SatParameters())
     expert_sets = {field.name for field, _ in expert.ListFields()}
-    proof_portfolio = portfolio and options.workers == PROOF_PORTFOLIO_WORKERS and not options.deterministic
-    if proof_portfolio and not expert_sets & PORTFOLIO_FIELDS:
-        _add_proof_portfolio(params, num_ops)
+    two_workers = options.workers == PROOF_PORTFOLIO_WORKERS and not options.deterministic
+    if two_workers and not expert_sets & PORTFOLIO_FIELDS:
+        if not probe:
+            _add_proof_portfolio(params, num_ops)
+        elif PROBE_PRECEDENCES:
+            _add_probe_portfolio(params)
     params.MergeFrom(expert)
     return text_format.MessageToString(params), seconds
 
@@ -387,6 +398,15 @@ def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int)
         params.num_workers = PROOF_PORTFOLIO_WORKERS + 1
         role, size = "a third thread beside LNS", "more than"
     LOG.info("CP-SAT subsolvers: %s added as %s (%d ops, %s %d)", PROOF_SUBSOLVER, role, num_ops, size, PROOF_SMALL_OPS)
+
+
+def _add_probe_portfolio(params: sat_parameters_pb2.SatParameters) -> None:
+    """Two workers' portfolio for a probe (see PROBE_PRECEDENCES)."""
+    precedences = params.subsolver_params.add()
+    precedences.name = PROBE_PRECEDENCE_SUBSOLVER
+    precedences.use_dynamic_precedence_in_disjunctive = True
+    params.extra_subsolvers.append(PROBE_PRECEDENCE_SUBSOLVER)
+    params.num_full_subsolvers = PROOF_PORTFOLIO_WORKERS
 
 
 class _Record:

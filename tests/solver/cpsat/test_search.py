@@ -21,7 +21,15 @@ from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat import child as child_module
 from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Ended, Finished, Solution, run_search
 from pipesat.solver.cpsat.model import build_model
-from pipesat.solver.cpsat.search import PROOF_SMALL_OPS, SearchOptions, _parameters, _Record, _why_stopped, search
+from pipesat.solver.cpsat.search import (
+    PROBE_PRECEDENCE_SUBSOLVER,
+    PROOF_SMALL_OPS,
+    SearchOptions,
+    _parameters,
+    _Record,
+    _why_stopped,
+    search,
+)
 from pipesat.solver.cpsat.warm_start import warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -247,6 +255,24 @@ def test_two_workers_add_the_objective_lower_bound_search() -> None:
     # on a loaded machine.
     assert deterministic.num_workers == 1 and not deterministic.extra_subsolvers
     assert not deterministic.interleave_search
+
+
+def test_a_probe_on_two_workers_runs_default_lp_beside_the_search_branching_on_precedences() -> None:
+    deadline = time.monotonic() + 10
+    text, _ = _parameters(SearchOptions(2, 0, False, 0.0, deadline, 10), 10, 5.0, probe=True)
+    params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
+    assert params.num_workers == 2 and params.num_full_subsolvers == 2
+    assert list(params.extra_subsolvers) == [PROBE_PRECEDENCE_SUBSOLVER]
+    (precedences,) = params.subsolver_params
+    assert precedences.name == PROBE_PRECEDENCE_SUBSOLVER and precedences.use_dynamic_precedence_in_disjunctive
+    assert not params.use_dynamic_precedence_in_disjunctive  # default_lp stays as CP-SAT has it
+    for options in (
+        SearchOptions(4, 0, False, 0.0, deadline, 10),
+        SearchOptions(2, 0, True, 0.0, deadline, 10),
+        SearchOptions(2, 0, False, 0.0, deadline, 10, cpsat_params='extra_subsolvers: "max_lp"\n'),
+    ):
+        other = text_format.Parse(_parameters(options, 10, 5.0, probe=True)[0], sat_parameters_pb2.SatParameters())
+        assert not other.subsolver_params and PROBE_PRECEDENCE_SUBSOLVER not in other.extra_subsolvers
 
 
 def test_an_expert_who_chooses_subsolvers_replaces_the_proof_portfolio() -> None:
