@@ -47,6 +47,7 @@ from pipesat.solver.evaluate.bounds import (
     lower_bound,
     minimum_memory_limits,
     resolve_split,
+    span_is_makespan,
     without_communication,
     zero_bubble_bound,
 )
@@ -260,15 +261,18 @@ class _Solve:
                 return self._result(best, best, bound, StopReason.BOUNDS, f"{best.name} {met}", searched=False)
         lead, search = best, self
         if problem.objective == Objective.SPAN and not problem.minimize_memory:
-            phase = self._makespan_phase(best, bound, handwritten)
+            whole = span_is_makespan(problem.instance, problem.split)
+            phase = self._makespan_phase(best, bound, handwritten, whole)
             if options.deterministic:  # the search gets the rest of the time limit, whatever the wall clock says
                 search = dataclasses.replace(self, options=options.share(1 - MAKESPAN_PHASE))
             found = None
             if phase.schedule is not None:
-                found = as_candidate(problem, MAKESPAN_PHASE_NAME, phase.schedule, self.clock)
+                found = as_candidate(problem, "cp-sat" if whole else MAKESPAN_PHASE_NAME, phase.schedule, self.clock)
             if found is not None and (lead is None or found.value < lead.value):
                 lead = found
                 self.found.append(found)
+            if whole and lead is not None:
+                return self._result_of_makespan(phase, lead, best, bound, found)
             LOG.info("span solve, phase 2: the max span, from %s", "no schedule" if lead is None else lead.name)
             if phase.status == Status.INTERRUPTED:
                 if lead is None:
@@ -277,11 +281,17 @@ class _Solve:
         return search._search(best, lead, bound)
 
     def _makespan_phase(
-        self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]
+        self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]], whole: bool
     ) -> SolveResult:
         """The makespan solve, in MAKESPAN_PHASE of the time (`SearchOptions.share`): the makespan model searches far
         better, and its best order re-timed for the span may lead the span's search. Its progress
-        reports show the span's best value and bound."""
+        reports show the span's best value and bound. When every schedule's max span is its makespan
+        (`whole`, `span_is_makespan`) it is the whole solve: all the time, the solve's clock and
+        progress."""
+        if whole:
+            LOG.info("span solve: every schedule's max span is its makespan here; the makespan solve is the solve")
+            problem = dataclasses.replace(self.problem, objective=Objective.MAKESPAN)
+            return dataclasses.replace(self, problem=problem, found=[]).run(handwritten)
         progress = self.progress
         start_value = None if best is None else best.value
         report = None
@@ -301,6 +311,25 @@ class _Solve:
             found=[],
         )
         return phase.run(handwritten)
+
+    def _result_of_makespan(
+        self, solved: SolveResult, lead: Candidate, best: Candidate | None, bound: float, found: Candidate | None
+    ) -> SolveResult:
+        """The span solve's result from the makespan solve that was the whole solve: the better of its
+        schedule (`found`) and the best start, `lead`, with its proof (a bound on every schedule's
+        makespan is one on its max span here)."""
+        proven = bound if solved.bound is None else max(bound, solved.bound)
+        resolution = solved.resolution if lead is found else None
+        ending = (solved.stopped_by, solved.reason)
+        return self._result(
+            lead,
+            best,
+            proven,
+            *ending,
+            searched=solved.searched,
+            time_to_first=solved.time_to_first,
+            resolution=resolution,
+        )
 
     def _search(self, best: Candidate | None, lead: Candidate | None, bound: float) -> SolveResult:
         """CP-SAT from `lead` (the best schedule so far; `best` is the best start, for the report)."""

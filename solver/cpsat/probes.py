@@ -25,7 +25,9 @@ first probe is at the search's bound itself (the cheapest refutation, and a sche
 optimal) and may take all the time left; the next ones are at the middle of what is left below the
 best value and below every probe left open, so that after an open probe the next goes towards the
 bound, where refutations come easier. They stop when the bound meets the best value (proven optimal), when a probe at the bound
-itself stays open, at the gap asked for, or when their time is spent.
+itself stays open, at the gap asked for, or when their time is spent. On two workers a probe runs
+CP-SAT's default_lp beside the same search branching on precedences (`solver.cpsat.search`,
+PROBE_PRECEDENCES): finding a schedule at a tight value is where that branching helps.
 """
 
 from __future__ import annotations

@@ -363,6 +363,13 @@ def memory_bound_under_cap(instance: Instance, split: bool, objective: Objective
     return low + slack(low)
 
 
+def span_is_makespan(instance: Instance, split: bool) -> bool:
+    """Whether every schedule's max span is its makespan: on one route with B and W fused, each op of
+    a microbatch starts after its stage-0 F starts and ends by its stage-0 B's end, both on stage 0's
+    device, so that device's span is the makespan, which no span exceeds."""
+    return not split and not instance.bidirectional
+
+
 def lower_bound(
     instance: Instance, objective: Objective = Objective.MAKESPAN, split_backward: bool | None = None
 ) -> float:
@@ -371,6 +378,8 @@ def lower_bound(
     if objective == Objective.MEMORY:
         return minimum_memory_limit(instance)
     if objective == Objective.SPAN:
+        if span_is_makespan(instance, split):
+            return max(span_bound(instance, split), makespan_bound(instance, split))
         return span_bound(instance, split)
     if objective == Objective.MAKESPAN:
         return makespan_bound(instance, split)

@@ -425,6 +425,21 @@ def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture) -
     assert not any(line.startswith("CpSolverResponse") for line in caplog.messages)  # CP-SAT's log is DEBUG
 
 
+def test_a_fused_span_solve_is_the_makespan_solve(caplog: pytest.LogCaptureFixture) -> None:
+    # One route, B and W fused: every schedule's max span is its makespan, so the makespan's search and
+    # proof are the span's, with the whole time (a V-shape under a tight limit, fused).
+    instance = two_chunk_instance("vshape").with_changes(memory_limit=1.5)
+    caplog.set_level(logging.INFO, logger="pipesat")
+    span = solve(instance, "span", **FAST)
+    log = "\n".join(caplog.messages)
+    assert "the makespan solve is the solve" in log and "phase 2" not in log
+    makespan = solve(instance, "makespan", **FAST)
+    assert span.status == makespan.status == "optimal" and span.objective == Objective.SPAN
+    assert span.value == makespan.value == span.bound == brute_force_optimum(instance, False, "span")
+    metrics = compute_metrics(assert_valid(span.schedule))
+    assert metrics.max_span == metrics.makespan == span.value
+
+
 @pytest.mark.parametrize(("limit", "symmetry_breaking"), [(None, True), (None, False), (3.5, True)])
 @pytest.mark.parametrize("objective", ["makespan", "span"])
 def test_overlapped_pairs_are_chosen_and_proven_against_brute_force(

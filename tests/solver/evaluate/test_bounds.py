@@ -20,15 +20,25 @@ from pipesat.solver.evaluate.bounds import (
     max_count,
     max_total_time,
     memory_bound_under_cap,
+    span_is_makespan,
     without_communication,
     zero_bubble_bound,
 )
 from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.retime import min_span_schedule
+from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import run_heuristic
 from tests.conftest import INSTANCES_DIR, make_instance, moe_instance
 from tests.solver.brute_force import brute_force_least_memory, brute_force_optimum, device_orders
-from tests.strategies import LAYOUTS, PROPERTY_SETTINGS, ZERO_OR_TIMES, instances, with_feasible_limit
+from tests.strategies import (
+    LAYOUTS,
+    PROPERTY_SETTINGS,
+    ZERO_OR_TIMES,
+    dependency_respecting_orders,
+    instances,
+    with_feasible_limit,
+)
 
 
 @st.composite
@@ -62,6 +72,29 @@ def test_bounds_never_exceed_the_brute_force_optimum(instance: Instance) -> None
             least = brute_force_least_memory(instance, split, objective, cap)
             assert least is not None
             assert memory_bound_under_cap(unlimited, split, objective, cap) <= least + 1e-9, (objective, cap)
+
+
+@settings(PROPERTY_SETTINGS, max_examples=60)
+@given(st.data())
+def test_with_the_backward_fused_on_one_route_every_max_span_is_the_makespan(data: st.DataObject) -> None:
+    instance = data.draw(instances(max_devices=4, max_microbatches=4, layouts=LAYOUTS[:3]))
+    assert span_is_makespan(instance, False)
+    orders = data.draw(dependency_respecting_orders(instance, split=False))
+    for schedule in (simulate(instance, orders), min_span_schedule(instance, orders)):
+        metrics = compute_metrics(ensure_valid(schedule))
+        assert metrics.max_span == pytest.approx(metrics.makespan)
+    assert lower_bound(instance, "span", False) == lower_bound(instance, "makespan", False)
+
+
+def test_a_late_w_or_a_second_route_leaves_a_max_span_below_the_makespan() -> None:
+    # W1 (5) outlasts B0 and W0 on device 0: device 1's span is 7, the makespan 8.
+    split = make_instance(2, 1, forward_times=1, backward_times=1, weight_times=[1, 5])
+    assert not span_is_makespan(split, True) and span_is_makespan(split, False)
+    orders = [[("F", 0, 0), ("B", 0, 0), ("W", 0, 0)], [("F", 1, 0), ("B", 1, 0), ("W", 1, 0)]]
+    metrics = compute_metrics(ensure_valid(simulate(split, orders)))
+    assert (metrics.max_span, metrics.makespan) == (7, 8)
+    bidirectional = make_instance(2, 2, chunks=2, placement="bidirectional")
+    assert not span_is_makespan(bidirectional, False)
 
 
 @pytest.mark.parametrize(("p", "m"), [(2, 2), (3, 5), (4, 8), (8, 4)])
