@@ -12,7 +12,8 @@ limit. The model's best per-device order is re-timed at the instance's exact flo
 simulator for the makespan, `retime` for the max span) and validated; the value comes from
 `solver.evaluate.metrics`. The result is never worse than the best starting schedule: when the
 search does not beat it, that schedule is returned with the search's bound. A max-span solve first
-runs a shorter makespan solve and starts from its order too. The smallest feasible memory limit is
+runs a shorter makespan solve and starts from its order too; where every schedule's max span is its
+makespan (`span_is_makespan`) the makespan solve is the whole solve. The smallest feasible memory limit is
 known exactly (`minimum_memory_limits`), so an impossible limit is reported without a search.
 """
 
@@ -102,7 +103,8 @@ def solve(
         (for instance the previous point of a Pareto sweep), and `known_bound` a lower bound on the result's
     objective proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve first spends a third of
         the time limit on the makespan, whose model CP-SAT searches far better, and starts from that
-        order re-timed for the span when it is the best start. `cpsat_params` are CP-SAT's own
+        order re-timed for the span when it is the best start (all of it where every schedule's max
+        span is its makespan: one route, B and W fused). `cpsat_params` are CP-SAT's own
         parameters for experts (`solver.cpsat.parameters`: field name to value, such as
         `{"linearization_level": "2"}`), applied after pipesat's.
 
@@ -272,7 +274,7 @@ class _Solve:
                 lead = found
                 self.found.append(found)
             if whole and lead is not None:
-                return self._result_of_makespan(phase, lead, best, bound, found)
+                return self._result_of_makespan(phase, lead, best, bound)
             LOG.info("span solve, phase 2: the max span, from %s", "no schedule" if lead is None else lead.name)
             if phase.status == Status.INTERRUPTED:
                 if lead is None:
@@ -313,13 +315,14 @@ class _Solve:
         return phase.run(handwritten)
 
     def _result_of_makespan(
-        self, solved: SolveResult, lead: Candidate, best: Candidate | None, bound: float, found: Candidate | None
+        self, solved: SolveResult, lead: Candidate, best: Candidate | None, bound: float
     ) -> SolveResult:
-        """The span solve's result from the makespan solve that was the whole solve: the better of its
-        schedule (`found`) and the best start, `lead`, with its proof (a bound on every schedule's
+        """The span solve's result from the makespan solve that was the whole solve (`solved`): `lead`,
+        the better of its schedule and the best start, with its proof (a bound on every schedule's
         makespan is one on its max span here)."""
         proven = bound if solved.bound is None else max(bound, solved.bound)
-        resolution = solved.resolution if lead is found else None
+        # Proven optimal at a tick's resolution, the makespan solve's value is; so is any as good.
+        resolution = solved.resolution if solved.value is not None and fits(lead.value, solved.value) else None
         ending = (solved.stopped_by, solved.reason)
         return self._result(
             lead,

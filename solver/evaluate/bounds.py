@@ -29,6 +29,12 @@ the memory limit respected (the validator's tolerance included). The arguments, 
 - *enclosed devices*: when d's first stage comes before every stage of device e on every route, d's
   span starts before e's first op and ends after e's last B by the chains between them, so it is
   at least those chains plus e's time up to its last B (`enclosure`).
+- *stage 0's device* (one route): each op of a microbatch starts after its stage-0 F starts and,
+  but for a W, ends by its stage-0 B's end, both on stage 0's device d0. Give every W off d0 no time
+  and run it at its B's end: the schedule stays valid (it frees its memory no later), and its
+  makespan is d0's span, no more than the max span. So the max span is at least the makespan bound
+  of the instance with those W ops free; with B and W fused, of the instance itself: every
+  schedule's max span is then its makespan (`span_is_makespan`).
 - For the makespan, d's first op cannot start before its first stage's forward chain reaches it,
   and (with a fused backward) the backward chain still runs after d's last op; after d's last B its
   microbatch's chain still runs to the end.
@@ -267,8 +273,8 @@ def head_share(instance: Instance, device: int) -> float:
 def span_bound(instance: Instance, split: bool) -> float:
     """A lower bound on the max span under the instance's memory limits (of its compute alone, and
     the communication of its head windows, with communication): the busiest device's work, every
-    device's span bound, and every device's span from the time to the last B of each device it
-    encloses."""
+    device's span bound, every device's span from the time to the last B of each device it
+    encloses, and stage 0's device's span from the makespan (`first_device_span_bound`)."""
     relaxed = without_communication(instance)
     offsets = chain_offsets(relaxed, split)
     devices = range(instance.num_devices)
@@ -279,7 +285,7 @@ def span_bound(instance: Instance, split: bool) -> float:
         widest = max((more for more in extra if more is not None), default=None)
         if widest is not None:
             best = max(best, widest + until_last_backward(relaxed, split, inner, offsets, shares[inner]))
-    return best
+    return max(best, first_device_span_bound(instance, split))
 
 
 def makespan_bound(instance: Instance, split: bool) -> float:
@@ -370,6 +376,21 @@ def span_is_makespan(instance: Instance, split: bool) -> bool:
     return not split and not instance.bidirectional
 
 
+def first_device_span_bound(instance: Instance, split: bool) -> float:
+    """A lower bound on the span of stage 0's device on one route (0 on two): the makespan bound of
+    the instance, with the W ops of every other device free when the backward is split (see the
+    module notes)."""
+    if instance.bidirectional:
+        return 0.0
+    if span_is_makespan(instance, split):
+        return makespan_bound(instance, split)
+    relaxed = without_communication(instance)
+    assert relaxed.weight_times is not None  # a split backward has weight times (`resolve_split`)
+    first = relaxed.placement[0]
+    kept = tuple(t if relaxed.placement[s] == first else 0.0 for s, t in enumerate(relaxed.weight_times))
+    return makespan_bound(dataclasses.replace(relaxed, weight_times=kept), split)
+
+
 def lower_bound(
     instance: Instance, objective: Objective = Objective.MAKESPAN, split_backward: bool | None = None
 ) -> float:
@@ -378,8 +399,6 @@ def lower_bound(
     if objective == Objective.MEMORY:
         return minimum_memory_limit(instance)
     if objective == Objective.SPAN:
-        if span_is_makespan(instance, split):
-            return max(span_bound(instance, split), makespan_bound(instance, split))
         return span_bound(instance, split)
     if objective == Objective.MAKESPAN:
         return makespan_bound(instance, split)

@@ -15,8 +15,10 @@ from pipesat.solver.evaluate.bounds import (
     chain_offsets,
     critical_path_bound,
     enclosure,
+    first_device_span_bound,
     least_tail,
     lower_bound,
+    makespan_bound,
     max_count,
     max_total_time,
     memory_bound_under_cap,
@@ -112,7 +114,9 @@ def test_memory_aware_bound_beats_zero_bubble_under_the_1f1b_limit() -> None:
     limited = Instance.from_dict({**data, "memory_limit": "1x"})
     unlimited = Instance.from_dict(data)
     assert zero_bubble_bound(limited, True) == 120
-    assert lower_bound(unlimited, "span") == 120
+    # Unlimited, device 0's span still covers device 3's 16 F and B ops from the first forward that
+    # reaches it (15 + 88) and the last microbatch's backward back to W0 (6 + 6 + 6 + 4): 125.
+    assert lower_bound(unlimited, "span") == 125
     assert lower_bound(limited, "span") == 141
     assert lower_bound(limited, "makespan") == 141
 
@@ -122,6 +126,21 @@ def v_instance(limit: float) -> Instance:
     times = {"forward_times": 2, "backward_times": 3, "weight_times": 1, "p2p_time": 0.1}
     memory = {"activation_memory": 1, "weight_memory": 0.5, "memory_limit": limit}
     return make_instance(8, 16, chunks=2, placement="vshape", **times, **memory)
+
+
+def test_stage_zero_device_bounds_the_max_span_by_the_makespan_with_other_w_free() -> None:
+    # Every W off device 0 given no time: device 0's span is that instance's makespan. On V p = 8,
+    # m = 16 under limit 16 this is 99.4, the max span CP-SAT proves optimal (bench_proofs), where the
+    # device-by-device bounds reach 96.
+    instance = v_instance(16)
+    free = [t if instance.placement[s] == 0 else 0.0 for s, t in enumerate(instance.weight_times or ())]
+    assert first_device_span_bound(instance, True) == pytest.approx(
+        makespan_bound(instance.with_changes(weight_times=free), True)
+    )
+    assert lower_bound(instance, "span") == pytest.approx(99.4)
+    fused = first_device_span_bound(instance, False)
+    assert fused == pytest.approx(makespan_bound(instance, False)) and lower_bound(instance, "span", False) >= fused
+    assert first_device_span_bound(make_instance(2, 2, chunks=2, placement="bidirectional"), False) == 0
 
 
 def test_enclosed_device_bounds_the_v_shape_max_span() -> None:
