@@ -323,12 +323,14 @@ class _Solve:
         proven = bound if solved.bound is None else max(bound, solved.bound)
         # Proven optimal at a tick's resolution, the makespan solve's value is; so is any as good.
         resolution = solved.resolution if solved.value is not None and fits(lead.value, solved.value) else None
-        ending = (solved.stopped_by, solved.reason)
+        stopped_by, reason = solved.stopped_by, solved.reason
+        assert stopped_by is not None and reason is not None  # every result of a solve says why it ended
         return self._result(
             lead,
             best,
             proven,
-            *ending,
+            stopped_by,
+            reason,
             searched=solved.searched,
             time_to_first=solved.time_to_first,
             resolution=resolution,
