@@ -202,6 +202,9 @@ class _Solve:
     def run(self, handwritten: Sequence[tuple[str, Schedule]]) -> SolveResult:
         """The result, naming the best handwritten schedule that fits."""
         problem = self.problem
+        span = problem.objective == Objective.SPAN and not problem.minimize_memory
+        if span and span_is_makespan(problem.instance, problem.split):
+            return self._span_as_makespan(handwritten)
         bound = problem.lower_bound()
         if LOG.isEnabledFor(logging.INFO):
             label = problem.result_objective.label
@@ -263,18 +266,15 @@ class _Solve:
                 return self._result(best, best, bound, StopReason.BOUNDS, f"{best.name} {met}", searched=False)
         lead, search = best, self
         if problem.objective == Objective.SPAN and not problem.minimize_memory:
-            whole = span_is_makespan(problem.instance, problem.split)
-            phase = self._makespan_phase(best, bound, handwritten, whole)
+            phase = self._makespan_phase(best, bound, handwritten)
             if options.deterministic:  # the search gets the rest of the time limit, whatever the wall clock says
                 search = dataclasses.replace(self, options=options.share(1 - MAKESPAN_PHASE))
             found = None
             if phase.schedule is not None:
-                found = as_candidate(problem, "cp-sat" if whole else MAKESPAN_PHASE_NAME, phase.schedule, self.clock)
+                found = as_candidate(problem, MAKESPAN_PHASE_NAME, phase.schedule, self.clock)
             if found is not None and (lead is None or found.value < lead.value):
                 lead = found
                 self.found.append(found)
-            if whole and lead is not None:
-                return self._result_of_makespan(phase, lead, best, bound)
             LOG.info("span solve, phase 2: the max span, from %s", "no schedule" if lead is None else lead.name)
             if phase.status == Status.INTERRUPTED:
                 if lead is None:
@@ -283,17 +283,11 @@ class _Solve:
         return search._search(best, lead, bound)
 
     def _makespan_phase(
-        self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]], whole: bool
+        self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]
     ) -> SolveResult:
         """The makespan solve, in MAKESPAN_PHASE of the time (`SearchOptions.share`): the makespan model searches far
         better, and its best order re-timed for the span may lead the span's search. Its progress
-        reports show the span's best value and bound. When every schedule's max span is its makespan
-        (`whole`, `span_is_makespan`) it is the whole solve: all the time, the solve's clock and
-        progress."""
-        if whole:
-            LOG.info("span solve: every schedule's max span is its makespan here; the makespan solve is the solve")
-            problem = dataclasses.replace(self.problem, objective=Objective.MAKESPAN)
-            return dataclasses.replace(self, problem=problem, found=[]).run(handwritten)
+        reports show the span's best value and bound."""
         progress = self.progress
         start_value = None if best is None else best.value
         report = None
@@ -314,27 +308,36 @@ class _Solve:
         )
         return phase.run(handwritten)
 
-    def _result_of_makespan(
-        self, solved: SolveResult, lead: Candidate, best: Candidate | None, bound: float
-    ) -> SolveResult:
-        """The span solve's result from the makespan solve that was the whole solve (`solved`): `lead`,
-        the better of its schedule and the best start, with its proof (a bound on every schedule's
-        makespan is one on its max span here)."""
-        proven = bound if solved.bound is None else max(bound, solved.bound)
-        # Proven optimal at a tick's resolution, the makespan solve's value is; so is any as good.
-        resolution = solved.resolution if solved.value is not None and fits(lead.value, solved.value) else None
+    def _span_as_makespan(self, handwritten: Sequence[tuple[str, Schedule]]) -> SolveResult:
+        """The span solve where every schedule's max span is its makespan (`span_is_makespan`): the
+        makespan solve, with all the time, the solve's clock, progress and starts, its schedule
+        re-timed for the span and its proof (a bound on every makespan is one on every max span)."""
+        LOG.info("span solve: every schedule's max span is its makespan here; the makespan solve is the solve")
+        problem = self.problem
+        solved = dataclasses.replace(self, problem=dataclasses.replace(problem, objective=Objective.MAKESPAN)).run(
+            handwritten
+        )
+        chosen = None
+        if solved.schedule is not None:
+            chosen = as_candidate(problem, solved.schedule.source["made_by"], solved.schedule, self.clock)
+        if chosen is None:
+            why = solved.infeasibility
+            why = None if why is None else dataclasses.replace(why, time_objective=problem.objective)
+            return dataclasses.replace(solved, objective=problem.result_objective, infeasibility=why)
         stopped_by, reason = solved.stopped_by, solved.reason
         assert stopped_by is not None and reason is not None  # every result of a solve says why it ended
-        return self._result(
-            lead,
-            best,
-            proven,
+        assert solved.bound is not None and solved.time_to_best is not None  # as every result with a schedule
+        result = self._result(
+            dataclasses.replace(chosen, found_at=solved.time_to_best),
+            None,
+            max(solved.bound, problem.lower_bound()),
             stopped_by,
             reason,
             searched=solved.searched,
             time_to_first=solved.time_to_first,
-            resolution=resolution,
+            resolution=solved.resolution,
         )
+        return dataclasses.replace(result, starting_point=solved.starting_point, best_heuristic=solved.best_heuristic)
 
     def _search(self, best: Candidate | None, lead: Candidate | None, bound: float) -> SolveResult:
         """CP-SAT from `lead` (the best schedule so far; `best` is the best start, for the report)."""
