@@ -29,6 +29,7 @@ from unittest import mock
 from bench_targets import random_instances
 
 from pipesat.models import Instance, load_instance
+from pipesat.solver import solve as solve_module
 from pipesat.solver.cpsat import constraints as constraints_module
 from pipesat.solver.cpsat import search as search_module
 from pipesat.solver.cpsat import variables as variables_module
@@ -131,6 +132,8 @@ VARIANTS: dict[str, dict[str, str]] = {
     # pipesat's default with probes on CP-SAT's 2-worker portfolio, not default_lp beside the same
     # search branching on precedences.
     "no-probe-precedences": {},
+    # pipesat's default without the bound from stage 0's device proven first (solver.solve), as before it.
+    "no-first-device": {},
 }
 NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
 # The variants that change pipesat's own settings (module constants), not CP-SAT's.
@@ -141,6 +144,7 @@ SETTINGS: dict[str, tuple[ModuleType, dict[str, object]]] = {
     "no-nested": (constraints_module, {"NESTED_PRECEDENCES": False}),
     "no-hold": (variables_module, {"LEAST_HOLDS": False}),
     "no-probe-precedences": (search_module, {"PROBE_PRECEDENCES": False}),
+    "no-first-device": (solve_module, {"FIRST_DEVICE_PHASE": 0.0}),
 }
 
 

@@ -13,7 +13,9 @@ simulator for the makespan, `retime` for the max span) and validated; the value 
 `solver.evaluate.metrics`. The result is never worse than the best starting schedule: when the
 search does not beat it, that schedule is returned with the search's bound. A max-span solve first
 runs a shorter makespan solve and starts from its order too; where every schedule's max span is its
-makespan (`span_is_makespan`) the makespan solve is the whole solve. The smallest feasible memory limit is
+makespan (`span_is_makespan`) the makespan solve is the whole solve, and on one route with W apart it
+first proves a bound: the optimum makespan of the instance whose makespan is at most stage 0's
+device's span (`first_device_instance`), a model CP-SAT settles far sooner than the span's. The smallest feasible memory limit is
 known exactly (`minimum_memory_limits`), so an impossible limit is reported without a search.
 """
 
@@ -45,6 +47,8 @@ from pipesat.solver.cpsat.search import INTERRUPTED, Progress, SearchOptions, av
 from pipesat.solver.cpsat.warm_start import tick_value, warm_start
 from pipesat.solver.evaluate.bounds import (
     critical_path_bound,
+    first_device_instance,
+    first_device_span_bound,
     lower_bound,
     minimum_memory_limits,
     resolve_split,
@@ -68,6 +72,10 @@ from pipesat.solver.portfolio import (
 MINIMIZE = tuple(Minimize)
 # Share of the time limit that a max-span solve first spends on the makespan (see `solve`).
 MAKESPAN_PHASE = 1 / 3
+# Share of the time a max-span solve on one route with W apart spends first on a bound: the makespan
+# of the instance whose makespan is at most stage 0's device's span (`first_device_instance`), solved
+# by CP-SAT, bounds the max span. Measured in benchmarks/bench_proofs.py (variant `no-first-device`).
+FIRST_DEVICE_PHASE = 0.2
 # Share of the remaining time the periodic starting schedules may take when the heuristics leave room.
 PERIODIC_SHARE = 0.1
 MAKESPAN_PHASE_NAME = "cp-sat (makespan)"
@@ -234,6 +242,49 @@ class _Solve:
     def _improve(
         self, candidates: list[Candidate], bound: float, handwritten: Sequence[tuple[str, Schedule]]
     ) -> SolveResult:
+        """From the starting `candidates` to the result: for a max span on one route with W apart, when
+        the best start leaves room, first the bound from stage 0's device (FIRST_DEVICE_PHASE)."""
+        problem, options = self.problem, self.options
+        best = preferred(candidates)
+        if not self._first_device_phase_applies(best, bound):
+            return self._search_from(candidates, bound, handwritten)
+        phase = self._phase(
+            dataclasses.replace(problem, instance=first_device_instance(problem.instance), known_bound=None),
+            FIRST_DEVICE_PHASE,
+            "span solve, phase 0: a bound from stage 0's device, the makespan with every W off it free",
+            best,
+            bound,
+            handwritten,
+        )
+        if phase.status == Status.INTERRUPTED:
+            if best is None:
+                return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
+            return self._result(best, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
+        if phase.bound is not None and phase.bound > bound:
+            LOG.info("lower bound on the max span: %g, stage 0's device's span (proven in phase 0)", phase.bound)
+            bound = phase.bound
+        rest = self
+        if options.deterministic:  # the rest gets the rest of the time limit, whatever the wall clock says
+            rest = dataclasses.replace(self, options=options.share(1 - FIRST_DEVICE_PHASE))
+        return rest._search_from(candidates, bound, handwritten)
+
+    def _first_device_phase_applies(self, best: Candidate | None, bound: float) -> bool:
+        """Whether a max-span solve proves a bound from stage 0's device first: on one route with W
+        apart (fused, the span solve is the makespan solve), where that device's analytic bound is
+        the analytic bound (elsewhere another device holds the max span back, and the phase's time
+        was measured lost), unless the best start meets the bound."""
+        problem = self.problem
+        if FIRST_DEVICE_PHASE <= 0 or problem.objective != Objective.SPAN or problem.minimize_memory:
+            return False
+        if not problem.split or problem.instance.bidirectional:
+            return False
+        if best is not None and _meets(best.value, bound, self.options.gap):
+            return False
+        return fits(bound, first_device_span_bound(problem.instance, problem.split))
+
+    def _search_from(
+        self, candidates: list[Candidate], bound: float, handwritten: Sequence[tuple[str, Schedule]]
+    ) -> SolveResult:
         """From the best of the starting `candidates` to the result: a periodic start where they leave
         room, a makespan phase for the span, then the search."""
         problem, options = self.problem, self.options
@@ -275,19 +326,36 @@ class _Solve:
             if found is not None and (lead is None or found.value < lead.value):
                 lead = found
                 self.found.append(found)
-            LOG.info("span solve, phase 2: the max span, from %s", "no schedule" if lead is None else lead.name)
             if phase.status == Status.INTERRUPTED:
                 if lead is None:
                     return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
                 return self._result(lead, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
+            if lead is not None and _meets(lead.value, bound, options.gap):
+                met = "meets the lower bound" if fits(lead.value, bound) else "is within the gap"
+                LOG.info("no phase 2: %s %s", lead.name, met)
+                return self._result(lead, best, bound, StopReason.BOUNDS, f"{lead.name} {met}", searched=True)
+            LOG.info("span solve, phase 2: the max span, from %s", "no schedule" if lead is None else lead.name)
         return search._search(best, lead, bound)
 
     def _makespan_phase(
         self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]
     ) -> SolveResult:
-        """The makespan solve, in MAKESPAN_PHASE of the time (`SearchOptions.share`): the makespan model searches far
-        better, and its best order re-timed for the span may lead the span's search. Its progress
-        reports show the span's best value and bound."""
+        """The makespan solve, in MAKESPAN_PHASE of the time: the makespan model searches far better,
+        and its best order re-timed for the span may lead the span's search."""
+        return self._phase(self.problem, MAKESPAN_PHASE, "span solve, phase 1: the makespan", best, bound, handwritten)
+
+    def _phase(
+        self,
+        problem: Problem,
+        share: float,
+        what: str,
+        best: Candidate | None,
+        bound: float,
+        handwritten: Sequence[tuple[str, Schedule]],
+    ) -> SolveResult:
+        """A max-span solve's phase: the makespan solve of `problem` in `share` of the time
+        (`SearchOptions.share`), logged as `what`, whose progress reports show the span's best value
+        (`best`'s) and `bound`."""
         progress = self.progress
         start_value = None if best is None else best.value
         report = None
@@ -296,11 +364,11 @@ class _Solve:
             def report(*_: float | None) -> None:
                 progress(time.monotonic() - self.clock, start_value, bound)
 
-        options = self.options.share(MAKESPAN_PHASE)
-        LOG.info("span solve, phase 1: the makespan for %.3g s", options.time_limit)
+        options = self.options.share(share)
+        LOG.info("%s for %.3g s", what, options.time_limit)
         phase = dataclasses.replace(
             self,
-            problem=dataclasses.replace(self.problem, objective=Objective.MAKESPAN),
+            problem=dataclasses.replace(problem, objective=Objective.MAKESPAN),
             options=options,
             clock=time.monotonic(),
             progress=report,
@@ -353,7 +421,7 @@ class _Solve:
             problem.minimize_memory,
             problem.time_cap,
         )
-        objective_range = warm_start(model, None if lead is None else lead.schedule.orders())
+        objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound)
         start_value = None if lead is None else lead.value
         LOG.info("CP-SAT searches from %s", "no schedule" if lead is None else f"{lead.name} = {lead.value:g}")
         outcome = search(model, self.options, self.clock, bound, start_value, self.progress, objective_range)

@@ -29,8 +29,12 @@ class ObjectiveRange:
     upper: int | None
 
 
-def warm_start(model: PipelineModel, orders: Sequence[Sequence[Step]] | None) -> ObjectiveRange:
-    """Hint `model` with `orders` (when given) and bound its minimised variable (see the module notes)."""
+def warm_start(
+    model: PipelineModel, orders: Sequence[Sequence[Step]] | None, floor: float | None = None
+) -> ObjectiveRange:
+    """Hint `model` with `orders` (when given) and bound its minimised variable (see the module notes).
+    `floor` is a lower bound on the time objective proven elsewhere (instance units); it bounds the
+    range too where the model's times are exact, so that every schedule's value in ticks is its value."""
     upper = None
     if orders is not None:
         starts, capacity = tick_starts(model, orders)
@@ -40,6 +44,9 @@ def warm_start(model: PipelineModel, orders: Sequence[Sequence[Step]] | None) ->
         bound = minimum_memory_limit(data.tick_instance)
     else:
         bound = lower_bound(data.tick_instance, data.objective, data.split_backward)
+        exact = data.scale.exact_span if data.objective == Objective.SPAN else data.scale.exact_time
+        if floor is not None and exact:
+            bound = max(bound, floor * data.ticks_per_unit)
     lower = ceil_ticks(bound)
     restrict_objective(model, lower, upper)
     return ObjectiveRange(lower, upper)

@@ -384,11 +384,18 @@ def first_device_span_bound(instance: Instance, split: bool) -> float:
         return 0.0
     if span_is_makespan(instance, split):
         return makespan_bound(instance, split)
+    return makespan_bound(first_device_instance(instance), split)
+
+
+def first_device_instance(instance: Instance) -> Instance:
+    """The instance (one route, backward split) whose makespan is at most stage 0's device's span in
+    any schedule: its compute alone, with every W off that device taking no time (see the module
+    notes). Its optimum makespan is a lower bound on the max span."""
     relaxed = without_communication(instance)
     assert relaxed.weight_times is not None  # a split backward has weight times (`resolve_split`)
     first = relaxed.placement[0]
     kept = tuple(t if relaxed.placement[s] == first else 0.0 for s, t in enumerate(relaxed.weight_times))
-    return makespan_bound(dataclasses.replace(relaxed, weight_times=kept), split)
+    return dataclasses.replace(relaxed, weight_times=kept)
 
 
 def lower_bound(

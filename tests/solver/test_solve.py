@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pipesat.models import Instance, InstanceError, Objective, OptionError, PipesatError
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue, StopReason
 from pipesat.solver.cpsat import child as child_module
-from pipesat.solver.evaluate.bounds import lower_bound, minimum_memory_limit
+from pipesat.solver.evaluate.bounds import first_device_instance, lower_bound, minimum_memory_limit
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retime_for_span
 from pipesat.solver.evaluate.validator import validate
@@ -410,12 +410,16 @@ def test_expert_cpsat_parameters_are_checked_first_and_applied(
 
 def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="pipesat")
-    solve(make_instance(3, 6, weight_times=1, memory_limit="0.5x"), objective="span", **FAST)
+    # A V-shape whose bound from stage 0's device leaves room, so that every phase runs.
+    times = {"weight_times": 1, "backward_times": [3, 1, 1, 1]}
+    instance = make_instance(2, 6, chunks=2, placement="vshape", **times, memory_limit="0.75x")
+    solve(instance, objective="span", **FAST)
     log = "\n".join(caplog.messages)
     for decision in (
         "lower bound on the max span: ",
-        "start 1f1b: does not fit",
+        "start zb-v: does not fit",
         "best start: ",
+        "span solve, phase 0: a bound from stage 0's device",
         "span solve, phase 1: the makespan for ",
         "span solve, phase 2: the max span, from ",
         "CP-SAT searches from ",
@@ -423,6 +427,23 @@ def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture) -
     ):
         assert decision in log
     assert not any(line.startswith("CpSolverResponse") for line in caplog.messages)  # CP-SAT's log is DEBUG
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_a_split_span_solve_first_proves_the_bound_from_stage_zero_device(
+    deterministic: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Linear p = 3, m = 6, F = B = W = 1 at half the 1F1B peak: the analytic bound is 26, the optimum
+    # makespan of the instance with every W off device 0 free is 37, and so is the optimum max span.
+    instance = make_instance(3, 6, weight_times=1, memory_limit="0.5x")
+    caplog.set_level(logging.INFO, logger="pipesat")
+    result = solve(instance, "span", deterministic=deterministic, **FAST)
+    assert "stage 0's device's span (proven in phase 0)" in "\n".join(caplog.messages)
+    relaxed = solve(first_device_instance(instance), "makespan", **FAST)
+    assert relaxed.status == "optimal" and relaxed.value == 37 > lower_bound(instance, "span")
+    assert result.status == "optimal" and result.value == result.bound == 37
+    assert compute_metrics(assert_valid(result.schedule)).max_span == 37
+    assert_valid(relaxed.schedule)
 
 
 def test_a_fused_span_solve_is_the_makespan_solve(caplog: pytest.LogCaptureFixture) -> None:

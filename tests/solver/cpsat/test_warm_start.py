@@ -80,3 +80,15 @@ def test_warm_start_bounds_the_objective_between_the_lower_bound_and_the_hint() 
     assert upper.linear.domain[1] == compute_metrics(timed_for(Objective.MAKESPAN, instance, orders)).makespan * scale
     status, _ = solve_model(model)
     assert status == cp_model.OPTIMAL
+
+
+def test_a_bound_proven_elsewhere_narrows_the_range_only_where_the_times_are_exact() -> None:
+    exact = build_model(Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "p2p_time": 0.5}))
+    analytic = warm_start(build_model(exact.data.instance), None).lower
+    assert warm_start(exact, None, floor=analytic / exact.data.scale.time + 2.25).lower == analytic + 5
+    # Times floored to ticks: a schedule's value in ticks can be below its value, so a bound on the
+    # value is no bound on the model's range.
+    times = {"forward_times": [math.pi, 2.0, math.e], "backward_times": [3 * math.sqrt(2), 5, 4], "p2p_time": 0.1234567}
+    inexact = build_model(Instance.from_dict({"num_devices": 3, "num_microbatches": 5, **times}))
+    assert not inexact.data.scale.exact_time
+    assert warm_start(inexact, None, floor=1000.0).lower == warm_start(build_model(inexact.data.instance), None).lower

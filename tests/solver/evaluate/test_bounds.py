@@ -15,6 +15,7 @@ from pipesat.solver.evaluate.bounds import (
     chain_offsets,
     critical_path_bound,
     enclosure,
+    first_device_instance,
     first_device_span_bound,
     least_tail,
     lower_bound,
@@ -74,6 +75,16 @@ def test_bounds_never_exceed_the_brute_force_optimum(instance: Instance) -> None
             least = brute_force_least_memory(instance, split, objective, cap)
             assert least is not None
             assert memory_bound_under_cap(unlimited, split, objective, cap) <= least + 1e-9, (objective, cap)
+
+
+@settings(PROPERTY_SETTINGS, max_examples=24)
+@given(_tiny_instances())
+def test_the_first_device_instance_makespan_never_exceeds_the_max_span(instance: Instance) -> None:
+    # The solve proves its optimum makespan and takes it as a bound on the max span (`solver.solve`,
+    # phase 0), so it must hold of the optimum itself, not only of the analytic bound.
+    assume(instance.split_backward and not instance.bidirectional)
+    relaxed = first_device_instance(instance)
+    assert brute_force_optimum(relaxed, True, "makespan") <= brute_force_optimum(instance, True, "span") + 1e-9
 
 
 @settings(PROPERTY_SETTINGS, max_examples=60)
