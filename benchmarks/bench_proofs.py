@@ -11,11 +11,13 @@ p = 8, m = 32 at 0.5x, 60 s) and its misses. A variant is a set of CP-SAT parame
 variants add them back in different ways (pipesat's default with 2 workers is
 `solver.cpsat.search.PROOF_PORTFOLIO_WORKERS`); or pipesat's default with one of its own settings
 off (`SETTINGS`): `no-probes` without the bisection probes after a stall (`solver.cpsat.probes`),
-`no-opening` without the opening probe at the bound, `no-tight` without the tight memory precedences,
-`no-nested` without those between two stages of a device (`solver.cpsat.constraints`), `no-hold`
-with each held-memory interval's size from 0 instead of its least length (`solver.cpsat.variables`). Every schedule is validated; each row prints the value, the proven
-bound, the gap and the wall time, and `*` marks the default (no parameters). By default the default
-runs beside `no-opening` and `no-tight`.
+`no-opening` without the opening probe at the bound, `no-first-device` without the span solve's
+phase 0 (the bound from stage 0's device proven first, `solver.solve`), `no-tight` without the tight
+memory precedences, `no-nested` without those between two stages of a device
+(`solver.cpsat.constraints`), `no-hold` with each held-memory interval's size from 0 instead of its
+least length (`solver.cpsat.variables`). Every schedule is validated; each row prints the value, the
+proven bound, the gap and the wall time, and `*` marks the default (no parameters). By default the
+default runs beside `no-opening` and `no-tight`.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ MAKESPAN_PHASE = 1 / 3
 # Share of the time a max-span solve on one route with W apart spends first on a bound: the makespan
 # of the instance whose makespan is at most stage 0's device's span (`first_device_instance`), solved
 # by CP-SAT, bounds the max span. Measured in benchmarks/bench_proofs.py (variant `no-first-device`).
-FIRST_DEVICE_PHASE = 0.2
+FIRST_DEVICE_PHASE = 1 / 3
 # Share of the remaining time the periodic starting schedules may take when the heuristics leave room.
 PERIODIC_SHARE = 0.1
 MAKESPAN_PHASE_NAME = "cp-sat (makespan)"
@@ -112,7 +112,8 @@ def solve(
     objective proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve first spends a third of
         the time limit on the makespan, whose model CP-SAT searches far better, and starts from that
         order re-timed for the span when it is the best start (all of it where every schedule's max
-        span is its makespan: one route, B and W fused). `cpsat_params` are CP-SAT's own
+        span is its makespan: one route, B and W fused); on one route with W apart it may first prove a
+        bound from stage 0's device (FIRST_DEVICE_PHASE). `cpsat_params` are CP-SAT's own
         parameters for experts (`solver.cpsat.parameters`: field name to value, such as
         `{"linearization_level": "2"}`), applied after pipesat's.
 
@@ -270,13 +271,17 @@ class _Solve:
 
     def _first_device_phase_applies(self, best: Candidate | None, bound: float) -> bool:
         """Whether a max-span solve proves a bound from stage 0's device first: on one route with W
-        apart (fused, the span solve is the makespan solve), where that device's analytic bound is
-        the analytic bound (elsewhere another device holds the max span back, and the phase's time
-        was measured lost), unless the best start meets the bound."""
+        apart (fused, the span solve is the makespan solve), under a memory limit below the 1F1B
+        peak, where that device's analytic bound is the analytic bound, unless the best start meets
+        the bound. Elsewhere (another device holds the max span back, or memory forces little idle)
+        the phase's time was measured lost (docs/manual.md)."""
         problem = self.problem
         if FIRST_DEVICE_PHASE <= 0 or problem.objective != Objective.SPAN or problem.minimize_memory:
             return False
-        if not problem.split or problem.instance.bidirectional:
+        instance = problem.instance
+        if not problem.split or instance.bidirectional or instance.memory_limit is None:
+            return False
+        if all(fits(instance.one_f_one_b_peak(), limit) for limit in instance.memory_limit):
             return False
         if best is not None and _meets(best.value, bound, self.options.gap):
             return False
