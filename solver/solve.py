@@ -43,7 +43,14 @@ from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveRe
 from pipesat.models.tolerance import fits, same
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.parameters import cpsat_parameters
-from pipesat.solver.cpsat.search import INTERRUPTED, Progress, SearchOptions, available_cores, search
+from pipesat.solver.cpsat.search import (
+    INTERRUPTED,
+    PROOF_SMALL_OPS,
+    Progress,
+    SearchOptions,
+    available_cores,
+    search,
+)
 from pipesat.solver.cpsat.warm_start import tick_value, warm_start
 from pipesat.solver.evaluate.bounds import (
     critical_path_bound,
@@ -271,10 +278,11 @@ class _Solve:
 
     def _first_device_phase_applies(self, best: Candidate | None, bound: float) -> bool:
         """Whether a max-span solve proves a bound from stage 0's device first: on one route with W
-        apart (fused, the span solve is the makespan solve), under a memory limit below the 1F1B
-        peak, where that device's analytic bound is the analytic bound, unless the best start meets
-        the bound. Elsewhere (another device holds the max span back, or memory forces little idle)
-        the phase's time was measured lost (docs/manual.md)."""
+        apart (fused, the span solve is the makespan solve), on a model of more than PROOF_SMALL_OPS
+        ops under a memory limit below the 1F1B peak, where that device's analytic bound is the
+        analytic bound, unless the best start meets the bound. Elsewhere (a small model, another
+        device holding the max span back, memory forcing little idle) the phase's time was measured
+        lost (docs/manual.md)."""
         problem = self.problem
         if FIRST_DEVICE_PHASE <= 0 or problem.objective != Objective.SPAN or problem.minimize_memory:
             return False
@@ -283,6 +291,8 @@ class _Solve:
             return False
         if all(fits(instance.one_f_one_b_peak(), limit) for limit in instance.memory_limit):
             return False
+        if len(expected_op_keys(instance, problem.split)) <= PROOF_SMALL_OPS:
+            return False  # the proof portfolio's bound search proves these itself, as a full search
         if best is not None and _meets(best.value, bound, self.options.gap):
             return False
         return fits(bound, first_device_span_bound(problem.instance, problem.split))

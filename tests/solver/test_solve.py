@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from pipesat.models import Instance, InstanceError, Objective, OptionError, PipesatError
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue, StopReason
+from pipesat.solver import solve as solve_module
 from pipesat.solver.cpsat import child as child_module
 from pipesat.solver.evaluate.bounds import first_device_instance, lower_bound, minimum_memory_limit
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -408,7 +409,8 @@ def test_expert_cpsat_parameters_are_checked_first_and_applied(
     assert parameters and "linearization_level: 2" in parameters[0]
 
 
-def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture) -> None:
+def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(solve_module, "PROOF_SMALL_OPS", 0)  # phase 0 on a model small enough for a test
     caplog.set_level(logging.INFO, logger="pipesat")
     # A V-shape whose bound from stage 0's device leaves room, so that every phase runs.
     times = {"weight_times": 1, "backward_times": [3, 1, 1, 1]}
@@ -431,10 +433,12 @@ def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture) -
 
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_a_split_span_solve_first_proves_the_bound_from_stage_zero_device(
-    deterministic: bool, caplog: pytest.LogCaptureFixture
+    deterministic: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Linear p = 3, m = 6, F = B = W = 1 at half the 1F1B peak: the analytic bound is 26, the optimum
     # makespan of the instance with every W off device 0 free is 37, and so is the optimum max span.
+    # (Phase 0 is for larger models; this one is small enough to check against a proof.)
+    monkeypatch.setattr(solve_module, "PROOF_SMALL_OPS", 0)
     instance = make_instance(3, 6, weight_times=1, memory_limit="0.5x")
     caplog.set_level(logging.INFO, logger="pipesat")
     result = solve(instance, "span", deterministic=deterministic, **FAST)
