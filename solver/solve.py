@@ -14,9 +14,10 @@ simulator for the makespan, `retime` for the max span) and validated; the value 
 search does not beat it, that schedule is returned with the search's bound. A max-span solve first
 runs a shorter makespan solve and starts from its order too; where every schedule's max span is its
 makespan (`span_is_makespan`) the makespan solve is the whole solve, and on one route with W apart it
-first proves a bound: the optimum makespan of the instance whose makespan is at most stage 0's
-device's span (`first_device_instance`), a model CP-SAT settles far sooner than the span's. The smallest feasible memory limit is
-known exactly (`minimum_memory_limits`), so an impossible limit is reported without a search.
+may first prove a bound (`_Solve._first_device_phase_applies` says where): the optimum makespan of
+the instance whose makespan is at most stage 0's device's span (`first_device_instance`), a model
+CP-SAT settles far sooner than the span's. The smallest feasible memory limit is known exactly
+(`minimum_memory_limits`), so an impossible limit is reported without a search.
 """
 
 from __future__ import annotations
@@ -265,9 +266,7 @@ class _Solve:
             handwritten,
         )
         if phase.status == Status.INTERRUPTED:
-            if best is None:
-                return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
-            return self._result(best, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
+            return self._interrupted_in_phase(best, best, bound)
         if phase.bound is not None and phase.bound > bound:
             LOG.info("lower bound on the max span: %g, stage 0's device's span (proven in phase 0)", phase.bound)
             bound = phase.bound
@@ -327,9 +326,7 @@ class _Solve:
                 except KeyboardInterrupt:
                     return self._result(best, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=False)
             if _meets(best.value, bound, options.gap):
-                met = "meets the lower bound" if fits(best.value, bound) else "is within the gap"
-                LOG.info("no search: %s %s", best.name, met)
-                return self._result(best, best, bound, StopReason.BOUNDS, f"{best.name} {met}", searched=False)
+                return self._meets_bound(best, best, bound, "no search", searched=False)
         lead, search = best, self
         if problem.objective == Objective.SPAN and not problem.minimize_memory:
             phase = self._makespan_phase(best, bound, handwritten)
@@ -342,15 +339,26 @@ class _Solve:
                 lead = found
                 self.found.append(found)
             if phase.status == Status.INTERRUPTED:
-                if lead is None:
-                    return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
-                return self._result(lead, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
+                return self._interrupted_in_phase(lead, best, bound)
             if lead is not None and _meets(lead.value, bound, options.gap):
-                met = "meets the lower bound" if fits(lead.value, bound) else "is within the gap"
-                LOG.info("no phase 2: %s %s", lead.name, met)
-                return self._result(lead, best, bound, StopReason.BOUNDS, f"{lead.name} {met}", searched=True)
+                return self._meets_bound(lead, best, bound, "no phase 2", searched=True)
             LOG.info("span solve, phase 2: the max span, from %s", "no schedule" if lead is None else lead.name)
         return search._search(best, lead, bound)
+
+    def _meets_bound(
+        self, chosen: Candidate, start: Candidate | None, bound: float, skipped: str, searched: bool
+    ) -> SolveResult:
+        """The result returning `chosen`, which meets `bound` or is within the gap, so that what is
+        `skipped` (logged so) need not run."""
+        met = "meets the lower bound" if fits(chosen.value, bound) else "is within the gap"
+        LOG.info("%s: %s %s", skipped, chosen.name, met)
+        return self._result(chosen, start, bound, StopReason.BOUNDS, f"{chosen.name} {met}", searched=searched)
+
+    def _interrupted_in_phase(self, chosen: Candidate | None, start: Candidate | None, bound: float) -> SolveResult:
+        """The result of a span solve interrupted in one of its phases: `chosen`, the best in hand."""
+        if chosen is None:
+            return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
+        return self._result(chosen, start, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
 
     def _makespan_phase(
         self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]
