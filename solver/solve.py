@@ -110,23 +110,24 @@ def solve(
 ) -> SolveResult:
     """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
 
-        `objective` is "makespan" or "span" (max span). `minimize="memory"` minimises the peak memory
-        instead, ignoring the instance's memory limit, with the time objective capped at `makespan_cap`
-        when given. `split_backward` None schedules W apart exactly when the instance has weight times.
-        `deterministic` makes repeated runs give the same result: the time limit becomes CP-SAT's
-        deterministic time (wall clock stops it only at `wall_factor` times the limit, when the result
-        may differ between runs) and CP-SAT searches with one worker, whatever `workers` says. `gap` stops the search at that relative gap. `starts` are extra starting schedules
-        (for instance the previous point of a Pareto sweep), and `known_bound` a lower bound on the result's
-    objective proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve first spends a third of
-        the time limit on the makespan, whose model CP-SAT searches far better, and starts from that
-        order re-timed for the span when it is the best start (all of it where every schedule's max
-        span is its makespan: one route, B and W fused); on one route with W apart it may first prove a
-        bound from stage 0's device (FIRST_DEVICE_PHASE). `cpsat_params` are CP-SAT's own
-        parameters for experts (`solver.cpsat.parameters`: field name to value, such as
-        `{"linearization_level": "2"}`), applied after pipesat's.
+    `objective` is "makespan" or "span" (max span). `minimize="memory"` minimises the peak memory
+    instead, ignoring the instance's memory limit, with the time objective capped at `makespan_cap`
+    when given. `split_backward` None schedules W apart exactly when the instance has weight times.
+    `deterministic` makes repeated runs give the same result: the time limit becomes CP-SAT's
+    deterministic time (wall clock stops it only at `wall_factor` times the limit, when the result
+    may differ between runs) and CP-SAT searches with one worker, whatever `workers` says. `gap`
+    stops the search at that relative gap. `starts` are extra starting schedules (for instance the
+    previous point of a Pareto sweep), and `known_bound` a lower bound on the result's objective
+    proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve first
+    spends a third of the time limit on the makespan, whose model CP-SAT searches far better, and
+    starts from that order re-timed for the span when it is the best start (all of it where every
+    schedule's max span is its makespan: one route, B and W fused); on one route with W apart it may
+    first prove a bound from stage 0's device (FIRST_DEVICE_PHASE). `cpsat_params` are CP-SAT's own
+    parameters for experts (`solver.cpsat.parameters`: field name to value, such as
+    `{"linearization_level": "2"}`), applied after pipesat's.
 
-        What the solve decides and why, and CP-SAT's search log, go to the `pipesat` loggers
-        (`models.log`: `with show_log(): solve(...)` prints them).
+    What the solve decides and why, and CP-SAT's search log, go to the `pipesat` loggers
+    (`models.log`: `with show_log(): solve(...)` prints them).
     """
     clock = time.monotonic()
     workers = available_cores() if workers is None else workers
