@@ -42,6 +42,7 @@ from pipesat.models import (
 from pipesat.models.limits import check_model_size
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
 from pipesat.models.tolerance import fits, same
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.parameters import cpsat_parameters
 from pipesat.solver.cpsat.search import (
@@ -84,6 +85,12 @@ MAKESPAN_PHASE = 1 / 3
 # of the instance whose makespan is at most stage 0's device's span (`first_device_instance`), solved
 # by CP-SAT, bounds the max span. Measured in benchmarks/bench_proofs.py (variant `no-first-device`).
 FIRST_DEVICE_PHASE = 1 / 3
+# Phase 0 runs only on instances whose makespan model spans at most this many ticks (`ModelData.horizon`):
+# coarse times, where CP-SAT proves a makespan by exhausting the values above its bound. Measured on
+# 20 s phases (docs/manual.md): proven at 270 and 544 ticks (bench_targets' interleaved p = 3, m = 9;
+# linear p = 8, m = 32 at 0.5x), never on the profiled models of bench_suite (7.6 million ticks and up),
+# where the phase's third of the time was lost to the search.
+FIRST_DEVICE_MOST_TICKS = 10_000
 # Share of the remaining time the periodic starting schedules may take when the heuristics leave room.
 PERIODIC_SHARE = 0.1
 MAKESPAN_PHASE_NAME = "cp-sat (makespan)"
@@ -280,9 +287,9 @@ class _Solve:
         """Whether a max-span solve proves a bound from stage 0's device first: on one route with W
         apart (fused, the span solve is the makespan solve), on a model of more than PROOF_SMALL_OPS
         ops under a memory limit below the 1F1B peak, where that device's analytic bound is the
-        analytic bound, unless the best start meets the bound. Elsewhere (a small model, another
-        device holding the max span back, memory forcing little idle) the phase's time was measured
-        lost (docs/manual.md)."""
+        analytic bound and the times are coarse (FIRST_DEVICE_MOST_TICKS), unless the best start
+        meets the bound. Elsewhere (a small model, another device holding the max span back, memory
+        forcing little idle, fine-grained times) the phase's time was measured lost (docs/manual.md)."""
         problem = self.problem
         if FIRST_DEVICE_PHASE <= 0 or problem.objective != Objective.SPAN or problem.minimize_memory:
             return False
@@ -295,7 +302,9 @@ class _Solve:
             return False  # the proof portfolio's bound search proves these itself, as a full search
         if best is not None and _meets(best.value, bound, self.options.gap):
             return False
-        return fits(bound, first_device_span_bound(problem.instance, problem.split))
+        if not fits(bound, first_device_span_bound(instance, problem.split)):
+            return False
+        return model_data(instance, Objective.MAKESPAN, problem.split).horizon <= FIRST_DEVICE_MOST_TICKS
 
     def _search_from(
         self, candidates: list[Candidate], bound: float, handwritten: Sequence[tuple[str, Schedule]]

@@ -450,6 +450,21 @@ def test_a_split_span_solve_first_proves_the_bound_from_stage_zero_device(
     assert_valid(relaxed.schedule)
 
 
+def test_phase_zero_leaves_fine_grained_times_alone(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same instance with times of 1.001: a thousand ticks a unit puts its model past
+    # FIRST_DEVICE_MOST_TICKS, where CP-SAT was measured never to prove phase 0's makespan.
+    monkeypatch.setattr(solve_module, "PROOF_SMALL_OPS", 0)
+    times = {"forward_times": 1.001, "backward_times": 1.001, "weight_times": 1.001}
+    instance = make_instance(3, 6, memory_limit="0.5x", **times)
+    caplog.set_level(logging.INFO, logger="pipesat")
+    result = solve(instance, "span", **FAST)
+    log = "\n".join(caplog.messages)
+    assert "span solve, phase 1" in log and "phase 0" not in log
+    assert result.value == compute_metrics(assert_valid(result.schedule)).max_span
+
+
 def test_a_fused_span_solve_is_the_makespan_solve(caplog: pytest.LogCaptureFixture) -> None:
     # One route, B and W fused: every schedule's max span is its makespan, so the makespan's search and
     # proof are the span's, with the whole time (a V-shape under a tight limit, fused).
