@@ -85,7 +85,7 @@ MAKESPAN_PHASE = 1 / 3
 # of the instance whose makespan is at most stage 0's device's span (`first_device_instance`), solved
 # by CP-SAT, bounds the max span. Measured in benchmarks/bench_proofs.py (variant `no-first-device`).
 FIRST_DEVICE_PHASE = 1 / 3
-# Phase 0 runs only on instances whose makespan model spans at most this many ticks (`ModelData.horizon`):
+# Phase 0 runs only where its makespan model spans at most this many ticks (`ModelData.horizon`):
 # coarse times, where CP-SAT proves a makespan by exhausting the values above its bound. Measured on
 # 20 s phases (docs/manual.md): proven at 270 and 544 ticks (bench_targets' interleaved p = 3, m = 9;
 # linear p = 8, m = 32 at 0.5x), never on the profiled models of bench_suite (7.6 million ticks and up),
@@ -304,7 +304,8 @@ class _Solve:
             return False
         if not fits(bound, first_device_span_bound(instance, problem.split)):
             return False
-        return model_data(instance, Objective.MAKESPAN, problem.split).horizon <= FIRST_DEVICE_MOST_TICKS
+        relaxed = model_data(first_device_instance(instance), Objective.MAKESPAN, problem.split)
+        return relaxed.horizon <= FIRST_DEVICE_MOST_TICKS
 
     def _search_from(
         self, candidates: list[Candidate], bound: float, handwritten: Sequence[tuple[str, Schedule]]
