@@ -79,7 +79,8 @@ from pipesat.solver.portfolio import (
 )
 
 MINIMIZE = tuple(Minimize)
-# Share of the time limit that a max-span solve first spends on the makespan (see `solve`).
+# Share of the time limit that a max-span solve of more than PROOF_SMALL_OPS ops first spends on the
+# makespan (see `solve`).
 MAKESPAN_PHASE = 1 / 3
 # Share of the time a max-span solve on one route with W apart spends first on a bound: the makespan
 # of the instance whose makespan is at most stage 0's device's span (`first_device_instance`), solved
@@ -311,7 +312,7 @@ class _Solve:
         self, candidates: list[Candidate], bound: float, handwritten: Sequence[tuple[str, Schedule]]
     ) -> SolveResult:
         """From the best of the starting `candidates` to the result: a periodic start where they leave
-        room, a makespan phase for the span, then the search."""
+        room, a makespan phase for the span of a larger model, then the search."""
         problem, options = self.problem, self.options
         best = preferred(candidates)
         if best is None or not _meets(best.value, bound, options.gap):
@@ -339,7 +340,7 @@ class _Solve:
             if _meets(best.value, bound, options.gap):
                 return self._meets_bound(best, best, bound, "no search", searched=False)
         lead, search = best, self
-        if problem.objective == Objective.SPAN and not problem.minimize_memory:
+        if self._makespan_phase_applies():
             phase = self._makespan_phase(best, bound, handwritten)
             if options.deterministic:  # the search gets the rest of the time limit, whatever the wall clock says
                 search = dataclasses.replace(self, options=options.share(1 - MAKESPAN_PHASE))
@@ -370,6 +371,16 @@ class _Solve:
         if chosen is None:
             return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
         return self._result(chosen, start, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
+
+    def _makespan_phase_applies(self) -> bool:
+        """Whether a max-span solve first spends MAKESPAN_PHASE of its time on the makespan: not on a
+        model of at most PROOF_SMALL_OPS ops, where the span's own search runs the proof portfolio and
+        proves the span itself; there the phase's third of the time was measured lost (docs/manual.md,
+        "Proofs on two cores")."""
+        problem = self.problem
+        if problem.objective != Objective.SPAN or problem.minimize_memory:
+            return False
+        return len(expected_op_keys(problem.instance, problem.split)) > PROOF_SMALL_OPS
 
     def _makespan_phase(
         self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]

@@ -431,6 +431,19 @@ def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture, m
     assert not any(line.startswith("CpSolverResponse") for line in caplog.messages)  # CP-SAT's log is DEBUG
 
 
+def test_a_small_span_solve_searches_the_span_from_the_start(caplog: pytest.LogCaptureFixture) -> None:
+    # The instance above, at its own size (36 ops): the span's search, which runs the proof portfolio
+    # on a model this small, gets the whole time; no phase 0 or makespan phase takes a share of it.
+    caplog.set_level(logging.INFO, logger="pipesat")
+    times = {"weight_times": 1, "backward_times": [3, 1, 1, 1]}
+    instance = make_instance(2, 6, chunks=2, placement="vshape", **times, memory_limit="0.75x")
+    result = solve(instance, objective="span", **FAST)
+    log = "\n".join(caplog.messages)
+    assert "CP-SAT searches from " in log and "span solve, phase" not in log
+    assert result.status == "optimal" and result.value == result.bound
+    assert result.value == compute_metrics(assert_valid(result.schedule)).max_span
+
+
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_a_split_span_solve_first_proves_the_bound_from_stage_zero_device(
     deterministic: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
