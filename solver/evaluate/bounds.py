@@ -8,9 +8,9 @@ the memory limit respected (the validator's tolerance included). The arguments, 
   its B) with p2p between devices; `chain_offsets` gives the earliest start of each op after the
   microbatch's first forward, which every other distance here is measured with.
 - *head window* (the memory-aware bound): from d's first op until its first B ends, d frees nothing,
-  so it runs only forwards that fit in the memory limit together (and at most m per stage) plus that
-  B. The window lasts at least the round trip from d's first stage down and back to that B, so the
-  rest of it is idle.
+  so it runs only forwards that fit in the memory limit together (and at most m per stage; on one
+  route, per microbatch the forwards of its first stages on d) plus that B. The window lasts at
+  least the round trip from d's first stage down and back to that B, so the rest of it is idle.
 - *tail window* (the same argument in reverse time): from the start of d's last forward to its last
   op, d runs that forward and then only B and W ops: a B and its W for each microbatch and stage
   holding M_B at that moment, a W for each one holding only M_W, all within the limit. The window
@@ -25,7 +25,8 @@ the memory limit respected (the validator's tolerance included). The arguments, 
 - *up to the last B*: from d's last forward to the end of its last B, the round trip of that
   microbatch back to d's first stage, and at most the work d holds then less the W ops it defers
   past that B; so d's time up to its last B is its busy time, its head idle and that tail term,
-  negative by at most the W time it can hold (`until_last_backward`).
+  negative by at most the W time it can hold (`until_last_backward`). On one route a microbatch
+  whose B of a later stage of d is still to come has those of its earlier stages still to come too.
 - *enclosed devices*: when d's first stage comes before every stage of device e on every route, d's
   span starts before e's first op and ends after e's last B by the chains between them, so it is
   at least those chains plus e's time up to its last B (`enclosure`).
@@ -54,6 +55,7 @@ beyond, their communication alone is at least that share of the window.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections import Counter
@@ -64,6 +66,9 @@ from pipesat.models.tolerance import slack
 
 # Branch-and-bound nodes of one knapsack before falling back to its (still sound) fractional bound.
 KNAPSACK_NODES = 20_000
+# Combinations of held backwards `least_tail` enumerates before falling back to its (still sound)
+# Lagrangian bound.
+EXACT_TAIL_NODES = 200
 # Halvings of the search for the least memory that a time cap allows (a relative precision of 2^-40).
 BISECTIONS = 40
 
@@ -159,14 +164,13 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
     the compute alone when the ops carry communication, and `head_share` the least all-to-all share
     of the device's forwards (see the module notes)."""
     m = instance.stage_microbatches
-    stages = instance.stages_of(device)
     offsets = chain_offsets(instance, split)
     capacity = _capacity(instance, device)
     head_idle = _head_idle(instance, device, offsets, capacity, head_share)
 
     # From d's last forward (of its last stage on a route) to the end of that microbatch's ops on d,
     # less that forward: d runs what it holds then, that microbatch's B and W on d among them.
-    items = _held_items(instance, split, stages)
+    items = _held_items(instance, split, instance.stages_of(device))
     tail_idle = max(
         0.0,
         min(
@@ -200,15 +204,22 @@ def until_last_backward(
     limit, with X at most their W time.
     """
     m = instance.stage_microbatches
-    stages = instance.stages_of(device)
     capacity = _capacity(instance, device)
-    items = _held_items(instance, split, stages)
+    items = _held_items(instance, split, instance.stages_of(device))
+    routes = instance.route_stages(device)
     tail = math.inf
-    for on_route in instance.route_stages(device):
+    for on_route in routes:
         first, last = on_route[0], on_route[-1]
         reach = offsets[("B", first)] + op_duration(instance, "B", first, split) - offsets[("F", last)]
         forced = _backward_left(instance, split, on_route)
-        tail = min(tail, least_tail(items, forced, m, capacity, reach - instance.forward_times[last]))
+        window = reach - instance.forward_times[last]
+        least = least_tail(items, forced, m, capacity, window)
+        if len(routes) == 1 and len(on_route) > 1:
+            # Per microbatch, where its combinations are few enough to enumerate.
+            prefixes = _enumerated_least_tail(_held_prefixes(instance, split, on_route), forced, m, capacity, window)
+            if prefixes is not None:
+                least = max(least, prefixes)
+        tail = min(tail, least)
     head_idle = _head_idle(instance, device, offsets, capacity, head_share)
     head = head_idle if _windows_disjoint(instance, device, capacity) else 0.0
     return _busy(instance, split, device) + head + tail
@@ -488,11 +499,28 @@ def _floor_fit(capacity: float, weight: float) -> int:
 def _held_items(instance: Instance, split: bool, stages: list[int]) -> list[HeldItem]:
     """What a device may still run after its last forward starts, per microbatch of its `stages` that it
     holds then: a B and its W, holding M_B (`_backward_left`), or (split) only a W, holding M_W."""
-    items = _backward_left(instance, split, stages)
-    if split:
-        weight_times = [op_duration(instance, "W", s, split) for s in stages]
-        items += [(time, time, instance.weight_memory[s]) for time, s in zip(weight_times, stages, strict=True)]
-    return items
+    return _backward_left(instance, split, stages) + _weights_left(instance, split, stages)
+
+
+def _held_prefixes(instance: Instance, split: bool, on_route: list[int]) -> list[HeldItem]:
+    """What a device may still run after its last forward starts, per microbatch it holds then: its Bs
+    still to come, with their Ws, are those of its first stages on the route (its B of a later stage
+    runs before its B of an earlier one), holding their M_B; or (split) a W alone, holding M_W."""
+    items: list[HeldItem] = []
+    work, deferred, memory = 0.0, 0.0, 0.0
+    for time, weight_time, held in _backward_left(instance, split, on_route):
+        work, deferred, memory = work + time, deferred + weight_time, memory + held
+        items.append((work, deferred, memory))
+    return items + _weights_left(instance, split, on_route)
+
+
+def _weights_left(instance: Instance, split: bool, stages: list[int]) -> list[HeldItem]:
+    """Per stage, what a microbatch whose B has run but not its W has left (split; none fused): that W,
+    holding M_W."""
+    if not split:
+        return []
+    times = [op_duration(instance, "W", s, split) for s in stages]
+    return [(time, time, instance.weight_memory[s]) for time, s in zip(times, stages, strict=True)]
 
 
 def _backward_left(instance: Instance, split: bool, stages: list[int]) -> list[HeldItem]:
@@ -524,8 +552,13 @@ def least_tail(
     over H is at least l·window less the knapsack of l·work + (1 - l)·W time: a bound for each l. With
     the fractional knapsack it is linear in l wherever the items keep their order of value per
     memory, so its best l is 0, 1 or an l where two items swap places; the exact knapsack there (and
-    at both ends) can only raise it.
+    at both ends) can only raise it. Where the items holding a B have at most EXACT_TAIL_NODES
+    combinations within the capacity, the least itself (`_enumerated_least_tail`).
     """
+
+    least = _enumerated_least_tail(items, forced, count, capacity, window)
+    if least is not None:
+        return least
 
     def at(weight: float, exact: bool) -> float:
         return weight * window - _held_work(items, forced, count, capacity, weight, exact)
@@ -543,6 +576,37 @@ def least_tail(
                     swaps.add(weight)
     best = max(sorted(swaps), key=lambda weight: at(weight, exact=False))
     return max(at(weight, exact=True) for weight in {0.0, best, 1.0})
+
+
+def _enumerated_least_tail(
+    items: list[HeldItem], forced: list[HeldItem], count: int, capacity: float | None, window: float
+) -> float | None:
+    """The least over H of max(window - work(H), -W time(H)) (`least_tail`) exactly, by enumerating
+    how many of each item holding a B H takes: the rest of the room goes to the items that are a W
+    alone, whose work is their W time, so the more of their time the lower both terms (their
+    knapsack). None without a limit, when the forced items do not fit, or past EXACT_TAIL_NODES."""
+    if capacity is None:
+        return None
+    room = capacity - sum(memory for _, _, memory in forced)
+    backwards = sorted(Counter(item for item in items if item[0] > item[1]).items())
+    weights = [(work, memory) for work, deferred, memory in items if work == deferred]
+    # Of an item holding no memory H takes all: it adds to both its work and its W time.
+    numbers = [
+        [count * copies] if memory <= 0 else range(min(count * copies, _floor_fit(room, memory)) + 1)
+        for (_, _, memory), copies in backwards
+    ]
+    if room < 0 or math.prod(len(choices) for choices in numbers) > EXACT_TAIL_NODES:
+        return None
+    base_work, base_deferred = sum(item[0] for item in forced), sum(item[1] for item in forced)
+    filled = functools.cache(lambda left: max_total_time(weights, count, left))  # few distinct rooms
+    least = math.inf
+    for chosen in itertools.product(*numbers):
+        work, deferred, left = base_work, base_deferred, room
+        for n, ((item_work, item_deferred, memory), _) in zip(chosen, backwards, strict=True):
+            work, deferred, left = work + n * item_work, deferred + n * item_deferred, left - n * memory
+        if left >= 0:
+            least = min(least, max(window - work - filled(left), -(deferred + filled(left))))
+    return least
 
 
 def _held_work(
@@ -581,7 +645,13 @@ def _head_idle(
     # them (on one route: from d's first stage down and back).
     routes = instance.route_stages(device)
     window = min(offsets[("B", s)] - offsets[("F", on_route[0])] for on_route in routes for s in on_route)
-    return max(0.0, window - max_total_time(forwards, m, capacity), share * window)
+    work = max_total_time(forwards, m, capacity)
+    if len(routes) == 1 and len(routes[0]) > 1:
+        # Per microbatch the forwards begun in the window are those of its first stages on the route.
+        times = itertools.accumulate(instance.forward_times[s] for s in routes[0])
+        memory = itertools.accumulate(instance.activation_memory[s] for s in routes[0])
+        work = min(work, max_total_time(list(zip(times, memory, strict=True)), m, capacity))
+    return max(0.0, window - work, share * window)
 
 
 def _windows_disjoint(instance: Instance, device: int, capacity: float | None) -> bool:
