@@ -590,9 +590,12 @@ def _enumerated_least_tail(
     room = capacity - sum(memory for _, _, memory in forced)
     backwards = sorted(Counter(item for item in items if item[0] > item[1]).items())
     weights = [(work, memory) for work, deferred, memory in items if work == deferred]
-    # Of an item holding no memory H takes all: it adds to both its work and its W time.
+    # Of an item holding no memory H takes all: it adds to both its work and its W time; so of every
+    # item when all of them fit.
+    everything = sum(count * copies * memory for (_, _, memory), copies in backwards)
+    fits_all = everything + count * sum(memory for _, memory in weights) <= room
     numbers = [
-        [count * copies] if memory <= 0 else range(min(count * copies, _floor_fit(room, memory)) + 1)
+        [count * copies] if memory <= 0 or fits_all else range(min(count * copies, _floor_fit(room, memory)) + 1)
         for (_, _, memory), copies in backwards
     ]
     if room < 0 or math.prod(len(choices) for choices in numbers) > EXACT_TAIL_NODES:
@@ -646,8 +649,10 @@ def _head_idle(
     routes = instance.route_stages(device)
     window = min(offsets[("B", s)] - offsets[("F", on_route[0])] for on_route in routes for s in on_route)
     work = max_total_time(forwards, m, capacity)
-    if len(routes) == 1 and len(routes[0]) > 1:
+    everything = m * sum(time for time, _ in forwards)
+    if len(routes) == 1 and len(routes[0]) > 1 and work < everything * (1 - 1e-9):
         # Per microbatch the forwards begun in the window are those of its first stages on the route.
+        # (Where every forward fits at once, these items fit m microbatches' whole routes too.)
         times = itertools.accumulate(instance.forward_times[s] for s in routes[0])
         memory = itertools.accumulate(instance.activation_memory[s] for s in routes[0])
         work = min(work, max_total_time(list(zip(times, memory, strict=True)), m, capacity))
