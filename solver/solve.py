@@ -126,9 +126,9 @@ def solve(
     may differ between runs) and CP-SAT searches with one worker, whatever `workers` says. `gap`
     stops the search at that relative gap. `starts` are extra starting schedules (for instance the
     previous point of a Pareto sweep), and `known_bound` a lower bound on the result's objective
-    proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve first
-    spends a third of the time limit on the makespan, whose model CP-SAT searches far better, and
-    starts from that order re-timed for the span when it is the best start (all of it where every
+    proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve of more
+    than PROOF_SMALL_OPS ops first spends a third of the time limit on the makespan, whose model
+    CP-SAT searches far better, and starts from that order re-timed for the span when it is the best start (all of it where every
     schedule's max span is its makespan: one route, B and W fused); on one route with W apart it may
     first prove a bound from stage 0's device (FIRST_DEVICE_PHASE). `cpsat_params` are CP-SAT's own
     parameters for experts (`solver.cpsat.parameters`: field name to value, such as
@@ -299,8 +299,8 @@ class _Solve:
             return False
         if all(fits(instance.one_f_one_b_peak(), limit) for limit in instance.memory_limit):
             return False
-        if len(expected_op_keys(instance, problem.split)) <= PROOF_SMALL_OPS:
-            return False  # the proof portfolio's bound search proves these itself, as a full search
+        if self._proves_itself():
+            return False
         if best is not None and _meets(best.value, bound, self.options.gap):
             return False
         if not fits(bound, first_device_span_bound(instance, problem.split)):
@@ -380,7 +380,12 @@ class _Solve:
         problem = self.problem
         if problem.objective != Objective.SPAN or problem.minimize_memory:
             return False
-        return len(expected_op_keys(problem.instance, problem.split)) > PROOF_SMALL_OPS
+        return not self._proves_itself()
+
+    def _proves_itself(self) -> bool:
+        """Whether the model has at most PROOF_SMALL_OPS ops, where the search runs the proof
+        portfolio, whose bound search proves it as a full search (`solver.cpsat.search`)."""
+        return len(expected_op_keys(self.problem.instance, self.problem.split)) <= PROOF_SMALL_OPS
 
     def _makespan_phase(
         self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]

@@ -62,7 +62,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from pipesat.models import Instance, InstanceError, Objective, op_duration
-from pipesat.models.tolerance import slack
+from pipesat.models.tolerance import fits, slack
 
 # Branch-and-bound nodes of one knapsack before falling back to its (still sound) fractional bound.
 KNAPSACK_NODES = 20_000
@@ -650,7 +650,7 @@ def _head_idle(
     window = min(offsets[("B", s)] - offsets[("F", on_route[0])] for on_route in routes for s in on_route)
     work = max_total_time(forwards, m, capacity)
     everything = m * sum(time for time, _ in forwards)
-    if len(routes) == 1 and len(routes[0]) > 1 and work < everything * (1 - 1e-9):
+    if len(routes) == 1 and len(routes[0]) > 1 and not fits(everything, work):
         # Per microbatch the forwards begun in the window are those of its first stages on the route.
         # (Where every forward fits at once, these items fit m microbatches' whole routes too.)
         times = itertools.accumulate(instance.forward_times[s] for s in routes[0])
