@@ -409,13 +409,16 @@ def test_expert_cpsat_parameters_are_checked_first_and_applied(
     assert parameters and "linearization_level: 2" in parameters[0]
 
 
+def _v_with_room() -> Instance:
+    """A V-shape whose bound from stage 0's device leaves room, so that every phase may run (36 ops)."""
+    times = {"weight_times": 1, "backward_times": [3, 1, 1, 1]}
+    return make_instance(2, 6, chunks=2, placement="vshape", **times, memory_limit="0.75x")
+
+
 def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(solve_module, "PROOF_SMALL_OPS", 0)  # phase 0 on a model small enough for a test
     caplog.set_level(logging.INFO, logger="pipesat")
-    # A V-shape whose bound from stage 0's device leaves room, so that every phase runs.
-    times = {"weight_times": 1, "backward_times": [3, 1, 1, 1]}
-    instance = make_instance(2, 6, chunks=2, placement="vshape", **times, memory_limit="0.75x")
-    solve(instance, objective="span", **FAST)
+    solve(_v_with_room(), objective="span", **FAST)
     log = "\n".join(caplog.messages)
     for decision in (
         "lower bound on the max span: ",
@@ -432,12 +435,10 @@ def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture, m
 
 
 def test_a_small_span_solve_searches_the_span_from_the_start(caplog: pytest.LogCaptureFixture) -> None:
-    # The instance above, at its own size (36 ops): the span's search, which runs the proof portfolio
+    # That V-shape at its own size (36 ops): the span's search, which runs the proof portfolio
     # on a model this small, gets the whole time; no phase 0 or makespan phase takes a share of it.
     caplog.set_level(logging.INFO, logger="pipesat")
-    times = {"weight_times": 1, "backward_times": [3, 1, 1, 1]}
-    instance = make_instance(2, 6, chunks=2, placement="vshape", **times, memory_limit="0.75x")
-    result = solve(instance, objective="span", **FAST)
+    result = solve(_v_with_room(), objective="span", **FAST)
     log = "\n".join(caplog.messages)
     assert "CP-SAT searches from " in log and "span solve, phase" not in log
     assert result.status == "optimal" and result.value == result.bound
