@@ -136,6 +136,8 @@ VARIANTS: dict[str, dict[str, str]] = {
     "no-probe-precedences": {},
     # pipesat's default without the bound from stage 0's device proven first (solver.solve), as before it.
     "no-first-device": {},
+    # pipesat's default with probes on CP-SAT's default disjunctive propagation, as before STRONG_PROBES.
+    "no-strong-probes": {},
 }
 NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
 # The variants that change pipesat's own settings (module constants), not CP-SAT's.
@@ -147,6 +149,7 @@ SETTINGS: dict[str, tuple[ModuleType, dict[str, object]]] = {
     "no-hold": (variables_module, {"LEAST_HOLDS": False}),
     "no-probe-precedences": (search_module, {"PROBE_PRECEDENCES": False}),
     "no-first-device": (solve_module, {"FIRST_DEVICE_PHASE": 0.0}),
+    "no-strong-probes": (search_module, {"STRONG_PROBES": False}),
 }
 
 

@@ -65,6 +65,16 @@ PROOF_SUBSOLVER = "objective_lb_search"
 # portfolio's main search it lowered bounds and once aborted (docs/manual.md).
 PROBE_PRECEDENCES = True
 PROBE_PRECEDENCE_SUBSOLVER = "precedences"
+# The probe's search branching on precedences also propagates each device's no-overlap with CP-SAT's
+# stronger, costlier disjunctive reasoning (use_strong_propagation_in_disjunctive): with the
+# objective's domain cut to T it refutes what the default leaves open (bench_targets' 400-op V p = 3,
+# m = 7 under limit 3: "at most 96.5?" refuted in 11.9 s, open after 60 s without). default_lp keeps
+# CP-SAT's propagation: with it on both threads the refutation came in 7.0-8.5 s at three seeds, but
+# schedules at the bound came later (V p4 m8 under limit 8: the opening probe open after 2.7 s where
+# it finds one in 0.2 s). In the portfolio's own searches it cost bounds (bench_targets' 400-op
+# interleaved p = 3, m = 9: phase 0 no longer proved 158). Measured in bench_proofs (variant
+# `no-strong-probes`, docs/manual.md).
+STRONG_PROBES = True
 # A start within OPENING_GAP of the analytic bound is tested first by one probe at the bound, for
 # OPENING_SHARE of the search's time (`solver.cpsat.probes`). Measured in bench_proofs against the
 # search without it (variant `no-opening`): no row worse, linear p8 m32 at 2x proven in 1.9 s.
@@ -347,7 +357,7 @@ def _parameters(
     and win, but the wall seconds stay pipesat's: the solve returns by its deadline whatever time
     limit they give CP-SAT. With two workers (and not deterministic), unless the expert chose the
     subsolvers, a search runs the proof portfolio (PROOF_PORTFOLIO_WORKERS) and a `probe` (which has
-    no objective to bound) the probe portfolio (PROBE_PRECEDENCES)."""
+    no objective to bound) the probe portfolio (PROBE_PRECEDENCES, STRONG_PROBES)."""
     params = sat_parameters_pb2.SatParameters()
     params.num_workers = cpsat_workers(options.workers, options.deterministic)
     params.random_seed = options.seed
@@ -401,10 +411,13 @@ def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int)
 
 
 def _add_probe_portfolio(params: sat_parameters_pb2.SatParameters) -> None:
-    """Two workers' portfolio for a probe (see PROBE_PRECEDENCES)."""
+    """Two workers' portfolio for a probe (see PROBE_PRECEDENCES and STRONG_PROBES): default_lp beside
+    the search branching on precedences, which propagates the no-overlaps strongly."""
     precedences = params.subsolver_params.add()
     precedences.name = PROBE_PRECEDENCE_SUBSOLVER
     precedences.use_dynamic_precedence_in_disjunctive = True
+    if STRONG_PROBES:
+        precedences.use_strong_propagation_in_disjunctive = True
     params.extra_subsolvers.append(PROBE_PRECEDENCE_SUBSOLVER)
     params.num_full_subsolvers = PROOF_PORTFOLIO_WORKERS
 

@@ -265,7 +265,10 @@ def test_a_probe_on_two_workers_runs_default_lp_beside_the_search_branching_on_p
     assert list(params.extra_subsolvers) == [PROBE_PRECEDENCE_SUBSOLVER]
     (precedences,) = params.subsolver_params
     assert precedences.name == PROBE_PRECEDENCE_SUBSOLVER and precedences.use_dynamic_precedence_in_disjunctive
-    assert not params.use_dynamic_precedence_in_disjunctive  # default_lp stays as CP-SAT has it
+    assert precedences.use_strong_propagation_in_disjunctive  # STRONG_PROBES: the refutations at tight values
+    # default_lp stays as CP-SAT has it, and so does every search that minimises
+    assert not params.use_dynamic_precedence_in_disjunctive and not params.use_strong_propagation_in_disjunctive
+    assert not _parsed(SearchOptions(2, 0, False, 0.0, deadline, 10)).use_strong_propagation_in_disjunctive
     for options in (
         SearchOptions(4, 0, False, 0.0, deadline, 10),
         SearchOptions(2, 0, True, 0.0, deadline, 10),
