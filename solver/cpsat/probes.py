@@ -27,9 +27,9 @@ best value and below every probe left open, so that after an open probe the next
 bound, where refutations come easier. They stop when the bound meets the best value (proven optimal), when a probe at the bound
 itself stays open, at the gap asked for, or when their time is spent. On two workers a probe runs
 CP-SAT's default_lp beside the same search branching on precedences (`solver.cpsat.search`,
-PROBE_PRECEDENCES): finding a schedule at a tight value is where that branching helps; that search
-also propagates each device's no-overlap with CP-SAT's strong disjunctive reasoning (STRONG_PROBES),
-which refutes tight values the default propagation leaves open.
+PROBE_PRECEDENCES): finding a schedule at a tight value is where that branching helps; a third
+thread runs that search with each device's no-overlap propagated by CP-SAT's strong disjunctive
+reasoning (STRONG_PROBES), which refutes tight values the default propagation leaves open.
 """
 
 from __future__ import annotations

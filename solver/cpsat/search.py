@@ -57,24 +57,27 @@ REFRESH_SECONDS = 0.5
 PROOF_PORTFOLIO_WORKERS = 2
 PROOF_SMALL_OPS = 150
 PROOF_SUBSOLVER = "objective_lb_search"
-# A probe on two workers runs two full searches: CP-SAT's default_lp and the same search branching on
-# which of two ops of a device comes first (use_dynamic_precedence_in_disjunctive), which finds
-# schedules at a tight value that branching on start times misses (V p4 m8 under limit 6: 48.6 in
-# 4.8-8.0 s, where default_lp and feasibility jump end open after 25 s). Measured in bench_proofs
-# (variant `no-probe-precedences`, docs/manual.md). CP-SAT calls the option experimental; in the
-# portfolio's main search it lowered bounds and once aborted (docs/manual.md).
+# A probe on two workers runs two full searches (and STRONG_PROBES' third): CP-SAT's default_lp and
+# the same search branching on which of two ops of a device comes first
+# (use_dynamic_precedence_in_disjunctive), which finds schedules at a tight value that branching on
+# start times misses (V p4 m8 under limit 6: 48.6 in 4.8-8.0 s, where default_lp and feasibility
+# jump end open after 25 s). Measured in bench_proofs (variant `no-probe-precedences`,
+# docs/manual.md). CP-SAT calls the option experimental; in the portfolio's main search it lowered
+# bounds and once aborted (docs/manual.md).
 PROBE_PRECEDENCES = True
 PROBE_PRECEDENCE_SUBSOLVER = "precedences"
-# The probe's search branching on precedences also propagates each device's no-overlap with CP-SAT's
-# stronger, costlier disjunctive reasoning (use_strong_propagation_in_disjunctive): with the
-# objective's domain cut to T it refutes what the default leaves open (bench_targets' 400-op V p = 3,
-# m = 7 under limit 3: "at most 96.5?" refuted in 11.9 s, open after 60 s without). default_lp keeps
-# CP-SAT's propagation: with it on both threads the refutation came in 7.0-8.5 s at three seeds, but
-# schedules at the bound came later (V p4 m8 under limit 8: the opening probe open after 2.7 s where
-# it finds one in 0.2 s). In the portfolio's own searches it cost bounds (bench_targets' 400-op
+# A probe on two workers runs, as a third thread sharing the two cores, the search branching on
+# precedences with each device's no-overlap propagated by CP-SAT's stronger, costlier disjunctive
+# reasoning (use_strong_propagation_in_disjunctive): with the objective's domain cut to T it refutes
+# what the default leaves open (bench_targets' 400-op V p = 3, m = 7 under limit 3: "at most 96.5?"
+# refuted in 8.7-10.8 s, open after 60 s without). On a thread of their own the two others keep
+# finding schedules as fast: strong propagation in place of either slowed that (V p4 m8 under limit
+# 8: the opening probe open after 2.7 s where it finds one in 0.2 s; bench_suite's V p8 m16 at 2x:
+# 375.75-380.5 against 373.5). In the portfolio's own searches it cost bounds (bench_targets' 400-op
 # interleaved p = 3, m = 9: phase 0 no longer proved 158). Measured in bench_proofs (variant
 # `no-strong-probes`, docs/manual.md).
 STRONG_PROBES = True
+PROBE_STRONG_SUBSOLVER = "strong_precedences"
 # A start within OPENING_GAP of the analytic bound is tested first by one probe at the bound, for
 # OPENING_SHARE of the search's time (`solver.cpsat.probes`). Measured in bench_proofs against the
 # search without it (variant `no-opening`): no row worse, linear p8 m32 at 2x proven in 1.9 s.
@@ -412,14 +415,19 @@ def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int)
 
 def _add_probe_portfolio(params: sat_parameters_pb2.SatParameters) -> None:
     """Two workers' portfolio for a probe (see PROBE_PRECEDENCES and STRONG_PROBES): default_lp beside
-    the search branching on precedences, which propagates the no-overlaps strongly."""
+    the search branching on precedences and, as a third thread, the same propagating strongly."""
     precedences = params.subsolver_params.add()
     precedences.name = PROBE_PRECEDENCE_SUBSOLVER
     precedences.use_dynamic_precedence_in_disjunctive = True
-    if STRONG_PROBES:
-        precedences.use_strong_propagation_in_disjunctive = True
     params.extra_subsolvers.append(PROBE_PRECEDENCE_SUBSOLVER)
     params.num_full_subsolvers = PROOF_PORTFOLIO_WORKERS
+    if STRONG_PROBES:
+        strong = params.subsolver_params.add()
+        strong.CopyFrom(precedences)
+        strong.name = PROBE_STRONG_SUBSOLVER
+        strong.use_strong_propagation_in_disjunctive = True
+        params.extra_subsolvers.append(PROBE_STRONG_SUBSOLVER)
+        params.num_workers = params.num_full_subsolvers = PROOF_PORTFOLIO_WORKERS + 1
 
 
 class _Record:

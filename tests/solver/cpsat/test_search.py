@@ -23,6 +23,7 @@ from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Ended, Finished, Solut
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.search import (
     PROBE_PRECEDENCE_SUBSOLVER,
+    PROBE_STRONG_SUBSOLVER,
     PROOF_SMALL_OPS,
     SearchOptions,
     _parameters,
@@ -261,11 +262,15 @@ def test_a_probe_on_two_workers_runs_default_lp_beside_the_search_branching_on_p
     deadline = time.monotonic() + 10
     text, _ = _parameters(SearchOptions(2, 0, False, 0.0, deadline, 10), 10, 5.0, probe=True)
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
-    assert params.num_workers == 2 and params.num_full_subsolvers == 2
-    assert list(params.extra_subsolvers) == [PROBE_PRECEDENCE_SUBSOLVER]
-    (precedences,) = params.subsolver_params
+    # Three threads on the two cores (STRONG_PROBES): default_lp, the search branching on precedences,
+    # and the same propagating the no-overlaps strongly, for the refutations at tight values.
+    assert params.num_workers == 3 and params.num_full_subsolvers == 3
+    assert list(params.extra_subsolvers) == [PROBE_PRECEDENCE_SUBSOLVER, PROBE_STRONG_SUBSOLVER]
+    precedences, strong = params.subsolver_params
     assert precedences.name == PROBE_PRECEDENCE_SUBSOLVER and precedences.use_dynamic_precedence_in_disjunctive
-    assert precedences.use_strong_propagation_in_disjunctive  # STRONG_PROBES: the refutations at tight values
+    assert not precedences.use_strong_propagation_in_disjunctive
+    assert strong.name == PROBE_STRONG_SUBSOLVER and strong.use_dynamic_precedence_in_disjunctive
+    assert strong.use_strong_propagation_in_disjunctive
     # default_lp stays as CP-SAT has it, and so does every search that minimises
     assert not params.use_dynamic_precedence_in_disjunctive and not params.use_strong_propagation_in_disjunctive
     assert not _parsed(SearchOptions(2, 0, False, 0.0, deadline, 10)).use_strong_propagation_in_disjunctive
