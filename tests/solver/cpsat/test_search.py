@@ -258,7 +258,7 @@ def test_two_workers_add_the_objective_lower_bound_search() -> None:
     assert not deterministic.interleave_search
 
 
-def test_a_probe_on_two_workers_runs_default_lp_beside_the_search_branching_on_precedences() -> None:
+def test_a_probe_on_two_workers_runs_default_lp_and_the_precedence_search_with_and_without_strong_propagation() -> None:
     deadline = time.monotonic() + 10
     text, _ = _parameters(SearchOptions(2, 0, False, 0.0, deadline, 10), 10, 5.0, probe=True)
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
