@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -65,12 +66,35 @@ class ModelData:
         return self.scale.memory if self.minimize_memory else self.scale.time
 
     def proven_bound(self, ticks: float) -> float:
-        """A bound CP-SAT proved on the minimised variable, in instance units.
+        """A bound CP-SAT proved on the minimised variable, in instance units: rounded up to the least
+        value an optimum can take (`least_value_from`).
 
         Flooring times keeps the model a relaxation; only a fractional min span loses up to a tick.
         """
         loose = 0 if self.minimize_memory or self.objective == Objective.MAKESPAN or self.scale.exact_span else 1
-        return (math.ceil(ticks - SOLVER_BOUND_NOISE) - loose) / self.ticks_per_unit
+        return (self.least_value_from(math.ceil(ticks - SOLVER_BOUND_NOISE)) - loose) / self.ticks_per_unit
+
+    def least_value_from(self, ticks: int) -> int:
+        """The least value of at least `ticks` that the model's optimum can take (ticks; the memory as it is).
+
+        Why: with its order fixed, a schedule's least makespan is a longest path of the model's times
+        (ops, pairs, p2p), so a multiple of their greatest common divisor g; its least max span is the
+        largest mean of a cycle of its constraints, a sum W of those times over the k devices whose
+        span closes the cycle, k at most p (`solver.cpsat.scale`), rounded up to whole ticks. So no
+        optimum lies between `ticks` and the least such value above it, and a bound CP-SAT proves or
+        a probe it refutes rises to that value (V p = 3 with times in quarters: the span's ticks are
+        1/24, and above 128.5 the next such value is 128.5833).
+        """
+        step = self._time_step
+        if self.minimize_memory or step == 0:
+            return ticks
+        sizes = range(1, self.instance.num_devices + 1) if self.objective == Objective.SPAN else (1,)
+        return min(_ceil_div(_ceil_div(ticks * k, step) * step, k) for k in sizes)
+
+    @functools.cached_property
+    def _time_step(self) -> int:
+        """The greatest common divisor of every time in the model (ticks; 0 when all are 0)."""
+        return math.gcd(*self.durations.values(), *self.pairs.values(), int(self.tick_instance.p2p_time))
 
 
 def model_data(
@@ -108,6 +132,10 @@ def model_data(
         horizon,
         pair_candidates(instance, ticks, scale, split_backward, symmetry_breaking),
     )
+
+
+def _ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
 
 
 def _horizon(ticks: Instance, objective: Objective, keys: list[OpKey], durations: dict[OpKey, int]) -> int:

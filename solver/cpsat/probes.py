@@ -6,7 +6,8 @@ the objective's domain cut to T (every op's latest start then follows from T) is
 once, both ways. On V p8 m16 under a loose limit (benchmarks/bench_proofs.py) a 40 s minimisation
 ends at 102.5 over a bound of 99.4, where one probe at T = 99.4 finds a schedule there in under a
 second: the bound was right and the search was stuck. A probe that CP-SAT refutes proves that no
-schedule has a value of T or less, so the bound becomes T + 1 tick; a probe that finds one lowers the
+schedule has a value of T or less, so the bound becomes the least value above T that an optimum can
+take (`ModelData.least_value_from`); a probe that finds one lowers the
 best value to that schedule's. A probe that runs out of its time settles nothing.
 
 The probes take over from a search that has stalled near its bound: neither its value nor its bound
@@ -86,10 +87,18 @@ RunProbe = Callable[[int, float], Probe]
 
 
 def bisect(
-    lower: int, upper: int, run_probe: RunProbe, seconds: float, gap: float, clock: Callable[[], float]
+    lower: int,
+    upper: int,
+    run_probe: RunProbe,
+    seconds: float,
+    gap: float,
+    clock: Callable[[], float],
+    least_value_from: Callable[[int], int] = int,
 ) -> Bisection:
     """Probe between `lower` (proven) and `upper` (a schedule's value), all in ticks, for at most
-    `seconds` of `clock` in all; stop at the relative `gap`. See the module notes for the order."""
+    `seconds` of `clock` in all; stop at the relative `gap`. A probe refuted at T proves
+    `least_value_from(T + 1)`, the least value an optimum can take above T. See the module notes for
+    the order."""
     deadline = clock() + seconds
     best: int | None = None
     values: list[int] | None = None
@@ -106,7 +115,7 @@ def bisect(
         if probe.outcome == Outcome.INTERRUPTED:
             return Bisection(lower, best, values, probes, interrupted=True)
         if probe.outcome == Outcome.REFUTED:
-            lower = target + 1
+            lower = least_value_from(target + 1)
         elif probe.outcome == Outcome.OPEN and target == lower:
             break  # the easiest refutation left stays open: the probes have no more to give
         elif probe.outcome == Outcome.OPEN:

@@ -182,7 +182,7 @@ def search(
         if opening.outcome == Outcome.INTERRUPTED:
             return _outcome(model, record, StopReason.INTERRUPT, INTERRUPTED, interrupted=True)
         if opening.outcome == Outcome.REFUTED:
-            lower += 1
+            lower = data.least_value_from(lower + 1)
     parameters, seconds = _parameters(options, len(keys))
     watched = [model.variables.starts[key] for key in keys]
     stalled = record.stalled_for(STALL_SHARE * seconds, PROBE_GAP) if probing else None
@@ -194,7 +194,7 @@ def search(
         or (finished.status == cp_model.UNKNOWN and math.isfinite(finished.bound))
     ):
         record.bound = record.to_bound(finished.bound)
-        tick_bound = math.ceil(finished.bound - SOLVER_BOUND_NOISE)
+        tick_bound = data.least_value_from(math.ceil(finished.bound - SOLVER_BOUND_NOISE))
     stopped_by, reason = _why_stopped(ended, options, record.objective)
     optimal = stopped_by == StopReason.PROOF  # CP-SAT says OPTIMAL at a gap limit too
     tick_optimum = round(record.objective) if optimal and record.objective is not None else None
@@ -267,7 +267,7 @@ def _bisect(model: PipelineModel, options: SearchOptions, lower: int, upper: int
     they find and prove goes to `record` as it comes."""
     seconds = _search_seconds(options, len(model.variables.starts))
     run_probe = _probe_runner(model, options, record)
-    bisection = bisect(lower, upper, run_probe, seconds, options.gap, time.monotonic)
+    bisection = bisect(lower, upper, run_probe, seconds, options.gap, time.monotonic, model.data.least_value_from)
     LOG.info(
         "%d probes: no schedule below %g, best %s",
         bisection.probes,

@@ -99,6 +99,11 @@ def brute_force_optimum(instance: Instance, split: bool, objective: str = "makes
     return min(metrics.objective(objective) for metrics in _all_metrics(instance, split, objective))
 
 
+def brute_force_values(instance: Instance, split: bool, objective: str) -> set[float]:
+    """The makespan or max span of every valid schedule, each order timed for it."""
+    return {metrics.objective(objective) for metrics in _all_metrics(instance, split, objective)}
+
+
 def brute_force_frontier(instance: Instance, split: bool, objective: str = "makespan") -> list[tuple[float, float]]:
     """Every breakpoint (least peak memory, least time at that memory) of the time/memory trade-off, by
     increasing memory, over every valid schedule (the instance's memory limit dropped)."""

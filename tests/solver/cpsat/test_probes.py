@@ -61,6 +61,15 @@ def test_probes_refuting_and_finding_close_on_the_optimum() -> None:
     assert result.proven_optimal(60) and oracle.asked[0] == 10
 
 
+def test_a_refuted_probe_raises_the_bound_to_the_next_value_an_optimum_can_take() -> None:
+    oracle = Oracle(optimum=40)
+    result = bisect(10, 60, oracle.probe, 100, 0.0, oracle.clock, least_value_from=lambda t: -(-t // 10) * 10)
+    assert result.lower == 40 and result.proven_optimal(60)
+    # 10 refuted proves 20, so the next probe is at the middle of 20 and 59 (of 11 and 59 without).
+    assert oracle.asked[:2] == [10, 39]
+    assert len(oracle.asked) < bisect(10, 60, Oracle(optimum=40).probe, 100, 0.0, oracle.clock).probes
+
+
 def test_a_schedule_at_the_bound_is_optimal_at_once() -> None:
     oracle = Oracle(optimum=10)
     result = bisect(10, 60, oracle.probe, seconds=100, gap=0.0, clock=oracle.clock)
