@@ -15,7 +15,8 @@ off (`SETTINGS`): `no-probes` without the bisection probes after a stall (`solve
 phase 0 (the bound from stage 0's device proven first, `solver.solve`), `no-tight` without the tight
 memory precedences, `no-nested` without those between two stages of a device
 (`solver.cpsat.constraints`), `no-hold` with each held-memory interval's size from 0 instead of its
-least length (`solver.cpsat.variables`). Every schedule is validated; each row prints the value, the
+least length (`solver.cpsat.variables`), `no-value-grid` with each proven bound one tick above what
+CP-SAT proves, not the least value an optimum can take (`solver.cpsat.data`). Every schedule is validated; each row prints the value, the
 proven bound, the gap and the wall time, and `*` marks the default (no parameters). By default the
 default runs beside `no-opening` and `no-tight`.
 """
@@ -33,6 +34,7 @@ from bench_targets import random_instances
 from pipesat.models import Instance, load_instance
 from pipesat.solver import solve as solve_module
 from pipesat.solver.cpsat import constraints as constraints_module
+from pipesat.solver.cpsat import data as data_module
 from pipesat.solver.cpsat import search as search_module
 from pipesat.solver.cpsat import variables as variables_module
 from pipesat.solver.evaluate.validator import ensure_valid
@@ -138,6 +140,9 @@ VARIANTS: dict[str, dict[str, str]] = {
     "no-first-device": {},
     # pipesat's default with probes on CP-SAT's default disjunctive propagation, as before STRONG_PROBES.
     "no-strong-probes": {},
+    # pipesat's default with proven bounds one tick above what CP-SAT proves, not at the least value
+    # an optimum can take above it (solver.cpsat.data.least_value_from), as before.
+    "no-value-grid": {},
 }
 NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
 # The variants that change pipesat's own settings (module constants), not CP-SAT's.
@@ -150,6 +155,7 @@ SETTINGS: dict[str, tuple[ModuleType, dict[str, object]]] = {
     "no-probe-precedences": (search_module, {"PROBE_PRECEDENCES": False}),
     "no-first-device": (solve_module, {"FIRST_DEVICE_PHASE": 0.0}),
     "no-strong-probes": (search_module, {"STRONG_PROBES": False}),
+    "no-value-grid": (data_module, {"VALUE_GRID": False}),
 }
 
 

@@ -23,6 +23,9 @@ from pipesat.solver.cpsat.scale import TickScale, choose_scale, scaled_instance
 MAX_TICKS = 2**53
 # CP-SAT reports its objective bound as a double that can sit just above the whole number it stands for.
 SOLVER_BOUND_NOISE = 1e-6
+# Proven bounds rise to the least value an optimum can take (`ModelData.least_value_from`);
+# bench_proofs' variant `no-value-grid` turns it off to measure it.
+VALUE_GRID = True
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ class ModelData:
         1/24, and above 128.5 the next such value is 128.5833).
         """
         step = self._time_step
-        if self.minimize_memory or step == 0:
+        if not VALUE_GRID or self.minimize_memory or step == 0:
             return ticks
         sizes = range(1, self.instance.num_devices + 1) if self.objective == Objective.SPAN else (1,)
         return min(_ceil_div(_ceil_div(ticks * k, step) * step, k) for k in sizes)
