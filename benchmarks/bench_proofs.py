@@ -16,9 +16,9 @@ phase 0 (the bound from stage 0's device proven first, `solver.solve`), `no-tigh
 memory precedences, `no-nested` without those between two stages of a device
 (`solver.cpsat.constraints`), `no-hold` with each held-memory interval's size from 0 instead of its
 least length (`solver.cpsat.variables`), `no-value-grid` with each proven bound one tick above what
-CP-SAT proves, not the least value an optimum can take (`solver.cpsat.data`). Every schedule is validated; each row prints the value, the
-proven bound, the gap and the wall time, and `*` marks the default (no parameters). By default the
-default runs beside `no-opening` and `no-tight`.
+CP-SAT proves, not the least value an optimum can take (`solver.cpsat.data`). Every schedule is
+validated; each row prints the value, the proven bound, the gap and the wall time, and `*` marks the
+default (no parameters). By default the default runs beside `no-opening` and `no-tight`.
 """
 
 from __future__ import annotations

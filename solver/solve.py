@@ -130,9 +130,9 @@ def solve(
     than PROOF_SMALL_OPS ops first spends a third of the time limit on the makespan, whose model
     CP-SAT searches far better, and starts from that order re-timed for the span when it is the best
     start (all of it where every schedule's max span is its makespan: one route, B and W fused); on
-    one route with W apart it may first prove a bound from stage 0's device (FIRST_DEVICE_PHASE). `cpsat_params` are CP-SAT's own
-    parameters for experts (`solver.cpsat.parameters`: field name to value, such as
-    `{"linearization_level": "2"}`), applied after pipesat's.
+    one route with W apart it may first prove a bound from stage 0's device (FIRST_DEVICE_PHASE).
+    `cpsat_params` are CP-SAT's own parameters for experts (`solver.cpsat.parameters`: field name to
+    value, such as `{"linearization_level": "2"}`), applied after pipesat's.
 
     What the solve decides and why, and CP-SAT's search log, go to the `pipesat` loggers
     (`models.log`: `with show_log(): solve(...)` prints them).
