@@ -75,7 +75,11 @@ class ModelData:
         Flooring times keeps the model a relaxation; only a fractional min span loses up to a tick.
         """
         loose = 0 if self.minimize_memory or self.objective == Objective.MAKESPAN or self.scale.exact_span else 1
-        return (self.least_value_from(math.ceil(ticks - SOLVER_BOUND_NOISE)) - loose) / self.ticks_per_unit
+        return (self.proven_ticks(ticks) - loose) / self.ticks_per_unit
+
+    def proven_ticks(self, ticks: float) -> int:
+        """A bound CP-SAT reported (a double, in ticks) as the least whole value an optimum can take."""
+        return self.least_value_from(math.ceil(ticks - SOLVER_BOUND_NOISE))
 
     def least_value_from(self, ticks: int) -> int:
         """The least value of at least `ticks` that the model's optimum can take (ticks; the memory as it is).

@@ -194,7 +194,7 @@ def search(
         or (finished.status == cp_model.UNKNOWN and math.isfinite(finished.bound))
     ):
         record.bound = record.to_bound(finished.bound)
-        tick_bound = data.least_value_from(math.ceil(finished.bound - SOLVER_BOUND_NOISE))
+        tick_bound = data.proven_ticks(finished.bound)
     stopped_by, reason = _why_stopped(ended, options, record.objective)
     optimal = stopped_by == StopReason.PROOF  # CP-SAT says OPTIMAL at a gap limit too
     tick_optimum = round(record.objective) if optimal and record.objective is not None else None
