@@ -30,6 +30,11 @@ the memory limit respected (the validator's tolerance included). The arguments, 
 - *enclosed devices*: when d's first stage comes before every stage of device e on every route, d's
   span starts before e's first op and ends after e's last B by the chains between them, so it is
   at least those chains plus e's time up to its last B (`enclosure`).
+- *spaced forwards*: on one route the forwards of e's first stage start no faster than the longest
+  forward between d's first stage and it allows (`forward_spacing`), so in e's head window fewer
+  microbatches can have arrived, unless e's first op starts late by as much: the lead and e's head
+  idle are bounded together (`until_last_backward` with a spacing; the makespan's the same way from
+  the schedule's first op).
 - *stage 0's device* (one route): each op of a microbatch starts after its stage-0 F starts and,
   but for a W, ends by its stage-0 B's end, both on stage 0's device d0. Give every W off d0 no time
   and run it at its B's end: the schedule stays valid (it frees its memory no later), and its
@@ -189,11 +194,19 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
 
 
 def until_last_backward(
-    instance: Instance, split: bool, device: int, offsets: dict[tuple[str, int], float], head_share: float = 0.0
+    instance: Instance,
+    split: bool,
+    device: int,
+    offsets: dict[tuple[str, int], float],
+    head_share: float = 0.0,
+    spacing: float = 0.0,
 ) -> float:
     """A lower bound on the time from the start of `device`'s first op to the end of its last B
     (docs/bounds.md, "Up to a device's last B"): its busy time and head-window idle, plus the tail
-    term, which is negative when W ops may wait until after the last B.
+    term, which is negative when W ops may wait until after the last B. With a `spacing` (one route;
+    `forward_spacing`), from the earliest time its first op can start after the caller's reference
+    instead: the head term is then the least of that op's delay plus the head window's idle when
+    forwards arrive no faster than that (`_head_idle`).
 
     From the start t1 of the device's last forward to the end t2 of its last B the microbatch of
     that forward runs its B of the device's first stage, at least `reach` after t1; after t1 the
@@ -220,7 +233,7 @@ def until_last_backward(
             if prefixes is not None:
                 least = max(least, prefixes)
         tail = min(tail, least)
-    head_idle = _head_idle(instance, device, offsets, capacity, head_share)
+    head_idle = _head_idle(instance, device, offsets, capacity, head_share, spacing)
     head = head_idle if _windows_disjoint(instance, device, capacity) else 0.0
     return _busy(instance, split, device) + head + tail
 
@@ -292,10 +305,16 @@ def span_bound(instance: Instance, split: bool) -> float:
     shares = [head_share(instance, d) for d in devices]
     best = max(zero_bubble_bound(relaxed, split), *(device_span_bound(relaxed, split, d, shares[d]) for d in devices))
     for inner in devices:
-        extra = [enclosure(relaxed, split, outer, inner, offsets) for outer in devices]
-        widest = max((more for more in extra if more is not None), default=None)
-        if widest is not None:
-            best = max(best, widest + until_last_backward(relaxed, split, inner, offsets, shares[inner]))
+        widest: dict[float, float] = {}  # per spacing of the inner device's forwards, the widest enclosure
+        for outer in devices:
+            more = enclosure(relaxed, split, outer, inner, offsets)
+            if more is not None:
+                spacing = forward_spacing(relaxed, relaxed.stages_of(outer)[0], relaxed.stages_of(inner)[0])
+                widest[spacing] = max(more, widest.get(spacing, -math.inf))
+        for spacing, more in widest.items():
+            # A wider spacing only raises the time to the last B: this one counts if it encloses more.
+            if all(other < more for wider, other in widest.items() if wider > spacing):
+                best = max(best, more + until_last_backward(relaxed, split, inner, offsets, shares[inner], spacing))
     return max(best, first_device_span_bound(instance, split))
 
 
@@ -348,7 +367,8 @@ def _makespan_through_last_backward(
         ]
         lead = min(lead, offsets[("F", first)])
         trail = min(trail, max(later, default=after_last_b) - after_last_b)
-    return lead + until_last_backward(instance, split, device, offsets, share) + trail
+    spacing = forward_spacing(instance, 0, instance.stages_of(device)[0])
+    return lead + until_last_backward(instance, split, device, offsets, share, spacing) + trail
 
 
 def memory_bound_under_cap(instance: Instance, split: bool, objective: Objective, time_cap: float) -> float:
@@ -638,25 +658,89 @@ def _capacity(instance: Instance, device: int) -> float | None:
     return None if limit is None else limit + slack(limit)
 
 
+def forward_spacing(instance: Instance, since: int, stage: int) -> float:
+    """The least time between the starts of two forwards of `stage` in start order, each counted from
+    the start of the first forward of stage `since` (one route, `since` <= `stage`; 0 on two routes):
+    the k-th starts at least o(F, stage) - o(F, since) + k x the longest forward from `since` to
+    `stage`, as in a flow shop of identical jobs (docs/bounds.md, "Forwards arrive no faster than the
+    slowest stage before")."""
+    if instance.bidirectional:
+        return 0.0
+    return max(instance.forward_times[since : stage + 1])
+
+
 def _head_idle(
-    instance: Instance, device: int, offsets: dict[tuple[str, int], float], capacity: float | None, share: float
+    instance: Instance,
+    device: int,
+    offsets: dict[tuple[str, int], float],
+    capacity: float | None,
+    share: float,
+    spacing: float = 0.0,
 ) -> float:
-    """The idle time of `device`'s head window, from its first op to the end of its first B (module notes)."""
+    """The idle time of `device`'s head window, from its first op to the start of its first B (module
+    notes). With a `spacing` (`forward_spacing`), the least over the delay y of the first op past its
+    earliest start of y plus the idle of a window into which forwards of the device's first stage
+    arrive `spacing` apart from y before its first op (docs/bounds.md)."""
     m = instance.stage_microbatches
     forwards = [(instance.forward_times[s], instance.activation_memory[s]) for s in instance.stages_of(device)]
     # That B's microbatch ran its forwards of d's stages on its route in the window, from the first of
     # them (on one route: from d's first stage down and back).
     routes = instance.route_stages(device)
     window = min(offsets[("B", s)] - offsets[("F", on_route[0])] for on_route in routes for s in on_route)
-    work = max_total_time(forwards, m, capacity)
-    everything = m * sum(time for time, _ in forwards)
-    if len(routes) == 1 and len(routes[0]) > 1 and not fits(everything, work):
-        # Per microbatch the forwards begun in the window are those of its first stages on the route.
-        # (Where every forward fits at once, these items fit m microbatches' whole routes too.)
-        times = itertools.accumulate(instance.forward_times[s] for s in routes[0])
-        memory = itertools.accumulate(instance.activation_memory[s] for s in routes[0])
-        work = min(work, max_total_time(list(zip(times, memory, strict=True)), m, capacity))
-    return max(0.0, window - work, share * window)
+    # Per microbatch the forwards begun in the window are those of its first stages on the route.
+    one_route = len(routes) == 1 and len(routes[0]) > 1
+    times = itertools.accumulate(instance.forward_times[s] for s in routes[0])
+    memory = itertools.accumulate(instance.activation_memory[s] for s in routes[0])
+    prefixes = list(zip(times, memory, strict=True))
+
+    def work(count: int) -> float:
+        """The most forward time of `count` microbatches held at once."""
+        most = max_total_time(forwards, count, capacity)
+        if one_route and not fits(count * prefixes[-1][0], most):
+            # (Where every forward fits at once, these items fit the microbatches' whole routes too.)
+            most = min(most, _microbatch_work(prefixes, count, capacity))
+        return most
+
+    def idle(delay: float, count: int) -> float:
+        return max(0.0, window + delay - work(count), share * (window + delay))
+
+    least = idle(0.0, m)
+    if spacing <= 0 or len(routes) != 1:
+        return least
+    # The k-th forward of the first stage (from 0) ends in a window of length `window + y` only if
+    # k·spacing + its time <= window + y: the count steps up at each y where that becomes true.
+    first_time = instance.forward_times[routes[0][0]]
+    arrived = min(m, _floor_fit(window - first_time, spacing) + 1) if window >= first_time else 0
+    least = idle(0.0, arrived)
+    for count in range(arrived + 1, m + 1):
+        delay = (count - 1) * spacing + first_time - window
+        if max(0.0, window + delay - work(m)) >= least:
+            break  # later delays only add to the idle
+        least = min(least, idle(delay, count))
+    return least
+
+
+def _microbatch_work(prefixes: list[Item], count: int, capacity: float | None) -> float:
+    """The most time of at most `count` microbatches that each run one of the `prefixes` (time, memory
+    of a device's first stages on the route) and fit in `capacity` together: exact by enumeration, or
+    past KNAPSACK_NODES the knapsack that allows `count` of each prefix (an upper bound too)."""
+    if capacity is None:
+        return count * max(time for time, _ in prefixes)
+    best, nodes = 0.0, 0
+
+    def visit(i: int, left: int, room: float, value: float) -> None:
+        nonlocal best, nodes
+        nodes += 1
+        if i == len(prefixes) or left == 0 or nodes > KNAPSACK_NODES:
+            best = max(best, value)
+            return
+        time, memory = prefixes[i]
+        most = left if memory <= 0 else min(left, _floor_fit(room, memory))
+        for n in range(most, -1, -1):
+            visit(i + 1, left - n, room - n * memory, value + n * time)
+
+    visit(0, count, capacity, 0.0)
+    return best if nodes <= KNAPSACK_NODES else max_total_time(prefixes, count, capacity)
 
 
 def _windows_disjoint(instance: Instance, device: int, capacity: float | None) -> bool:

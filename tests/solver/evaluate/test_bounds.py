@@ -19,6 +19,7 @@ from pipesat.solver.evaluate.bounds import (
     enclosure,
     first_device_instance,
     first_device_span_bound,
+    forward_spacing,
     least_tail,
     lower_bound,
     makespan_bound,
@@ -187,7 +188,9 @@ def test_bounds_hold_for_every_schedule_under_its_own_peak(data: st.DataObject) 
     """Past what brute force reaches (devices of two stages, up to 6 microbatches, where what a
     microbatch holds at a device's last forward is its first stages' backwards): a valid schedule,
     random or handwritten, under its own per-device peak as the limit, is no faster than that
-    instance's bounds, nor any device's time up to its last B shorter than `until_last_backward`."""
+    instance's bounds, nor any device's time up to its last B shorter than `until_last_backward`,
+    nor (its forwards spaced) the time to it from the earliest its first op can start after the
+    schedule's first op or an enclosing device's."""
     instance = data.draw(instances(max_devices=3, max_microbatches=6, layouts=LAYOUTS[1:3], weight_times=ZERO_OR_TIMES))
     split = instance.split_backward
     random_order = simulate(instance, data.draw(dependency_respecting_orders(instance, split=split)))
@@ -198,10 +201,26 @@ def test_bounds_hold_for_every_schedule_under_its_own_peak(data: st.DataObject) 
         assert lower_bound(limited, "span", split) <= metrics.max_span + 1e-9, schedule.name
         assert lower_bound(limited, "makespan", split) <= metrics.makespan + 1e-9, schedule.name
         offsets = chain_offsets(limited, split)
+        first_start = [min(op.start for op in schedule.ops if op.device == d) for d in range(instance.num_devices)]
         for device in range(instance.num_devices):
             ops = [op for op in schedule.ops if op.device == device]
-            up_to_last_backward = max(op.end for op in ops if op.kind == "B") - min(op.start for op in ops)
-            assert until_last_backward(limited, split, device, offsets) <= up_to_last_backward + 1e-9
+            last_backward = max(op.end for op in ops if op.kind == "B")
+            assert until_last_backward(limited, split, device, offsets) <= last_backward - first_start[device] + 1e-9
+            if instance.bidirectional:
+                continue
+            # From the schedule's start, and from each enclosing device's first op, the earliest start
+            # of the device's first op to the end of its last B, with forwards arriving spaced.
+            first = limited.stages_of(device)[0]
+            references = [(min(op.start for op in schedule.ops), 0)] + [
+                (first_start[outer], limited.stages_of(outer)[0])
+                for outer in range(instance.num_devices)
+                if enclosure(limited, split, outer, device, offsets) is not None
+            ]
+            for start, since in references:
+                spacing = forward_spacing(limited, since, first)
+                earliest = start + offsets[("F", first)] - offsets[("F", since)]
+                bound = until_last_backward(limited, split, device, offsets, spacing=spacing)
+                assert bound <= last_backward - earliest + 1e-9
 
 
 def test_a_device_of_two_stages_holds_its_first_stages_work() -> None:
@@ -230,10 +249,67 @@ def test_a_device_of_two_stages_holds_its_first_stages_work() -> None:
     # Device 2 (stages 2 and 3, busy 125) up to its last B: its head idle (1) and the tail term, the
     # least over what it may hold at its last forward of max(15.5 - work, -W time). A microbatch whose
     # B of stage 3 is still to come holds stage 2's too (B3 runs first); enumerated, the least is
-    # -10.5 (its Lagrangian bound, per stage, was -11.875). Device 0 encloses it by 4.5 + 8.5.
+    # -10.5 (its Lagrangian bound, per stage, was -11.875).
     offsets = chain_offsets(instance, True)
     assert until_last_backward(instance, True, 2, offsets) == 125 + 1 - 10.5
-    assert lower_bound(instance, "span", True) == 13 + 115.5
+    # Device 0 encloses it by 4.5 + 8.5, and device 2's forwards of stage 2 come no faster than device
+    # 0's of stage 0, 3 apart, from 4.5 after device 0's first op. In the 13 from device 2's first op
+    # to its first B, 4 of them end: with 6 forwards held at most, 2 of both stages and 2 of stage 2
+    # alone, 11. So 2 idle; a later first op lets more in, but it is late by as much as they add.
+    spacing = forward_spacing(instance, 0, 2)
+    assert spacing == 3
+    assert until_last_backward(instance, True, 2, offsets, spacing=spacing) == 125 + 2 - 10.5
+    assert lower_bound(instance, "span", True) == 13 + 116.5
+
+
+def test_forwards_spaced_by_a_slower_stage_before_fill_less_of_a_head_window() -> None:
+    # Linear p = 4, m = 11, F 3/2/1/1, B 2/4/4/4 fused, 6 activations at most on each device.
+    instance = Instance.from_dict(
+        {
+            "num_devices": 4,
+            "num_microbatches": 11,
+            "forward_times": [3, 2, 1, 1],
+            "backward_times": [2, 4, 4, 4],
+            "memory_limit": 6,
+        }
+    )
+    offsets = chain_offsets(instance, False)
+    # Device 1 (busy 66): 12 from its first op to its first B, which 6 forwards of 2 would fill. But
+    # its forwards follow stage 0's, 3 apart: 4 can end in the window (8), and each later first op
+    # lets one more in for 3 of delay, so 4 idle rather than none.
+    assert until_last_backward(instance, False, 1, offsets) == 66
+    assert until_last_backward(instance, False, 1, offsets, spacing=forward_spacing(instance, 0, 1)) == 70
+    # With the chain before it (3) and after its last B (stage 0's B, 2): a makespan of at least 75,
+    # where 1F1B runs 79 (a CP-SAT run finds 75, so that is the optimum).
+    assert makespan_bound(instance, False) == 75
+    assert compute_metrics(ensure_valid(run_heuristic("1f1b", instance))).makespan == 79
+
+
+def test_a_longer_head_window_takes_in_forwards_that_arrive_later() -> None:
+    # V p = 2, m = 2, fused: F 4/3/0.5/0.5, B 1/3/1/1, M_B 0.5/1/1/0.5, p2p 0.25, limit 3.5.
+    instance = Instance.from_dict(
+        {
+            "num_devices": 2,
+            "num_microbatches": 2,
+            "chunks": 2,
+            "placement": "vshape",
+            "forward_times": [4, 3, 0.5, 0.5],
+            "backward_times": [1, 3, 1, 1],
+            "activation_memory": [0.5, 1, 1, 0.5],
+            "p2p_time": 0.25,
+            "memory_limit": 3.5,
+        }
+    )
+    offsets = chain_offsets(instance, False)
+    # Device 1 (stages 1 and 2, busy 15): at least 5.5 from its first op to its first B, and its
+    # forwards of stage 1 come 4 apart, behind stage 0's. In 5.5 one microbatch's forwards (3.5) end:
+    # 2 idle. In a window 1.5 longer the second's end too, 6.5 within the limit: 0.5 idle, the least.
+    # Without the spacing, none; counting only what ends in the shortest window, 2, and a bound of
+    # 22.5 above the optimum.
+    assert until_last_backward(instance, False, 1, offsets) == 15
+    assert until_last_backward(instance, False, 1, offsets, spacing=forward_spacing(instance, 0, 1)) == 15.5
+    for objective in ("makespan", "span"):
+        assert lower_bound(instance, objective) == brute_force_optimum(instance, False, objective) == 21
 
 
 @pytest.mark.parametrize("enumerated", [True, False])
