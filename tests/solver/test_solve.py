@@ -416,7 +416,7 @@ def _v_with_room() -> Instance:
 
 
 def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(solve_module, "PROOF_SMALL_OPS", 0)  # phase 0 on a model small enough for a test
+    monkeypatch.setattr(solve_module, "PROOF_SMALL_OPS", 0)  # the phases on a model small enough for a test
     caplog.set_level(logging.INFO, logger="pipesat")
     solve(_v_with_room(), objective="span", **FAST)
     log = "\n".join(caplog.messages)
@@ -425,13 +425,20 @@ def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture, m
         "start zb-v: does not fit",
         "best start: ",
         "span solve, phase 0: a bound from stage 0's device",
-        "span solve, phase 1: the makespan for ",
-        "span solve, phase 2: the max span, from ",
         "CP-SAT searches from ",
         "search stopped (",
     ):
         assert decision in log
+    assert "phase 1" not in log  # no makespan phase on a V
     assert not any(line.startswith("CpSolverResponse") for line in caplog.messages)  # CP-SAT's log is DEBUG
+
+    caplog.clear()
+    interleaved = _v_with_room().with_changes(placement="interleaved")
+    result = solve(interleaved, objective="span", **FAST)
+    log = "\n".join(caplog.messages)
+    assert "span solve, phase 1: the makespan for " in log
+    assert "span solve, phase 2: the max span, from " in log or "no phase 2: cp-sat (makespan) meets" in log
+    assert result.value == compute_metrics(assert_valid(result.schedule)).max_span
 
 
 def test_a_small_span_solve_searches_the_span_from_the_start(caplog: pytest.LogCaptureFixture) -> None:
