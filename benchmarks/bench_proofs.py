@@ -16,7 +16,10 @@ phase 0 (the bound from stage 0's device proven first, `solver.solve`), `no-tigh
 memory precedences, `no-nested` without those between two stages of a device
 (`solver.cpsat.constraints`), `no-hold` with each held-memory interval's size from 0 instead of its
 least length (`solver.cpsat.variables`), `no-value-grid` with each proven bound one tick above what
-CP-SAT proves, not the least value an optimum can take (`solver.cpsat.data`). Every schedule is
+CP-SAT proves, not the least value an optimum can take (`solver.cpsat.data`), `no-spacing` with
+the bounds letting a device's head window fill as if its forwards were all there
+(`solver.evaluate.bounds.forward_spacing`), `v-makespan-phase` with a span solve's makespan phase on
+V placements too (`solver.solve`). Every schedule is
 validated; each row prints the value, the proven bound, the gap and the wall time, and `*` marks the
 default (no parameters). By default the default runs beside `no-opening` and `no-tight`.
 """
@@ -37,6 +40,7 @@ from pipesat.solver.cpsat import constraints as constraints_module
 from pipesat.solver.cpsat import data as data_module
 from pipesat.solver.cpsat import search as search_module
 from pipesat.solver.cpsat import variables as variables_module
+from pipesat.solver.evaluate import bounds as bounds_module
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.solve import solve
 
@@ -143,6 +147,10 @@ VARIANTS: dict[str, dict[str, str]] = {
     # pipesat's default with proven bounds one tick above what CP-SAT proves, not at the least value
     # an optimum can take above it (solver.cpsat.data.least_value_from), as before.
     "no-value-grid": {},
+    # pipesat's default without forwards arriving spaced in the bounds (solver.evaluate.bounds), as before.
+    "no-spacing": {},
+    # pipesat's default with the span solve's makespan phase on V placements too (solver.solve), as before.
+    "v-makespan-phase": {},
 }
 NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
 # The variants that change pipesat's own settings (module constants), not CP-SAT's.
@@ -156,6 +164,8 @@ SETTINGS: dict[str, tuple[ModuleType, dict[str, object]]] = {
     "no-first-device": (solve_module, {"FIRST_DEVICE_PHASE": 0.0}),
     "no-strong-probes": (search_module, {"STRONG_PROBES": False}),
     "no-value-grid": (data_module, {"VALUE_GRID": False}),
+    "no-spacing": (bounds_module, {"SPACED_FORWARDS": False}),
+    "v-makespan-phase": (solve_module, {"MAKESPAN_PHASE_ON_V": True}),
 }
 
 

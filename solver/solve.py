@@ -12,12 +12,13 @@ limit. The model's best per-device order is re-timed at the instance's exact flo
 simulator for the makespan, `retime` for the max span) and validated; the value comes from
 `solver.evaluate.metrics`. The result is never worse than the best starting schedule: when the
 search does not beat it, that schedule is returned with the search's bound. A max-span solve first
-runs a shorter makespan solve and starts from its order too; where every schedule's max span is its
-makespan (`span_is_makespan`) the makespan solve is the whole solve, and on one route with W apart it
-may first prove a bound (`_Solve._first_device_phase_applies` says where): the optimum makespan of
-the instance whose makespan is at most stage 0's device's span (`first_device_instance`), a model
-CP-SAT settles far sooner than the span's. The smallest feasible memory limit is known exactly
-(`minimum_memory_limits`), so an impossible limit is reported without a search.
+runs a shorter makespan solve (not on a V placement) and starts from its order too; where every
+schedule's max span is its makespan (`span_is_makespan`) the makespan solve is the whole solve, and
+on one route with W apart it may first prove a bound (`_Solve._first_device_phase_applies` says
+where): the optimum makespan of the instance whose makespan is at most stage 0's device's span
+(`first_device_instance`), a model CP-SAT settles far sooner than the span's. The smallest feasible
+memory limit is known exactly (`minimum_memory_limits`), so an impossible limit is reported without a
+search.
 """
 
 from __future__ import annotations
@@ -79,9 +80,12 @@ from pipesat.solver.portfolio import (
 )
 
 MINIMIZE = tuple(Minimize)
-# Share of the time limit that a max-span solve of more than PROOF_SMALL_OPS ops first spends on the
-# makespan (see `solve`).
+# Share of the time limit that a max-span solve of more than PROOF_SMALL_OPS ops, but for a V placement,
+# first spends on the makespan (see `solve`).
 MAKESPAN_PHASE = 1 / 3
+# Whether the makespan phase runs on V placements too, as before (`_makespan_phase_applies`); bench_proofs'
+# variant `v-makespan-phase` turns it on to measure it.
+MAKESPAN_PHASE_ON_V = False
 # Share of the time a max-span solve on one route with W apart spends first on a bound: the makespan
 # of the instance whose makespan is at most stage 0's device's span (`first_device_instance`), solved
 # by CP-SAT, bounds the max span. Measured in benchmarks/bench_proofs.py (variant `no-first-device`).
@@ -127,10 +131,11 @@ def solve(
     stops the search at that relative gap. `starts` are extra starting schedules (for instance the
     previous point of a Pareto sweep), and `known_bound` a lower bound on the result's objective
     proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve of more
-    than PROOF_SMALL_OPS ops first spends a third of the time limit on the makespan, whose model
-    CP-SAT searches far better, and starts from that order re-timed for the span when it is the best
-    start (all of it where every schedule's max span is its makespan: one route, B and W fused); on
-    one route with W apart it may first prove a bound from stage 0's device (FIRST_DEVICE_PHASE).
+    than PROOF_SMALL_OPS ops, but for a V placement, first spends a third of the time limit on the
+    makespan, whose model CP-SAT searches far better, and starts from that order re-timed for the span
+    when it is the best start (all of it where every schedule's max span is its makespan: one route, B
+    and W fused); on one route with W apart it may first prove a bound from stage 0's device
+    (FIRST_DEVICE_PHASE).
     `cpsat_params` are CP-SAT's own parameters for experts (`solver.cpsat.parameters`: field name to
     value, such as `{"linearization_level": "2"}`), applied after pipesat's.
 
@@ -381,7 +386,8 @@ class _Solve:
         problem = self.problem
         if problem.objective != Objective.SPAN or problem.minimize_memory:
             return False
-        return not self._proves_itself() and problem.instance.placement_name() != "vshape"
+        on_v = problem.instance.placement_name() == "vshape"
+        return not self._proves_itself() and (MAKESPAN_PHASE_ON_V or not on_v)
 
     def _proves_itself(self) -> bool:
         """Whether the model has at most PROOF_SMALL_OPS ops, where the search runs the proof

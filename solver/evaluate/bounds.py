@@ -76,6 +76,8 @@ KNAPSACK_NODES = 20_000
 EXACT_TAIL_NODES = 200
 # Halvings of the search for the least memory that a time cap allows (a relative precision of 2^-40).
 BISECTIONS = 40
+# Forwards arrive spaced (`forward_spacing`); bench_proofs' variant `no-spacing` turns it off to measure it.
+SPACED_FORWARDS = True
 
 Item = tuple[float, float]
 """A kind of op in a knapsack: (its time, its memory weight)."""
@@ -664,7 +666,7 @@ def forward_spacing(instance: Instance, since: int, stage: int) -> float:
     the k-th starts at least o(F, stage) - o(F, since) + k x the longest forward from `since` to
     `stage`, as in a flow shop of identical jobs (docs/bounds.md, "Forwards arrive no faster than the
     slowest stage before")."""
-    if instance.bidirectional:
+    if instance.bidirectional or not SPACED_FORWARDS:
         return 0.0
     return max(instance.forward_times[since : stage + 1])
 
