@@ -695,6 +695,7 @@ def _head_idle(
     memory = itertools.accumulate(instance.activation_memory[s] for s in routes[0])
     prefixes = list(zip(times, memory, strict=True))
 
+    @functools.cache
     def work(count: int) -> float:
         """The most forward time of `count` microbatches held at once."""
         most = max_total_time(forwards, count, capacity)
@@ -726,17 +727,24 @@ def _microbatch_work(prefixes: list[Item], count: int, capacity: float | None) -
     """The most time of at most `count` microbatches that each run one of the `prefixes` (time, memory
     of a device's first stages on the route) and fit in `capacity` together: exact by enumeration, or
     past KNAPSACK_NODES the knapsack that allows `count` of each prefix (an upper bound too)."""
-    if capacity is None:
-        return count * max(time for time, _ in prefixes)
+    longest = max(time for time, _ in prefixes)
+    if capacity is None or all(memory <= 0 for _, memory in prefixes):
+        return count * longest
+    # Longest first, so that good totals come early; a branch is cut where even `left` of the longest,
+    # or its room filled at the best time per memory of what is left, cannot beat the best.
+    items = sorted(prefixes, reverse=True)
+    densest = [max(time / memory if memory > 0 else math.inf for time, memory in items[i:]) for i in range(len(items))]
     best, nodes = 0.0, 0
 
     def visit(i: int, left: int, room: float, value: float) -> None:
         nonlocal best, nodes
         nodes += 1
-        if i == len(prefixes) or left == 0 or nodes > KNAPSACK_NODES:
-            best = max(best, value)
+        best = max(best, value)
+        if i == len(items) or left == 0 or nodes > KNAPSACK_NODES:
             return
-        time, memory = prefixes[i]
+        if value + min(left * longest, room * densest[i]) <= best:
+            return
+        time, memory = items[i]
         most = left if memory <= 0 else min(left, _floor_fit(room, memory))
         for n in range(most, -1, -1):
             visit(i + 1, left - n, room - n * memory, value + n * time)
