@@ -680,9 +680,9 @@ def _head_idle(
     spacing: float = 0.0,
 ) -> float:
     """The idle time of `device`'s head window, from its first op to the start of its first B (module
-    notes). With a `spacing` (`forward_spacing`), the least over the delay y of the first op past its
-    earliest start of y plus the idle of a window into which forwards of the device's first stage
-    arrive `spacing` apart from y before its first op (docs/bounds.md)."""
+    notes). With a `spacing` (`forward_spacing`): the least, over how late y the first op starts, of
+    y plus that idle when the forwards of the device's first stage arrive `spacing` apart, the first
+    of them y before the first op (docs/bounds.md)."""
     m = instance.stage_microbatches
     forwards = [(instance.forward_times[s], instance.activation_memory[s]) for s in instance.stages_of(device)]
     # That B's microbatch ran its forwards of d's stages on its route in the window, from the first of
@@ -707,9 +707,8 @@ def _head_idle(
     def idle(delay: float, count: int) -> float:
         return max(0.0, window + delay - work(count), share * (window + delay))
 
-    least = idle(0.0, m)
     if spacing <= 0 or len(routes) != 1:
-        return least
+        return idle(0.0, m)
     # The k-th forward of the first stage (from 0) ends in a window of length `window + y` only if
     # k·spacing + its time <= window + y: the count steps up at each y where that becomes true.
     first_time = instance.forward_times[routes[0][0]]
