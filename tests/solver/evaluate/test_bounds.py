@@ -264,15 +264,7 @@ def test_a_device_of_two_stages_holds_its_first_stages_work() -> None:
 
 def test_forwards_spaced_by_a_slower_stage_before_fill_less_of_a_head_window() -> None:
     # Linear p = 4, m = 11, F 3/2/1/1, B 2/4/4/4 fused, 6 activations at most on each device.
-    instance = Instance.from_dict(
-        {
-            "num_devices": 4,
-            "num_microbatches": 11,
-            "forward_times": [3, 2, 1, 1],
-            "backward_times": [2, 4, 4, 4],
-            "memory_limit": 6,
-        }
-    )
+    instance = make_instance(4, 11, forward_times=[3, 2, 1, 1], backward_times=[2, 4, 4, 4], memory_limit=6)
     offsets = chain_offsets(instance, False)
     # Device 1 (busy 66): 12 from its first op to its first B, which 6 forwards of 2 would fill. But
     # its forwards follow stage 0's, 3 apart: 4 can end in the window (8), and each later first op
@@ -287,18 +279,9 @@ def test_forwards_spaced_by_a_slower_stage_before_fill_less_of_a_head_window() -
 
 def test_a_longer_head_window_takes_in_forwards_that_arrive_later() -> None:
     # V p = 2, m = 2, fused: F 4/3/0.5/0.5, B 1/3/1/1, M_B 0.5/1/1/0.5, p2p 0.25, limit 3.5.
-    instance = Instance.from_dict(
-        {
-            "num_devices": 2,
-            "num_microbatches": 2,
-            "chunks": 2,
-            "placement": "vshape",
-            "forward_times": [4, 3, 0.5, 0.5],
-            "backward_times": [1, 3, 1, 1],
-            "activation_memory": [0.5, 1, 1, 0.5],
-            "p2p_time": 0.25,
-            "memory_limit": 3.5,
-        }
+    times = {"forward_times": [4, 3, 0.5, 0.5], "backward_times": [1, 3, 1, 1], "p2p_time": 0.25}
+    instance = make_instance(
+        2, 2, chunks=2, placement="vshape", **times, activation_memory=[0.5, 1, 1, 0.5], memory_limit=3.5
     )
     offsets = chain_offsets(instance, False)
     # Device 1 (stages 1 and 2, busy 15): at least 5.5 from its first op to its first B, and its
