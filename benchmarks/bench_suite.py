@@ -38,7 +38,7 @@ from pipesat.models.instance_file import load_instance
 from pipesat.models.ops import expected_op_keys
 from pipesat.models.tolerance import fits
 from pipesat.solver.cpsat.model import build_model
-from pipesat.solver.evaluate.bounds import zero_bubble_bound
+from pipesat.solver.evaluate.device_bounds import zero_bubble_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import validate
