@@ -33,6 +33,7 @@ from types import ModuleType
 from unittest import mock
 
 from bench_targets import random_instances
+from results_header import results_header
 
 from pipesat.models import Instance, load_instance
 from pipesat.solver import solve as solve_module
@@ -180,6 +181,7 @@ def main() -> None:
     wanted = [part.strip() for part in args.only.split(",") if part.strip()]
     cases = [case for case in CASES if not wanted or any(case.name.startswith(w) for w in wanted)]
     variants = [name.strip() for name in args.variants.split(",") if name.strip()]
+    print(results_header())
     print(f"{args.workers} workers, seed {args.seed}; * the default", flush=True)
     width = max(len(name) for name in variants) + 1
     print(
