@@ -248,7 +248,7 @@ def main() -> None:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             handle = stack.enter_context(path.open("w", newline=""))
-            handle.write(f"{header}\n")
+            handle.write(f"{header}\r\n")  # csv ends its rows so too
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
         for case in cases:
