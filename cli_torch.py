@@ -49,14 +49,9 @@ from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.text import chrome_trace_line, torch_csv_lines
 from pipesat.solver.torch import import_schedule as torch_import
 from pipesat.solver.torch.export import export_torch_csv
-from pipesat.solver.torch.profile import (
-    DTYPES,
-    ProfileSpec,
-    calibrate,
-    calibration_table,
-    profile_instance,
-    profile_lines,
-)
+from pipesat.solver.torch.profile import calibrate, profile_instance
+from pipesat.solver.torch.profile_report import calibration_table, profile_lines
+from pipesat.solver.torch.profile_spec import DTYPES, ProfileSpec
 from pipesat.solver.torch.run import format_result, torch_run
 
 REPEATS_OPTION = click.option(
