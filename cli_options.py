@@ -24,9 +24,9 @@ import click
 from pipesat.cli_keys import key_options
 from pipesat.models import TIME_OBJECTIVES, Objective
 from pipesat.models.errors import InputError, InstanceError, PipesatError
-from pipesat.models.instance import PLACEMENTS
 from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from pipesat.models.log import log_shown, show_log
+from pipesat.models.placement import PLACEMENTS
 from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs
 from pipesat.solver.cpsat.search import available_cores
 from pipesat.solver.instances.cost_model import DENSE_KEYS, Pipeline, Transformer
