@@ -33,15 +33,10 @@ import yaml
 
 from pipesat.models import InputError, InstanceError
 from pipesat.models.document import read_document, write_text
-from pipesat.solver.instances.cost_model import (
-    MIB,
-    RECOMPUTE,
-    Cost,
-    Hardware,
-    Training,
-    Transformer,
-    layer_cost,
-)
+from pipesat.models.training_modes import RECOMPUTE
+from pipesat.models.units import MIB
+from pipesat.solver.instances.cost_model import Cost, layer_cost
+from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.instances.keys import Keyed, key, keys
 from pipesat.solver.instances.kinds import NUMBER, TEXT, WHOLE, Word
 

@@ -3,36 +3,32 @@ the instance file it writes), and the command line that makes the same instance 
 
 from __future__ import annotations
 
-from pipesat.models.units import memory_text
-from pipesat.solver.instances.cost_model import (
-    MIB,
-    Hardware,
-    Tensor,
-    Training,
-    Transformer,
+from pipesat.models.units import MIB, memory_text
+from pipesat.solver.instances.communication import (
     activation_message_bytes,
     all_to_all_ms,
     backward_exchange_ms,
     block_exchange_ms,
-    effective_flops_per_ms,
     exposed_ms,
-    head_cost,
-    held_bytes,
     kv_exchange_ms,
-    layer_activations,
-    layer_cost,
-    layer_passes,
-    linear_flops,
-    roofline,
     scatters_p2p,
-    score_flops,
-    weight_gradient_inputs,
-    without_recomputation,
 )
+from pipesat.solver.instances.cost_model import head_cost, layer_cost, without_recomputation
+from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.instances.from_model import Derivation, Description
 from pipesat.solver.instances.keys import keys
 from pipesat.solver.instances.layer_balance import slowest_stage_ms
+from pipesat.solver.instances.layer_work import (
+    Tensor,
+    held_bytes,
+    layer_activations,
+    layer_passes,
+    linear_flops,
+    score_flops,
+    weight_gradient_inputs,
+)
 from pipesat.solver.instances.model_state import bytes_per_parameter, layer_parameters, reserve_bytes
+from pipesat.solver.instances.pass_times import effective_flops_per_ms, roofline
 from pipesat.solver.instances.roofline import Gemm, Roofline, attention_ms, gemm_ms, memory_ms
 
 TRAINING_OPTIONS = (

@@ -18,18 +18,8 @@ import math
 from dataclasses import dataclass
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.cost_model import (
-    Cost,
-    Hardware,
-    LayerCosts,
-    Pipeline,
-    Training,
-    Transformer,
-    embedding_cost,
-    head_cost,
-    layer_costs,
-    stage_times,
-)
+from pipesat.solver.instances.cost_model import Cost, LayerCosts, embedding_cost, head_cost, layer_costs, stage_times
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 
 # Stage times are sums of floats: a capacity within this fraction of a whole layer counts as that layer.
 ROUNDING = 1e-9

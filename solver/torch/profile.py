@@ -48,7 +48,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipesat.models import Instance, InstanceError
-from pipesat.models.units import memory_text
+from pipesat.models.training_modes import Recompute
+from pipesat.models.units import MIB, memory_text
 from pipesat.solver.instances.calibration import (
     DTYPE_BYTES,
     BusBandwidth,
@@ -57,22 +58,11 @@ from pipesat.solver.instances.calibration import (
     MeasuredLayer,
     layer_shape,
 )
-from pipesat.solver.instances.cost_model import (
-    MEMORY_UNIT,
-    MIB,
-    TIME_UNIT,
-    Pipeline,
-    Training,
-    Transformer,
-    check_model,
-    check_pipeline,
-    check_training,
-    even_split,
-    held_bytes,
-    layer_activations,
-    linear_flops,
-    score_flops,
-)
+from pipesat.solver.instances.cost_model import MEMORY_UNIT, TIME_UNIT
+from pipesat.solver.instances.description import Pipeline, Training, Transformer
+from pipesat.solver.instances.description_checks import check_model, check_pipeline, check_training
+from pipesat.solver.instances.layer_split import even_split
+from pipesat.solver.instances.layer_work import held_bytes, layer_activations, linear_flops, score_flops
 from pipesat.solver.instances.model_state import layer_parameters
 
 INSTALL_HINT = "pipesat profile and calibrate need torch: pip install -e '.[torch]'"
@@ -119,7 +109,7 @@ class ProfileSpec:
     placement: str | None = None
     seed: int = 0
     tensor_parallel: int = 1  # the blocks are one GPU's share of a t-way tensor-parallel layer
-    recompute: str = "none"  # none, selective (the attention core) or full (the whole block)
+    recompute: Recompute = "none"  # none, selective (the attention core) or full (the whole block)
 
     @property
     def model(self) -> Transformer:

@@ -10,28 +10,13 @@ import pytest
 
 from pipesat.models import InstanceError
 from pipesat.solver.instances.collectives import Collective, Link, collective_ms
-from pipesat.solver.instances.cost_model import (
-    NO_COST,
-    ZB_PAPER_TRAINING,
-    Hardware,
-    Pipeline,
-    Training,
-    Transformer,
-    all_to_all_ms,
-    check_description,
-    head_cost,
-    kv_exchange_ms,
-    layer_cost,
-    layer_gemms,
-    layer_passes,
-    layer_split,
-    linear_flops,
-    p2p_time,
-    roofline,
-    score_flops,
-    stage_costs,
-    stage_times,
-)
+from pipesat.solver.instances.communication import all_to_all_ms, kv_exchange_ms, p2p_time
+from pipesat.solver.instances.cost_model import NO_COST, head_cost, layer_cost, stage_costs, stage_times
+from pipesat.solver.instances.description import ZB_PAPER_TRAINING, Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.description_checks import check_description
+from pipesat.solver.instances.layer_split import layer_split
+from pipesat.solver.instances.layer_work import layer_gemms, layer_passes, linear_flops, score_flops
+from pipesat.solver.instances.pass_times import roofline
 from pipesat.solver.instances.roofline import attention_ms, gemm_ms, memory_ms
 
 # The 1.5B setting of the ZB paper's Table 5 (docs/reference.md; h 2304, a 24, s 1024).

@@ -9,7 +9,7 @@ import pytest
 
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.instances.collectives import Collective, Link, collective_ms
-from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer, stage_costs
+from pipesat.solver.instances.cost_model import stage_costs
 from pipesat.solver.instances.data_parallel import (
     buckets,
     gradient_reduction,
@@ -17,6 +17,7 @@ from pipesat.solver.instances.data_parallel import (
     sharded_op_ms,
     weight_gather,
 )
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive
 from pipesat.solver.instances.model_state import stage_units

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipesat.models import InputError, InstanceError
-from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive
 from pipesat.solver.instances.gpus import CATALOGUE, GIB, GPU_NAMES

@@ -8,7 +8,8 @@ import dataclasses
 import pytest
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.cost_model import Hardware, Training, Transformer, stage_costs
+from pipesat.solver.instances.cost_model import stage_costs
+from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.instances.model_state import (
     activation_budgets,
     bytes_per_parameter,
