@@ -30,7 +30,7 @@ def check_training(model: Transformer, training: Training) -> None:
             )
     if training.sequence_parallel and t == 1:
         raise InstanceError(
-            "sequence parallelism splits over the tensor-parallel GPUs; give --tensor-parallel 2 or more"
+            "sequence parallelism splits over the tensor-parallel GPUs; give training.tensor_parallel 2 or more"
         )
     cp = training.context_parallel
     if model.seq_len % cp:
@@ -43,11 +43,11 @@ def check_training(model: Transformer, training: Training) -> None:
     if training.recompute_layers and training.recompute != "full":
         raise InstanceError(
             f"recompute_layers counts layers recomputed in full, but recompute is {training.recompute}; "
-            "give --recompute full, or drop --recompute-layers"
+            "give training.recompute full, or drop training.recompute_layers"
         )
     if training.zero and training.data_parallel == 1:
         raise InstanceError(
-            f"ZeRO stage {training.zero} shards over data parallelism; give --data-parallel 2 or more, or --zero 0"
+            f"ZeRO stage {training.zero} shards over data parallelism; give training.data_parallel 2 or more, or training.zero 0"
         )
     check_expert_parallel(model, training)
 
@@ -59,7 +59,9 @@ def check_expert_parallel(model: Transformer, training: Training) -> None:
     ep, d = training.expert_parallel, training.data_parallel
     if not model.moe:
         if ep > 1:
-            raise InstanceError(f"expert parallelism {ep} needs experts; give experts, or --expert-parallel 1")
+            raise InstanceError(
+                f"expert parallelism {ep} needs experts; give model.experts, or training.expert_parallel 1"
+            )
         return
     if model.experts % ep:
         raise InstanceError(
@@ -68,16 +70,16 @@ def check_expert_parallel(model: Transformer, training: Training) -> None:
     if d % ep:
         raise InstanceError(
             f"expert parallelism {ep} does not divide data parallelism {d}; the expert-parallel GPUs are "
-            "data-parallel replicas, give --data-parallel a multiple of it"
+            "data-parallel replicas, give training.data_parallel a multiple of it"
         )
     if training.zero == 3:
-        raise InstanceError("ZeRO 3 with experts is not modelled; give --zero 0, 1 or 2")
+        raise InstanceError("ZeRO 3 with experts is not modelled; give training.zero 0, 1 or 2")
 
 
 def check_pipeline(pipeline: Pipeline) -> None:
     """Raise `InstanceError` when both an explicit split and `balance` are asked for."""
     if pipeline.balance and pipeline.layers_per_stage is not None:
-        raise InstanceError("give --balance or --layers-per-stage, not both")
+        raise InstanceError("give pipeline.balance or pipeline.layers_per_stage, not both")
 
 
 def check_model(model: Transformer) -> None:

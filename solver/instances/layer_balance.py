@@ -1,4 +1,4 @@
-"""Layers per stage chosen so that the slowest stage is as fast as it can be (`from-model --balance`).
+"""Layers per stage chosen so that the slowest stage is as fast as it can be (`pipeline.balance`).
 
 A stage's time is its F + B + W for one microbatch: its layers' times plus its extra, the
 embedding's on the first stage (a lookup, which only the shape model times) and the head's and the

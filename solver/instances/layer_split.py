@@ -9,12 +9,12 @@ from pipesat.solver.instances.description import Pipeline, Transformer
 
 
 def even_split(model: Transformer, pipeline: Pipeline, remedy: str = "") -> tuple[int, ...]:
-    """The layers split evenly over the stages; an error saying `remedy` (by default: add `--balance`
-    or give `--layers-per-stage`) when they do not divide."""
+    """The layers split evenly over the stages; an error saying `remedy` (by default: set
+    `pipeline.balance` or give `pipeline.layers_per_stage`) when they do not divide."""
     num_stages = pipeline.devices * pipeline.chunks
     if model.layers % num_stages:
         remedy = remedy or (
-            f"add --balance, or give --layers-per-stage with {num_stages} counts summing to {model.layers}"
+            f"set pipeline.balance, or give pipeline.layers_per_stage with {num_stages} counts summing to {model.layers}"
         )
         raise InstanceError(
             f"{model.layers} layers do not split evenly over {pipeline.devices} x {pipeline.chunks} = "

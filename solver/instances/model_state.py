@@ -132,9 +132,9 @@ def activation_budgets(hardware: Hardware, states: Sequence[DeviceState]) -> lis
         if budget <= 0:
             raise InstanceError(
                 f"device {device} holds {memory_text(state.bytes, 'B')} of weights, gradients and optimizer "
-                f"state plus a {memory_text(reserve, 'B')} reserve, more than --gpu-memory "
-                f"{memory_text(hardware.gpu_memory, 'B')}; add pipeline devices (-p), --tensor-parallel, or "
-                "--zero 1, 2 or 3 with --data-parallel"
+                f"state plus a {memory_text(reserve, 'B')} reserve, more than hardware.gpu_memory "
+                f"{memory_text(hardware.gpu_memory, 'B')}; add pipeline devices (pipeline.devices), "
+                "training.tensor_parallel, or training.zero 1, 2 or 3 with training.data_parallel"
             )
         budgets.append(budget)
     return budgets

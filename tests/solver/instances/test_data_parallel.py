@@ -155,5 +155,5 @@ def test_from_model_adds_zero_3s_exposed_exchange_to_the_op_times() -> None:
     lines = explain(linked, timed)
     assert any(line.startswith("model state per GPU: parameters x 2.25 bytes (2/8 weight") for line in lines)
     assert any("ZeRO 3 in the ops, over the data-parallel link (50 GB/s" in line for line in lines)
-    assert any("not timed (give --dp-bandwidth" in line for line in explain(description, untimed))
+    assert any("not timed (give hardware.dp_bandwidth" in line for line in explain(description, untimed))
     assert "--zero 3" in command_line(linked) and "--dp-bandwidth 50" in command_line(linked)
