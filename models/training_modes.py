@@ -16,4 +16,3 @@ RECOMPUTE: tuple[Recompute, ...] = get_args(Recompute)
 ZeroStage = Literal[0, 1, 2, 3]
 """What is sharded over the data-parallel replicas: 0 nothing, 1 the optimizer state, 2 and the
 gradients, 3 and the weights (FSDP)."""
-ZERO_STAGES: tuple[ZeroStage, ...] = get_args(ZeroStage)

@@ -33,7 +33,7 @@ import yaml
 
 from pipesat.models import InputError, InstanceError
 from pipesat.models.document import read_document, write_text
-from pipesat.models.training_modes import RECOMPUTE
+from pipesat.models.training_modes import RECOMPUTE, Recompute
 from pipesat.models.units import MIB
 from pipesat.solver.instances.cost_model import Cost, layer_cost
 from pipesat.solver.instances.description import Hardware, Training, Transformer
@@ -57,7 +57,7 @@ class LayerShape(Keyed):
     mlp_width: int = key(WHOLE, "MLP width on one GPU, f / t.", at_least=1)
     seq_len: int = key(WHOLE, "Sequence length s.", at_least=1)
     microbatch_size: int = key(WHOLE, "Sequences per microbatch b.", at_least=1)
-    recompute: str = key(Word(RECOMPUTE), "Activation recomputation.")
+    recompute: Recompute = key(Word(RECOMPUTE), "Activation recomputation.")
 
     @property
     def label(self) -> str:
