@@ -41,7 +41,7 @@ from pipesat.solver.instances.calibration import (
     save_calibration,
     unlike_measured,
 )
-from pipesat.solver.instances.cost_model import Training, Transformer
+from pipesat.solver.instances.description import Training, Transformer
 from pipesat.solver.io.chrome_trace import export_chrome_trace
 from pipesat.solver.io.schedule_file import load_schedule
 from pipesat.solver.plan.space import description, enumerate_space

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipesat.models import Instance, InstanceError
-from pipesat.models.units import memory_text
+from pipesat.models.units import MIB, memory_text
 from pipesat.solver.instances.calibration import (
     DTYPE_BYTES,
     BusBandwidth,
@@ -40,22 +40,11 @@ from pipesat.solver.instances.calibration import (
     MeasuredLayer,
     layer_shape,
 )
-from pipesat.solver.instances.cost_model import (
-    MEMORY_UNIT,
-    MIB,
-    TIME_UNIT,
-    Pipeline,
-    Training,
-    Transformer,
-    check_model,
-    check_pipeline,
-    check_training,
-    even_split,
-    held_bytes,
-    layer_activations,
-    linear_flops,
-    score_flops,
-)
+from pipesat.solver.instances.cost_model import MEMORY_UNIT, TIME_UNIT
+from pipesat.solver.instances.description import Pipeline, Training, Transformer
+from pipesat.solver.instances.description_checks import check_model, check_pipeline, check_training
+from pipesat.solver.instances.layer_split import even_split
+from pipesat.solver.instances.layer_work import held_bytes, layer_activations, linear_flops, score_flops
 from pipesat.solver.instances.model_state import layer_parameters
 from pipesat.solver.torch.bus_bandwidth import measure_all_reduce
 from pipesat.solver.torch.measure import StageProfile, profile_stage

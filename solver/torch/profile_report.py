@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipesat.models import Instance
-from pipesat.models.units import memory_text
+from pipesat.models.units import MIB, memory_text
 from pipesat.solver.instances.calibration import Calibration
-from pipesat.solver.instances.cost_model import MIB
 from pipesat.solver.torch.measure import STABLE_CHANGE
 
 

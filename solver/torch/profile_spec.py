@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipesat.solver.instances.cost_model import Training, Transformer
+from pipesat.models.training_modes import Recompute
+from pipesat.solver.instances.description import Training, Transformer
 
 # The dtypes a profile runs in, by their option names (a calibration file's `DTYPE_BYTES`).
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -31,7 +32,7 @@ class ProfileSpec:
     placement: str | None = None
     seed: int = 0
     tensor_parallel: int = 1  # the blocks are one GPU's share of a t-way tensor-parallel layer
-    recompute: str = "none"  # none, selective (the attention core) or full (the whole block)
+    recompute: Recompute = "none"  # none, selective (the attention core) or full (the whole block)
 
     @property
     def model(self) -> Transformer:

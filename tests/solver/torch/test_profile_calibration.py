@@ -15,7 +15,8 @@ import yaml
 from pipesat.cli_options import EXIT_BAD_INPUT
 from pipesat.models import InstanceError, load_instance
 from pipesat.solver.instances.calibration import MeasuredLayer, layer_shape, load_calibration
-from pipesat.solver.instances.cost_model import Hardware, Training, Transformer, head_cost, stage_times
+from pipesat.solver.instances.cost_model import head_cost, stage_times
+from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.torch import profile as profile_module
 from pipesat.solver.torch.profile import INSTALL_HINT, calibrate
 from tests.cli_helpers import cli_error, cli_ok, run_cli

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pipesat.models.units import MIB
 from pipesat.solver.instances.calibration import BusBandwidth, Calibration, MeasuredLayer
-from pipesat.solver.instances.cost_model import MIB
 from pipesat.solver.torch.profile_report import calibration_table, profile_lines
 from tests.conftest import make_instance
 
