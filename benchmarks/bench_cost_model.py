@@ -66,7 +66,8 @@ V_SCHEDULES = ("dualpipe-v", "zb-v")
 class Run:
     """One published run: where it comes from, the model and the GPU, the configuration it pinned,
     its measured number in the source's convention (`convention`, `measured`), the other numbers
-    the source gives (`reported`) and the memory a GPU it gives."""
+    the source gives (`reported`), the memory a GPU it gives, and the spec's cluster keys where the
+    source names its network (`cluster`: the catalogue's node otherwise)."""
 
     name: str
     source: str
@@ -100,6 +101,7 @@ class Run:
     recompute_layers: int = 0
     overlap_tp_comm: bool = False
     scatter_gather_p2p: bool = True
+    cluster: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def microbatches(self) -> int:
@@ -166,13 +168,13 @@ def load_runs(path: Path = DATA) -> tuple[list[Run], list[Unexpressed]]:
     for raw in data["runs"]:
         source = sources[raw["from"]]
         fields = {**source["defaults"], **{k: v for k, v in raw.items() if k != "from"}}
-        runs.append(_run(fields, source["source"], models))
+        runs.append(run_from_fields(fields, source["source"], models, path))
     unexpressed = [Unexpressed(raw["name"], raw["source"], raw["why"]) for raw in data["not_expressed"]]
     return runs, unexpressed
 
 
-def _run(fields: dict[str, Any], source: str, models: dict[str, dict[str, int]]) -> Run:
-    """A run from its fields (the source's defaults and its own), checked for consistency."""
+def run_from_fields(fields: dict[str, Any], source: str, models: dict[str, dict[str, int]], data: Path = DATA) -> Run:
+    """A run from its fields (the source's defaults and its own) in the file `data`, checked for consistency."""
     ((convention, measured),) = fields["measured"].items()
     run = Run(
         name=fields["name"],
@@ -207,12 +209,13 @@ def _run(fields: dict[str, Any], source: str, models: dict[str, dict[str, int]])
         recompute_layers=fields.get("recompute_layers", 0),
         overlap_tp_comm=fields.get("overlap_tp_comm", False),
         scatter_gather_p2p=fields.get("scatter_gather_p2p", True),
+        cluster=dict(fields.get("cluster", {})),
     )
-    check_run(run)
+    check_run(run, data)
     return run
 
 
-def check_run(run: Run) -> None:
+def check_run(run: Run, data: Path = DATA) -> None:
     """Refuse, in one line, a run whose numbers do not add up (a mistake in the data file)."""
     degrees = run.tensor_parallel * run.context_parallel * run.pipeline_parallel * run.data_parallel
     problems = [
@@ -229,7 +232,7 @@ def check_run(run: Run) -> None:
     ]
     for wrong, what in problems:
         if wrong:
-            raise InputError(f"{DATA.name}: run {run.name}: {what}")
+            raise InputError(f"{data.name}: run {run.name}: {what}")
 
 
 def plan_spec(run: Run) -> PlanSpec:
@@ -257,7 +260,7 @@ def plan_spec(run: Run) -> PlanSpec:
         training["chunks"] = [run.chunks]
     data = {
         "model": {**run.model, "seq_len": run.seq_len},
-        "cluster": {"gpus": run.gpus, "gpu": run.gpu},
+        "cluster": {"gpus": run.gpus, "gpu": run.gpu, **run.cluster},
         "training": training,
     }
     return spec_from_dict(data, where=f"{run.name}: ")
