@@ -25,6 +25,7 @@ unpredictable; the exit status is 1 when any is missed. `--explain` prints, for 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -137,11 +138,11 @@ class Row:
 def predict_row(run: Run) -> Row:
     """The layout predicted, and the one reason the plan would not run it: refused by memory,
     outside the plan's space, or not predicted at all."""
-    usable = usable_memory(plan_spec(run))
     try:
+        usable = usable_memory(plan_spec(run))
         prediction = predict(run)
     except PipesatError as error:
-        return Row(run, None, usable, f"cannot be predicted: {error}")
+        return Row(run, None, 0.0, f"cannot be predicted: {error}")
     if prediction.refusal:
         why = f"refused by memory: {prediction.refusal}"
     elif prediction.outside_plan:
@@ -231,21 +232,21 @@ def summarize(rows: Sequence[Row]) -> Summary:
 # ---------------------------------------------------------------------------------------------- printing
 
 COLUMNS = [
-    Column("layout", "t p d b m", align_right=False),
+    Column("layout", "layout", align_right=False),
+    Column("microbatches", "m"),
     Column("measured", "measured ms", text=lambda v: f"{v:,.0f}"),
-    Column("predicted", "predicted ms", text=lambda v: f"{v:,.0f}" if v == v else "-"),
-    Column("error", "error", text=lambda v: f"{v * 100:+.1f}%" if v == v else "-"),
+    Column("predicted", "predicted ms", text=lambda v: f"{v:,.0f}" if math.isfinite(v) else "-"),
+    Column("error", "error", text=lambda v: f"{v * 100:+.1f}%" if math.isfinite(v) else "-"),
     Column("memory", "memory GiB: predicted / usable", align_right=False),
-    Column("plan", "the plan", align_right=False),
+    Column("plan", "fits, or why the plan would not run it", align_right=False),
 ]
 
 
 def row_cells(row: Row) -> dict[str, Any]:
     run, prediction = row.run, row.prediction
-    repeat = run.name.rpartition(" #")[2] if " #" in run.name else ""
     cells: dict[str, Any] = {
-        "layout": f"{run.tensor_parallel} {run.pipeline_parallel} {run.data_parallel} {run.microbatch_size} "
-        f"{run.microbatches}" + (f" (again, #{repeat})" if repeat else ""),
+        "layout": run.name.split(" ", 1)[1],  # the name less the sweep's: t, p, d, b (and #2 when measured again)
+        "microbatches": run.microbatches,
         "measured": row.measured_ms,
         "predicted": float("nan"),
         "error": float("nan"),
