@@ -23,7 +23,7 @@ from pipesat.solver.plan.executors import (
     make_executor,
     require_ray,
 )
-from pipesat.solver.plan.search import plan
+from pipesat.solver.plan.search import PlanOptions, plan
 from tests.solver.plan.conftest import tiny
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -130,13 +130,13 @@ def test_ray_gives_the_local_ranking() -> None:
     spec = tiny()
     local = LocalExecutor(2)
     try:
-        expected = plan(spec, local, time_budget=20, seed=1)
+        expected = plan(spec, local, PlanOptions(time_budget=20, seed=1))
     finally:
         local.close()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         executor = make_executor("ray", 2, 1)
-        found = plan(spec, executor, time_budget=20, seed=1)
+        found = plan(spec, executor, PlanOptions(time_budget=20, seed=1))
         executor.close()  # connected to the test's Ray: leaves it running
         assert ray.is_initialized()
     finally:
