@@ -175,6 +175,7 @@ def plan_command(spec_file: Path, **options: Any) -> None:
                 cpsat_workers=cpsat_workers,
                 cpsat_params=options["cpsat_params"],
                 calibration=calibration,
+                tuning=options["tuning"],
             )
             result = plan(spec, executor, plan_options, space=space, started=started, progress=progress)
         notes = [] if calibration is None else [_measured_line(spec, result, calibration)]
