@@ -2,7 +2,8 @@
 
 Run: `python benchmarks/bench_core.py` (a few seconds). Target from issue 2: under 1 s each on the 2-core
 build machine. Each case builds the per-device orders of a handwritten schedule once, then times the
-three core functions on them; every simulated schedule must validate.
+three core functions on them; every simulated schedule must validate. The exit status is 1 when a
+time misses the target (after the whole table is printed).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics import get_heuristic
+
+TARGET_SECONDS = 1.0  # issue 2's target for each of simulate, validate and compute_metrics
 
 # (heuristic, instance) pairs with about 100,000 ops each; memory limits make the validator check memory too.
 CASES: list[tuple[str, dict[str, Any]]] = [
@@ -50,6 +53,7 @@ def main() -> None:
     print(
         f"{'schedule':<12} {'ops':>8} {'simulate':>10} {'validate':>10} {'metrics':>10}   (seconds, best of {repeat})"
     )
+    slowest = 0.0
     for name, data in CASES:
         instance = Instance.from_dict(data)
         orders = get_heuristic(name).orders(instance)
@@ -59,6 +63,9 @@ def main() -> None:
         if violations:
             raise SystemExit(f"{name}: the simulated schedule is invalid: {violations[0]}")
         print(f"{name:<12} {len(schedule.ops):>8} {simulate_s:>10.3f} {validate_s:>10.3f} {metrics_s:>10.3f}")
+        slowest = max(slowest, simulate_s, validate_s, metrics_s)
+    if slowest > TARGET_SECONDS:
+        raise SystemExit(f"MISS: the slowest took {slowest:.3f} s, over the target of {TARGET_SECONDS:g} s")
 
 
 if __name__ == "__main__":

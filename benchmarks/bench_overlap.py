@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 
+from results_header import results_header
+
 from pipesat.models import Instance
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.validator import ensure_valid
@@ -53,6 +55,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=20.0)
     args = parser.parse_args()
     p, m = args.devices, args.microbatches
+    print(results_header())
     for comm in args.comm:
         rows = []
         for placement, chunks in LAYOUTS:

@@ -10,6 +10,7 @@
     python benchmarks/bench_plan.py [--time-budget 120] [--jobs 2] [--workers 1] [--no-ray]
 
 `--jobs` solves at a time of `--workers` CP-SAT workers each (default: cores / jobs), as `pipesat plan`.
+The exit status is 1 when the two rankings differ or the plan's best is not the brute force's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import argparse
 import importlib.util
 import time
 from pathlib import Path
+
+from results_header import results_header
 
 from pipesat.models.plan_result import Outcome, PlanResult
 from pipesat.models.tolerance import same
@@ -61,6 +64,7 @@ def main() -> None:
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args()
     cpsat = args.workers or max(1, available_cores() // args.jobs)
+    print(results_header())
     print(f"{available_cores()} cores, {args.jobs} solves at a time, {cpsat} CP-SAT workers each, seed {args.seed}")
 
     spec = load_spec(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")
@@ -69,6 +73,7 @@ def main() -> None:
     local = plan(spec, executor, PlanOptions(time_budget=args.time_budget, seed=args.seed, cpsat_workers=cpsat))
     executor.close()
     print(summary("local", local))
+    rankings_equal = True  # without Ray there is nothing to compare
     if not args.no_ray and importlib.util.find_spec("ray") is not None:
         executor = make_executor("ray", args.jobs, cpsat)
         ray_result = plan(
@@ -76,7 +81,8 @@ def main() -> None:
         )
         executor.close()
         print(summary("ray", ray_result))
-        print(f"rankings equal: {ranking(local) == ranking(ray_result)}")
+        rankings_equal = ranking(local) == ranking(ray_result)
+        print(f"rankings equal: {rankings_equal}")
     for row in local.results[:6]:
         m = row.measure
         print(
@@ -101,11 +107,16 @@ def main() -> None:
         f"proven optimal) in {brute_seconds:.1f} s; best {top.config.label} {top.measure.iteration_ms:.4f} ms"
     )
     print(summary("plan", planned))
+    equal_best = best.config == top.config and same(best.measure.iteration_ms, top.measure.iteration_ms)
     print(
-        f"equal best: {best.config == top.config and same(best.measure.iteration_ms, top.measure.iteration_ms)}; "
+        f"equal best: {equal_best}; "
         f"pruned {planned.count(Outcome.PRUNED)} of {len(planned.results)}, CP-SAT ran on "
         f"{sum(r.search_seconds > 0 for r in planned.results)}"
     )
+    if not (rankings_equal and equal_best):
+        raise SystemExit(
+            "MISS: " + ("Ray's ranking differs; " if not rankings_equal else "") + f"equal best: {equal_best}"
+        )
 
 
 if __name__ == "__main__":

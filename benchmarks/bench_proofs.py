@@ -18,7 +18,7 @@ memory precedences, `no-nested` without those between two stages of a device
 least length (`solver.cpsat.variables`), `no-value-grid` with each proven bound one tick above what
 CP-SAT proves, not the least value an optimum can take (`solver.cpsat.data`), `no-spacing` with
 the bounds letting a device's head window fill as if its forwards were all there
-(`solver.evaluate.bounds.forward_spacing`), `v-makespan-phase` with a span solve's makespan phase on
+(`solver.evaluate.device_bounds.forward_spacing`), `v-makespan-phase` with a span solve's makespan phase on
 V placements too (`solver.solve`). Every schedule is
 validated; each row prints the value, the proven bound, the gap and the wall time, and `*` marks the
 default (no parameters). By default the default runs beside `no-opening` and `no-tight`.
@@ -33,6 +33,7 @@ from types import ModuleType
 from unittest import mock
 
 from bench_targets import random_instances
+from results_header import results_header
 
 from pipesat.models import Instance, load_instance
 from pipesat.solver import solve as solve_module
@@ -40,7 +41,7 @@ from pipesat.solver.cpsat import constraints as constraints_module
 from pipesat.solver.cpsat import data as data_module
 from pipesat.solver.cpsat import search as search_module
 from pipesat.solver.cpsat import variables as variables_module
-from pipesat.solver.evaluate import bounds as bounds_module
+from pipesat.solver.evaluate import device_bounds as bounds_module
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.solve import solve
 
@@ -180,6 +181,7 @@ def main() -> None:
     wanted = [part.strip() for part in args.only.split(",") if part.strip()]
     cases = [case for case in CASES if not wanted or any(case.name.startswith(w) for w in wanted)]
     variants = [name.strip() for name in args.variants.split(",") if name.strip()]
+    print(results_header())
     print(f"{args.workers} workers, seed {args.seed}; * the default", flush=True)
     width = max(len(name) for name in variants) + 1
     print(

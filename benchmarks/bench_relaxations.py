@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from bench_proofs import v_case
 from bench_targets import random_instances
 from ortools.sat.python import cp_model
+from results_header import results_header
 
 from pipesat.models import Instance, Objective
 from pipesat.solver.cpsat.model import PipelineModel, build_model
@@ -107,6 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     wanted = [part.strip() for part in args.only.split(",") if part.strip()]
     seeds = [int(seed) for seed in args.seeds.split(",")]
+    print(results_header())
     print(f"{args.workers} workers, CP-SAT's own portfolio, no hint{', analytic floor' if args.floor else ''}")
     print(
         f"{'instance':<18} {'relaxation':<26} {'seed':>4} {'status':>9} {'value':>7} {'bound':>7} {'time s':>7}  valid"

@@ -32,13 +32,15 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from results_header import results_header
+
 from pipesat.models import Instance, PipesatError
 from pipesat.models.instance import parse_memory_limit
 from pipesat.models.instance_file import load_instance
 from pipesat.models.ops import expected_op_keys
 from pipesat.models.tolerance import fits
 from pipesat.solver.cpsat.model import build_model
-from pipesat.solver.evaluate.bounds import zero_bubble_bound
+from pipesat.solver.evaluate.device_bounds import zero_bubble_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import validate
@@ -235,6 +237,8 @@ def main() -> None:
     widths = {column: max(len(column), 7) for column in shown}
     widths["instance"] = max(len(case.name) for case in cases) if cases else 8
     widths["status"] = 11
+    header = results_header()
+    print(header)
     print(f"{len(cases)} cases, time limit {time_limit:g} s, {args.workers} worker(s)")
     print_row({column: column for column in columns}, widths)
     path = args.csv or (None if args.quick or args.filter else DEFAULT_CSV)
@@ -244,6 +248,7 @@ def main() -> None:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             handle = stack.enter_context(path.open("w", newline=""))
+            handle.write(f"{header}\r\n")  # csv ends its rows so too
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
         for case in cases:

@@ -1,5 +1,6 @@
 """The solver's targets, measured: small instances proven, V-shape against the published schedules,
-limits below the 1F1B peak, seed stability, and the exact frontier. Each line says hit or MISS.
+limits below the 1F1B peak, seed stability, and the exact frontier. Each line says hit or MISS; the
+exit status is 1 when any target was missed (after every line is printed).
 
     python benchmarks/bench_targets.py [--workers 2] [--only small,medium,v,below,frontier]
 
@@ -33,8 +34,13 @@ PUBLISHED_V = [  # (p, m, memory limit in chunk activations, schedule, published
 ]
 
 
+MISSED: list[str] = []  # the labels of the targets missed so far; main's exit status
+
+
 def report(label: str, hit: bool, detail: str) -> None:
     print(f"{'hit ' if hit else 'MISS'}  {label:<44} {detail}", flush=True)
+    if not hit:
+        MISSED.append(label)
 
 
 def random_instances(seed: int, count: int, most_ops: int) -> list[Instance]:
@@ -162,6 +168,8 @@ def main() -> None:
     for name, run in (("v", vshape), ("below", below_one_x), ("frontier", frontier)):
         if name in which:
             run(args.workers)
+    if MISSED:
+        raise SystemExit(f"{len(MISSED)} target(s) missed: {'; '.join(MISSED)}")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ A few bytes of input can ask for billions of ops (`num_microbatches: 1e9`), whic
 machine's memory long before any message. Every instance is measured when it is made: above
 `max_ops()` ops it is refused with one line that names the way to raise the cap
 (`pipesat --max-ops N ...`, or `allow_ops` in code). A CP-SAT model takes far more memory per op
-(measured: about 7.5 KB an op with 2 workers, 740 MB for 98,304 ops), so a solve refuses a model of
-more than `max_model_ops()` ops before building it (`pipesat --max-model-ops N ...`).
+(benchmarks/experiments/2026-11-24_cpsat-model-memory), so a solve refuses a model of more than
+`max_model_ops()` ops before building it (`pipesat --max-model-ops N ...`), where the machine's
+memory would otherwise run out first.
 """
 
 from __future__ import annotations

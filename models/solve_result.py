@@ -71,7 +71,8 @@ class SolveResult:
 
     `value` is the schedule's objective (makespan, max span or peak memory) by
     `solver.evaluate.metrics`; `bound` a proven lower bound on it, equal to `value` when the value is
-    proven optimal; `gap = (value - bound) / value`. Times are seconds since `solve` was called:
+    proven optimal; `gap = (value - bound) / bound` (`relative_gap`, the design's one definition).
+    Times are seconds since `solve` was called:
     `time_to_first` until a schedule was in hand (a starting schedule or CP-SAT's first solution),
     `time_to_best` until the returned one was. `searched` is False when a starting schedule met the
     bound (or was within the gap) and no search ran; the schedule is then `starting_point`'s.

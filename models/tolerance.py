@@ -2,8 +2,11 @@
 
 Times and memory are sums of the instance's floats, added up in different orders by the simulator,
 the re-timer, the validator and the CP-SAT read-back, so equal quantities can differ in their last
-bits. A difference of at most RELATIVE times the larger magnitude (plus RELATIVE absolute, so that
-zero compares sensibly) is float noise, never a real difference.
+bits. Such a difference is float noise, never a real difference; how much counts as noise depends on
+the question. `same` allows RELATIVE times the larger magnitude and no absolute term (so only 0
+equals 0); `fits` (a value within a limit) allows RELATIVE times the limit's magnitude plus RELATIVE
+absolute (`slack`), so that a limit of 0 admits noise too; `time_slack` and `duration_slack` allow
+RELATIVE of a length plus ULPS units in the last place of a time.
 """
 
 from __future__ import annotations

@@ -64,8 +64,8 @@ from pipesat.solver.evaluate.bounds import (
     resolve_split,
     span_is_makespan,
     without_communication,
-    zero_bubble_bound,
 )
+from pipesat.solver.evaluate.device_bounds import zero_bubble_bound
 from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.heuristics import handwritten_schedules
 from pipesat.solver.portfolio import (

@@ -20,7 +20,7 @@ from ortools.sat.python import cp_model
 
 from pipesat.models import Objective, OpKey, Pair, memory_change
 from pipesat.solver.cpsat.data import ModelData
-from pipesat.solver.evaluate.bounds import chain_offsets
+from pipesat.solver.evaluate.device_bounds import chain_offsets
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 Megatron's interleaved 1F1B keeps `2(p - r - 1) + (v - 1)p` forwards in flight on rank r before its
 first backward, whatever the memory; below that peak its fixed order cannot run, and fewer warm-up
-forwards in the same order stall every steady-state step (Llama 3 405B's t8 p16 v8 layout, 2 fewer:
-37% slower). Here each rank keeps Megatron's sequence of forwards and its sequence of backwards (on
-a linear pipeline, with one chunk, 1F1B's: microbatches in order) but not their interleaving: a list
+forwards in the same order stall every steady-state step (measured on Llama 3 405B's layout:
+benchmarks/experiments/2026-11-25_memory-gated-start). Here each rank keeps Megatron's sequence of
+forwards and its sequence of backwards (on a linear pipeline, with one chunk, 1F1B's: microbatches
+in order) but not their interleaving: a list
 scheduler, in time order, lets each rank run its next backward as soon as it can, and otherwise its
 next forward as soon as it can when its activations fit the limit. A rank whose next forward does
 not fit waits for a backward (or a W) to free memory. When no rank can go on (a limit so tight that
@@ -16,11 +17,11 @@ rank has nothing else to start as early) and in a cap on the forwards a rank hol
 keeps a weight's memory longer but lets the next forward or backward, which another rank may wait
 on, go first; below the 1F1B peak that is usually the better trade (`GATES`' measurements).
 
-Measured on that 405B layout (`bench_cost_model`'s instance, 65.3 GiB budgets): W right after B
-11,594 ms, deferred W with Megatron's in-flight cap 11,203 ms, both at a 65.05 GiB peak, where
-Megatron's order needs 70.0 GiB (11,250 ms) and the periodic start fits at 13,385 ms. It is not
-better everywhere (it runs backwards eagerly, which can delay a forward another rank waits on), so
-the solver takes it as one more start.
+On that 405B layout (`bench_cost_model`'s instance) it fits budgets below the peak Megatron's order
+needs, and runs faster than the periodic start there
+(benchmarks/experiments/2026-11-25_memory-gated-start). It is not better everywhere (it runs
+backwards eagerly, which can delay a forward another rank waits on), so the solver takes it as one
+more start.
 """
 
 from __future__ import annotations
@@ -58,12 +59,10 @@ class Gate:
 
 
 GATES = (Gate(False, None), *(Gate(True, extra) for extra in (None, 0, 1, 2)))
-"""The variants the solver starts from; the best of them counts. Deferring W wins most often
-(`benchmarks/bench_memory_gated.py`: 480 linear and interleaved instances at 0.4-1x of the
-handwritten peak): the best variant beats W right after B in 402 of them, by 4.2% (median) and up
-to 20.1%. Linear p = 8, m = 32 (F = B = W = 1, 0.5x) goes from 166 to 151 and m = 16 from 86 to
-79, the proven optimum; the ZB paper's 1.5B model (p = 8, m = 32, 0.5x) from 2794.5 to 2770.3,
-with one forward beyond 1F1B's in flight."""
+"""The variants the solver starts from; the best of them counts, because no one variant is best
+everywhere. Deferring W wins most often, and below the 1F1B peak a search moves slowly from its
+start, so a better start is a better result (`benchmarks/bench_memory_gated.py`; the figures:
+benchmarks/experiments/2026-11-25_memory-gated-start)."""
 
 
 def memory_gated_schedule(instance: Instance, split: bool, gate: Gate = GATES[0]) -> Schedule | None:

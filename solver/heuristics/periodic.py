@@ -1,7 +1,7 @@
 """Periodic starting schedules: microbatch j's ops at their chain offsets plus j periods, per device in order.
 
 Every op (kind, stage, j) gets a nominal time `j * period + offset(kind, stage)`, with the offsets of
-one microbatch alone (`solver.evaluate.bounds.chain_offsets`, each W right after its B); each device runs its
+one microbatch alone (`solver.evaluate.device_bounds.chain_offsets`, each W right after its B); each device runs its
 ops in nominal order. Along a dependency the nominal time never decreases (ties go by position in
 the microbatch's chain), so the orders never deadlock. A device's peak memory depends only on its
 order; a period longer than one microbatch's whole chain gives the one-at-a-time order, which fits
@@ -18,7 +18,7 @@ import math
 import time
 
 from pipesat.models import Instance, OpKey, Schedule, op_duration
-from pipesat.solver.evaluate.bounds import chain_offsets, zero_bubble_bound
+from pipesat.solver.evaluate.device_bounds import chain_offsets, zero_bubble_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 

@@ -7,7 +7,7 @@ from ortools.sat.python import cp_model
 from pipesat.models import Instance, Objective, OpKey
 from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.variables import least_hold, make_variables
-from pipesat.solver.evaluate.bounds import chain_offsets
+from pipesat.solver.evaluate.device_bounds import chain_offsets
 
 SPLIT = {"num_devices": 2, "num_microbatches": 3, "weight_times": 1, "activation_memory": 2, "weight_memory": 0.5}
 

@@ -2,40 +2,29 @@
 
 from __future__ import annotations
 
-import itertools
 import math
-import random
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pipesat.models import Instance, InstanceError, load_instance
-from pipesat.solver.evaluate import bounds
 from pipesat.solver.evaluate.bounds import (
-    chain_offsets,
     critical_path_bound,
-    device_span_bound,
-    enclosure,
     first_device_instance,
     first_device_span_bound,
-    forward_spacing,
-    least_tail,
     lower_bound,
     makespan_bound,
-    max_count,
-    max_total_time,
     memory_bound_under_cap,
     span_is_makespan,
-    until_last_backward,
     without_communication,
-    zero_bubble_bound,
 )
+from pipesat.solver.evaluate.device_bounds import chain_offsets, enclosure, zero_bubble_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import min_span_schedule
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import ensure_valid
-from pipesat.solver.heuristics import handwritten_schedules, run_heuristic
+from pipesat.solver.heuristics import run_heuristic
 from tests.conftest import INSTANCES_DIR, make_instance, moe_instance
 from tests.solver.brute_force import brute_force_least_memory, brute_force_optimum, device_orders
 from tests.strategies import (
@@ -182,152 +171,6 @@ def test_enclosed_devices_prove_zb_auto_optimal_at_the_1f1b_peak() -> None:
     assert lower_bound(instance, "span") == pytest.approx(zb_auto)
 
 
-@settings(PROPERTY_SETTINGS, max_examples=40)
-@given(st.data())
-def test_bounds_hold_for_every_schedule_under_its_own_peak(data: st.DataObject) -> None:
-    """Past what brute force reaches (devices of two stages, up to 6 microbatches, where what a
-    microbatch holds at a device's last forward is its first stages' backwards): a valid schedule,
-    random or handwritten, under its own per-device peak as the limit, is no faster than that
-    instance's bounds, nor any device's time up to its last B shorter than `until_last_backward`,
-    nor (its forwards spaced) the time to it from the earliest its first op can start after the
-    schedule's first op or an enclosing device's."""
-    instance = data.draw(instances(max_devices=3, max_microbatches=6, layouts=LAYOUTS[1:3], weight_times=ZERO_OR_TIMES))
-    split = instance.split_backward
-    random_order = simulate(instance, data.draw(dependency_respecting_orders(instance, split=split)))
-    handwritten = [schedule for _, schedule in handwritten_schedules(instance) if schedule.split_backward == split]
-    for schedule in [random_order, *handwritten]:
-        metrics = compute_metrics(ensure_valid(schedule))
-        limited = instance.with_limit(metrics.peak_memory)
-        assert lower_bound(limited, "span", split) <= metrics.max_span + 1e-9, schedule.name
-        assert lower_bound(limited, "makespan", split) <= metrics.makespan + 1e-9, schedule.name
-        offsets = chain_offsets(limited, split)
-        first_start = [min(op.start for op in schedule.ops if op.device == d) for d in range(instance.num_devices)]
-        for device in range(instance.num_devices):
-            ops = [op for op in schedule.ops if op.device == device]
-            last_backward = max(op.end for op in ops if op.kind == "B")
-            assert until_last_backward(limited, split, device, offsets) <= last_backward - first_start[device] + 1e-9
-            if instance.bidirectional:
-                continue
-            # From the schedule's start, and from each enclosing device's first op, the earliest start
-            # of the device's first op to the end of its last B, with forwards arriving spaced.
-            first = limited.stages_of(device)[0]
-            references = [(min(op.start for op in schedule.ops), 0)] + [
-                (first_start[outer], limited.stages_of(outer)[0])
-                for outer in range(instance.num_devices)
-                if enclosure(limited, split, outer, device, offsets) is not None
-            ]
-            for start, since in references:
-                spacing = forward_spacing(limited, since, first)
-                earliest = start + offsets[("F", first)] - offsets[("F", since)]
-                bound = until_last_backward(limited, split, device, offsets, spacing=spacing)
-                assert bound <= last_backward - earliest + 1e-9
-
-
-def test_a_device_of_two_stages_holds_its_first_stages_work() -> None:
-    # V p = 3, m = 10 under 3 units (bench_targets' 400-op miss): F/B/W per stage 3/2/2, 1/4/0.5,
-    # 2/2/2, 1.5/4/1, 2/3/2, 1.5/2/0.5; M_B 0.5, M_W 0.25, p2p 0.25.
-    instance = Instance.from_dict(
-        {
-            "num_devices": 3,
-            "num_microbatches": 10,
-            "chunks": 2,
-            "placement": "vshape",
-            "forward_times": [3, 1, 2, 1.5, 2, 1.5],
-            "backward_times": [2, 4, 2, 4, 3, 2],
-            "weight_times": [2, 0.5, 2, 1, 2, 0.5],
-            "activation_memory": [0.5] * 6,
-            "weight_memory": [0.25] * 6,
-            "p2p_time": 0.25,
-            "memory_limit": 3,
-        }
-    )
-    # Device 1 (stages 1 and 4, busy 125): its first B comes at least 11 after its first F, and until
-    # it ends every forward it began is held, 6 at most. Six forwards of stage 4 (12) would fill that,
-    # but a microbatch's F of stage 4 follows its F of stage 1 on the same device: 3 pairs (9) at most,
-    # so 2 idle.
-    assert device_span_bound(instance, True, 1) == 127
-    # Device 2 (stages 2 and 3, busy 125) up to its last B: its head idle (1) and the tail term, the
-    # least over what it may hold at its last forward of max(15.5 - work, -W time). A microbatch whose
-    # B of stage 3 is still to come holds stage 2's too (B3 runs first); enumerated, the least is
-    # -10.5 (its Lagrangian bound, per stage, was -11.875).
-    offsets = chain_offsets(instance, True)
-    assert until_last_backward(instance, True, 2, offsets) == 125 + 1 - 10.5
-    # Device 0 encloses it by 4.5 + 8.5, and device 2's forwards of stage 2 come no faster than device
-    # 0's of stage 0, 3 apart, from 4.5 after device 0's first op. In the 13 from device 2's first op
-    # to its first B, 4 of them end: with 6 forwards held at most, 2 of both stages and 2 of stage 2
-    # alone, 11. So 2 idle; a later first op lets more in, but it is late by as much as they add.
-    spacing = forward_spacing(instance, 0, 2)
-    assert spacing == 3
-    assert until_last_backward(instance, True, 2, offsets, spacing=spacing) == 125 + 2 - 10.5
-    assert lower_bound(instance, "span", True) == 13 + 116.5
-
-
-def test_forwards_spaced_by_a_slower_stage_before_fill_less_of_a_head_window() -> None:
-    # Linear p = 4, m = 11, F 3/2/1/1, B 2/4/4/4 fused, 6 activations at most on each device.
-    instance = make_instance(4, 11, forward_times=[3, 2, 1, 1], backward_times=[2, 4, 4, 4], memory_limit=6)
-    offsets = chain_offsets(instance, False)
-    # Device 1 (busy 66): 12 from its first op to its first B, which 6 forwards of 2 would fill. But
-    # its forwards follow stage 0's, 3 apart: 4 can end in the window (8), and each later first op
-    # lets one more in for 3 of delay, so 4 idle rather than none.
-    assert until_last_backward(instance, False, 1, offsets) == 66
-    assert until_last_backward(instance, False, 1, offsets, spacing=forward_spacing(instance, 0, 1)) == 70
-    # With the chain before it (3) and after its last B (stage 0's B, 2): a makespan of at least 75,
-    # where 1F1B runs 79 (a CP-SAT run finds 75, so that is the optimum).
-    assert makespan_bound(instance, False) == 75
-    assert compute_metrics(ensure_valid(run_heuristic("1f1b", instance))).makespan == 79
-
-
-def test_a_longer_head_window_takes_in_forwards_that_arrive_later() -> None:
-    # V p = 2, m = 2, fused: F 4/3/0.5/0.5, B 1/3/1/1, M_B 0.5/1/1/0.5, p2p 0.25, limit 3.5.
-    times = {"forward_times": [4, 3, 0.5, 0.5], "backward_times": [1, 3, 1, 1], "p2p_time": 0.25}
-    instance = make_instance(
-        2, 2, chunks=2, placement="vshape", **times, activation_memory=[0.5, 1, 1, 0.5], memory_limit=3.5
-    )
-    offsets = chain_offsets(instance, False)
-    # Device 1 (stages 1 and 2, busy 15): at least 5.5 from its first op to its first B, and its
-    # forwards of stage 1 come 4 apart, behind stage 0's. In 5.5 one microbatch's forwards (3.5) end:
-    # 2 idle. In a window 1.5 longer the second's end too, 6.5 within the limit: 0.5 idle, the least.
-    # Without the spacing, none; counting only what ends in the shortest window, 2, and a bound of
-    # 22.5 above the optimum.
-    assert until_last_backward(instance, False, 1, offsets) == 15
-    assert until_last_backward(instance, False, 1, offsets, spacing=forward_spacing(instance, 0, 1)) == 15.5
-    for objective in ("makespan", "span"):
-        assert lower_bound(instance, objective) == brute_force_optimum(instance, False, objective) == 21
-
-
-@pytest.mark.parametrize("enumerated", [True, False])
-def test_least_tail_never_exceeds_the_least_over_every_held_set(
-    enumerated: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The tail term is a lower bound on min over H of max(window - work(H), -W(H)), by enumeration of
-    every H: the forced items and at most `count` of each item, within the capacity. Where its held
-    backwards are few enough to enumerate it is that least; beyond, the Lagrangian bound (forced here
-    by allowing no enumeration) stays below it."""
-    if not enumerated:
-        monkeypatch.setattr(bounds, "EXACT_TAIL_NODES", 0)
-    rng = random.Random(5)
-    for _ in range(300):
-        items, forced = [], []
-        for _ in range(rng.randint(1, 2)):
-            backward, weight = rng.randint(1, 4) / 2, rng.randint(0, 2) / 2
-            activation = rng.randint(1, 4) / 2
-            items += [
-                (backward + weight, weight, activation),
-                (weight, weight, activation * rng.choice([0, 0.25, 0.5])),
-            ]
-            forced += [items[-2]] if rng.random() < 0.5 else []
-        count, capacity, window = rng.randint(1, 3), rng.randint(1, 8) / 2, rng.randint(0, 20) / 2
-        least = math.inf
-        for numbers in itertools.product(range(count + 1), repeat=len(items)):
-            chosen = forced + [item for n, item in zip(numbers, items, strict=True) for _ in range(n)]
-            if sum(memory for _, _, memory in chosen) <= capacity:
-                work, deferred = sum(item[0] for item in chosen), sum(item[1] for item in chosen)
-                least = min(least, max(window - work, -deferred))
-        if math.isfinite(least):
-            tail = least_tail(items, forced, count, capacity, window)
-            assert tail == pytest.approx(least) if enumerated else tail <= least + 1e-9
-
-
 def test_critical_path_counts_p2p_each_way() -> None:
     instance = make_instance(3, 1, forward_times=1, backward_times=2, weight_times=1, p2p_time=0.5)
     assert critical_path_bound(instance, True) == 3 * 1 + 3 * 2 + 1 + 4 * 0.5
@@ -337,30 +180,6 @@ def test_critical_path_counts_p2p_each_way() -> None:
 def test_split_needs_weight_times() -> None:
     with pytest.raises(InstanceError, match="weight_times"):
         lower_bound(Instance.from_dict({"num_devices": 2, "num_microbatches": 2}), split_backward=True)
-
-
-def test_equal_items_are_one_item_of_their_summed_count() -> None:
-    # The 8 equal chunks of an interleaved device, 32 microbatches each: searched as 8 items, the ways
-    # to share 11 copies among them pass the node budget, and the search falls back to the fractional
-    # bound (22.67); as one item of 256 copies the optimum is exact: 11 copies of weight 3 fit in 34.
-    items = [(2.0, 3.0)] * 8
-    assert max_total_time(items, 32, 34.0) == pytest.approx(22.0)
-    assert max_total_time([*items, (1.0, 1.0)], 32, 34.0) == pytest.approx(33.0)
-
-
-def test_knapsack_helpers_match_enumeration() -> None:
-    rng = random.Random(3)
-    for _ in range(200):
-        items = [(rng.randint(0, 5) / 2, rng.randint(0, 4) / 2) for _ in range(rng.randint(1, 3))]
-        count, capacity = rng.randint(0, 3), rng.randint(0, 12) / 2
-        best_time, best_count = 0.0, 0
-        for numbers in itertools.product(range(count + 1), repeat=len(items)):
-            if sum(n * w for n, (_, w) in zip(numbers, items, strict=True)) <= capacity:
-                best_time = max(best_time, sum(n * t for n, (t, _) in zip(numbers, items, strict=True)))
-                best_count = max(best_count, sum(numbers))
-        assert max_total_time(items, count, capacity) == pytest.approx(best_time)
-        assert max_count([w for _, w in items], count, capacity) == best_count
-        assert max_total_time(items, count, None) == count * sum(t for t, _ in items)
 
 
 @settings(PROPERTY_SETTINGS, max_examples=12)

@@ -1,0 +1,221 @@
+"""Knapsacks over the ops a device may run or hold at once within its memory limit, free of any Instance.
+
+The bounds of `bounds` and `device_bounds` ask how much work fits in a device's memory: the most time
+of ops chosen with at most a count of each kind (`max_total_time`, a bounded knapsack solved by branch
+and bound, or its fractional bound), the most ops (`max_count`), the most time of microbatches that
+each run a prefix of a device's stages (`microbatch_work`), and the tail term over the sets of held
+work (`least_tail`, docs/bounds.md, "Up to a device's last B"). Every answer is an upper bound on what
+fits (exact where the search is small), which is all a lower bound needs.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+# Branch-and-bound nodes of one knapsack before falling back to its (still sound) fractional bound.
+KNAPSACK_NODES = 20_000
+# Combinations of held backwards `least_tail` enumerates before falling back to its (still sound)
+# Lagrangian bound.
+EXACT_TAIL_NODES = 200
+
+Item = tuple[float, float]
+"""A kind of op in a knapsack: (its time, its memory weight)."""
+HeldItem = tuple[float, float, float]
+"""What a microbatch of a stage held by a device has left to run: (its time, the W time in it, the memory held)."""
+
+
+def max_count(weights: Sequence[float], count: int, capacity: float | None) -> int:
+    """The most items (at most `count` of each weight) whose weights fit in `capacity` together."""
+    if capacity is None:
+        return count * len(weights)
+    total = 0
+    for weight in sorted(weights):
+        fits = count if weight <= 0 else min(count, floor_fit(capacity, weight))
+        total += fits
+        capacity -= fits * weight
+    return total
+
+
+def max_total_time(items: Sequence[Item], count: int, capacity: float | None, exact: bool = True) -> float:
+    """An upper bound (exact when the search is small) on the total time of ops chosen with at most
+    `count` of each item and total memory weight at most `capacity` (None: no limit); with `exact`
+    False, the fractional bound (the linear relaxation) without a search."""
+    if capacity is None:
+        return count * sum(time for time, _ in items)
+    free = count * sum(time for time, weight in items if weight <= 0)
+    # Equal items (the equal stages of an interleaved pipeline) are one item of their summed count:
+    # the same optimum, searched over far fewer nodes.
+    copies = Counter(item for item in items if item[1] > 0 and item[0] > 0)
+    weighted = sorted(
+        ((time, weight, count * number) for (time, weight), number in copies.items()),
+        key=lambda item: item[0] / item[1],
+        reverse=True,
+    )
+    return free + (_knapsack(weighted, capacity) if exact else _fractional(weighted, capacity))
+
+
+def _fractional(items: Sequence[tuple[float, float, int]], room: float) -> float:
+    """The fractional knapsack of (time, weight, count) items sorted by time per weight: an upper bound
+    on the bounded knapsack."""
+    total = 0.0
+    for time, weight, count in items:
+        take = max(0.0, min(count, room / weight))
+        total += take * time
+        room -= take * weight
+        if room <= 0:
+            break
+    return total
+
+
+def _knapsack(items: list[tuple[float, float, int]], capacity: float) -> float:
+    """Bounded knapsack by branch and bound over (time, weight, count) items sorted by time per weight.
+
+    Returns the optimum, or the fractional bound when the search exceeds KNAPSACK_NODES (both are
+    upper bounds on what the ops can fill, which is all the lower bounds need).
+    """
+    best = 0.0
+    nodes = 0
+
+    def visit(i: int, room: float, value: float) -> None:
+        nonlocal best, nodes
+        nodes += 1
+        if i == len(items):
+            best = max(best, value)
+            return
+        if nodes > KNAPSACK_NODES or value + _fractional(items[i:], room) <= best:
+            return
+        time, weight, count = items[i]
+        for n in range(min(count, floor_fit(room, weight)), -1, -1):
+            visit(i + 1, room - n * weight, value + n * time)
+
+    visit(0, capacity, 0.0)
+    return best if nodes <= KNAPSACK_NODES else _fractional(items, capacity)
+
+
+def floor_fit(capacity: float, weight: float) -> int:
+    """How many items of `weight` fit in `capacity`, rounding a hair up (sound for upper bounds)."""
+    return max(0, math.floor(capacity / weight * (1 + 1e-12) + 1e-12))
+
+
+def microbatch_work(prefixes: list[Item], count: int, capacity: float | None) -> float:
+    """The most time of at most `count` microbatches that each run one of the `prefixes` (time, memory
+    of a device's first stages on the route) and fit in `capacity` together: exact by enumeration, or
+    past KNAPSACK_NODES the knapsack that allows `count` of each prefix (an upper bound too)."""
+    longest = max(time for time, _ in prefixes)
+    if capacity is None or all(memory <= 0 for _, memory in prefixes):
+        return count * longest
+    # Longest first, so that good totals come early; a branch is cut where even `left` of the longest,
+    # or its room filled at the best time per memory of what is left, cannot beat the best.
+    items = sorted(prefixes, reverse=True)
+    densest = [max(time / memory if memory > 0 else math.inf for time, memory in items[i:]) for i in range(len(items))]
+    best, nodes = 0.0, 0
+
+    def visit(i: int, left: int, room: float, value: float) -> None:
+        nonlocal best, nodes
+        nodes += 1
+        best = max(best, value)
+        if i == len(items) or left == 0 or nodes > KNAPSACK_NODES:
+            return
+        if value + min(left * longest, room * densest[i]) <= best:
+            return
+        time, memory = items[i]
+        most = left if memory <= 0 else min(left, floor_fit(room, memory))
+        for n in range(most, -1, -1):
+            visit(i + 1, left - n, room - n * memory, value + n * time)
+
+    visit(0, count, capacity, 0.0)
+    return best if nodes <= KNAPSACK_NODES else max_total_time(prefixes, count, capacity)
+
+
+def least_tail(
+    items: list[HeldItem], forced: list[HeldItem], count: int, capacity: float | None, window: float
+) -> float:
+    """A lower bound on the least, over the sets H of held items (`forced` and at most `count` of each
+    of `items`) that fit in `capacity`, of max(window - work(H), -W time(H)) (`until_last_backward`).
+
+    For every weight l in [0, 1] the maximum is at least l·(window - work) - (1 - l)·W time, whose least
+    over H is at least l·window less the knapsack of l·work + (1 - l)·W time: a bound for each l. With
+    the fractional knapsack it is linear in l wherever the items keep their order of value per
+    memory, so its best l is 0, 1 or an l where two items swap places; the exact knapsack there (and
+    at both ends) can only raise it. Where the items holding a B have at most EXACT_TAIL_NODES
+    combinations within the capacity, the least itself (`enumerated_least_tail`).
+    """
+
+    least = enumerated_least_tail(items, forced, count, capacity, window)
+    if least is not None:
+        return least
+
+    def at(weight: float, exact: bool) -> float:
+        return weight * window - held_work(items, forced, count, capacity, weight, exact)
+
+    swaps = {0.0, 1.0}
+    for (work, deferred, memory), (other_work, other_deferred, other_memory) in itertools.combinations(
+        sorted(set(items)), 2
+    ):
+        if memory > 0 and other_memory > 0:
+            # (deferred + l·(work - deferred)) / memory equals the same of the other item.
+            slope = (work - deferred) / memory - (other_work - other_deferred) / other_memory
+            if slope != 0:
+                weight = (other_deferred / other_memory - deferred / memory) / slope
+                if 0 < weight < 1:
+                    swaps.add(weight)
+    best = max(sorted(swaps), key=lambda weight: at(weight, exact=False))
+    return max(at(weight, exact=True) for weight in {0.0, best, 1.0})
+
+
+def enumerated_least_tail(
+    items: list[HeldItem], forced: list[HeldItem], count: int, capacity: float | None, window: float
+) -> float | None:
+    """The least over H of max(window - work(H), -W time(H)) (`least_tail`) exactly, by enumerating
+    how many of each item holding a B H takes: the rest of the room goes to the items that are a W
+    alone, whose work is their W time, so the more of their time the lower both terms (their
+    knapsack). None without a limit, when the forced items do not fit, or past EXACT_TAIL_NODES."""
+    if capacity is None:
+        return None
+    room = capacity - sum(memory for _, _, memory in forced)
+    backwards = sorted(Counter(item for item in items if item[0] > item[1]).items())
+    weights = [(work, memory) for work, deferred, memory in items if work == deferred]
+    # Of an item holding no memory H takes all: it adds to both its work and its W time; so of every
+    # item when all of them fit.
+    everything = sum(count * copies * memory for (_, _, memory), copies in backwards)
+    fits_all = everything + count * sum(memory for _, memory in weights) <= room
+    numbers = [
+        [count * copies] if memory <= 0 or fits_all else range(min(count * copies, floor_fit(room, memory)) + 1)
+        for (_, _, memory), copies in backwards
+    ]
+    if room < 0 or math.prod(len(choices) for choices in numbers) > EXACT_TAIL_NODES:
+        return None
+    base_work, base_deferred = sum(item[0] for item in forced), sum(item[1] for item in forced)
+    filled = functools.cache(lambda left: max_total_time(weights, count, left))  # few distinct rooms
+    least = math.inf
+    for chosen in itertools.product(*numbers):
+        work, deferred, left = base_work, base_deferred, room
+        for n, ((item_work, item_deferred, memory), _) in zip(chosen, backwards, strict=True):
+            work, deferred, left = work + n * item_work, deferred + n * item_deferred, left - n * memory
+        if left >= 0:
+            least = min(least, max(window - work - filled(left), -(deferred + filled(left))))
+    return least
+
+
+def held_work(
+    items: list[HeldItem],
+    forced: list[HeldItem],
+    count: int,
+    capacity: float | None,
+    weight: float,
+    exact: bool = True,
+) -> float:
+    """The most blended time (weight·work + (1 - weight)·W time) of the `forced` items and at most
+    `count` of each of `items` held together within `capacity` (an upper bound; `max_total_time`)."""
+
+    def blended(item: HeldItem) -> float:
+        work, deferred, _ = item
+        return weight * work + (1 - weight) * deferred
+
+    room = None if capacity is None else capacity - sum(memory for _, _, memory in forced)
+    chosen = [(blended(item), item[2]) for item in items]
+    return sum(blended(item) for item in forced) + max_total_time(chosen, count, room, exact)
