@@ -61,9 +61,10 @@ class Problem:
     def lower_bound(self) -> float:
         """The best lower bound on the result's objective: the analytic one, or the known one."""
         if self.minimize_memory and self.time_cap is not None:
-            analytic = memory_bound_under_cap(self.instance, self.split, self.objective, self.time_cap)
+            cap = self.time_cap
+            analytic = memory_bound_under_cap(self.instance, self.split, self.objective, cap, tuning=self.tuning)
         else:
-            analytic = lower_bound(self.instance, self.result_objective, self.split)
+            analytic = lower_bound(self.instance, self.result_objective, self.split, tuning=self.tuning)
         return analytic if self.known_bound is None else max(analytic, self.known_bound)
 
     @property

@@ -211,7 +211,7 @@ def _infeasibility(problem: Problem) -> Infeasibility | None:
             if not fits(least, limit):
                 return Infeasibility(InfeasibleReason.MEMORY_LIMIT, problem.objective, limit, least, device)
     if problem.time_cap is not None:
-        time_bound = lower_bound(instance, problem.objective, problem.split)
+        time_bound = lower_bound(instance, problem.objective, problem.split, tuning=problem.tuning)
         if not fits(time_bound, problem.time_cap):
             return Infeasibility(InfeasibleReason.TIME_CAP, problem.objective, problem.time_cap, time_bound)
     return None
@@ -297,8 +297,9 @@ class _Solve:
         apart (fused, the span solve is the makespan solve), on a model of more than
         `Tuning.proof_small_ops` ops under a memory limit below the 1F1B peak, where that device's
         analytic bound is the analytic bound and the times are coarse (`Tuning.first_device_most_ticks`),
-        unless the best start meets the bound. Elsewhere (a small model, another device holding the max span back, memory
-        forcing little idle, fine-grained times) the phase's time was measured lost (docs/manual.md)."""
+        unless the best start meets the bound. Elsewhere (a small model, another device holding the
+        max span back, memory forcing little idle, fine-grained times) the phase's time was measured
+        lost (docs/manual.md)."""
         problem = self.problem
         if problem.tuning.first_device_phase <= 0 or problem.objective != Objective.SPAN or problem.minimize_memory:
             return False
@@ -311,7 +312,7 @@ class _Solve:
             return False
         if best is not None and _meets(best.value, bound, self.options.gap):
             return False
-        if not fits(bound, first_device_span_bound(instance, problem.split)):
+        if not fits(bound, first_device_span_bound(instance, problem.split, tuning=problem.tuning)):
             return False
         relaxed = model_data(
             first_device_instance(instance), objective=Objective.MAKESPAN, split_backward=problem.split

@@ -158,9 +158,10 @@ def search(
     the minimised variable's `objective_range` (ticks, from `warm_start`), one probe at its lower end
     opens the search when the start is within `Tuning.opening_gap` of it (a schedule found there is
     optimal; a refutation raises the bound); a search that stalls near its bound (neither its value nor
-    its bound moved for `Tuning.stall_share` of its time, at a gap of at most `Tuning.probe_gap`) is stopped and bisection probes (`solver.cpsat.probes`) take the rest of the time
-    between its bound and its best value. A deterministic search runs to its limit and does not
-    probe: when it stalls depends on the wall clock.
+    its bound moved for `Tuning.stall_share` of its time, at a gap of at most `Tuning.probe_gap`) is
+    stopped and bisection probes (`solver.cpsat.probes`) take the rest of the time between its bound
+    and its best value. A deterministic search runs to its limit and does not probe: when it stalls
+    depends on the wall clock.
     """
     data = model.data
     keys = list(model.variables.starts)
