@@ -105,6 +105,9 @@ def test_a_tuning_file_is_applied_logged_and_in_the_json(tmp_path: Path, name: s
     stall = float("inf") if name.endswith(".toml") else 100.0
     expected = Tuning(strong_probes=False, stall_share=stall, proof_small_ops=0)
     assert document["tuning"] == expected.as_dict() and document["tuning"]["strong_probes"] is False
+    saved = tmp_path / "schedule.json"  # the schedule file's source says it too (JSON has no infinity)
+    cli_ok(run_cli("solve", *SEARCHED, "--tuning", path, "--save", saved))
+    assert json.loads(saved.read_text())["source"]["tuning"] == expected.as_dict()
     assert f"solve: tuning: {expected.describe()}" in _log_lines(result.stderr)
     # On two workers the search runs the portfolio of a model of more than proof_small_ops ops.
     two = run_cli("solve", *SEARCHED[:-3], "--workers", 2, "--no-progress", "--log", "--tuning", path)
