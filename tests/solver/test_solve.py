@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import multiprocessing
 import os
 import signal
 import time
@@ -551,3 +552,24 @@ def test_a_solve_with_pairs_starts_from_dualpipev_and_never_does_worse() -> None
     result = solve(moe, "makespan", **(FAST | {"time_limit": 3.0}))
     assert result.value <= start and result.bound <= result.value
     assert_valid(result.schedule)
+
+
+def test_a_tuning_reaches_a_spawned_search_child(
+    hard_instance: Instance, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the platform cannot fork, the search's child is spawned and imports pipesat afresh, so a
+    setting read from module state would be the default there. The child's own CP-SAT log (relayed
+    to the parent) says the parameters it ran: on two workers, a model of at most
+    `proof_small_ops` ops (144 here) runs the bound search as a second full search, a larger one as
+    a third thread."""
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    caplog.set_level(logging.DEBUG, logger="pipesat")
+    for tuning, portfolio in ((Tuning(), "num_full_subsolvers: 2"), (Tuning(proof_small_ops=0), "num_workers: 3")):
+        caplog.clear()
+        result = solve(hard_instance, "span", time_limit=4.0, workers=2, tuning=tuning)
+        assert result.tuning == tuning and result.schedule is not None
+        assert result.schedule.source["tuning"] == tuning.as_dict()
+        assert_valid(result.schedule)
+        relayed = [record.getMessage() for record in caplog.records if record.name == child_module.LOG.name]
+        searched = [line for line in relayed if line.startswith("Parameters:") and "objective_lb_search" in line]
+        assert searched and all(portfolio in line for line in searched), (tuning, searched)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipesat.models import InstanceError
+from pipesat.models import InstanceError, Tuning
 from pipesat.models.plan_result import Configuration, Outcome, PlanResult
 from pipesat.models.tolerance import fits, same
 from pipesat.solver.evaluate.validator import validate
@@ -18,7 +18,7 @@ from pipesat.solver.plan.executors import LocalExecutor
 from pipesat.solver.plan.search import RANKED_MARGIN, AssessTask, Found, PlanOptions, assess, bound, brute_force, plan
 from pipesat.solver.plan.space import enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
-from pipesat.solver.report.plan_text import no_best_text
+from pipesat.solver.report.plan_text import no_best_text, plan_document
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import MOE, tiny
 
@@ -138,6 +138,25 @@ def test_the_same_seed_gives_the_same_ranking(tiny_spec) -> None:
     first = plan(tiny_spec, LocalExecutor(2), PlanOptions(time_budget=20, seed=3))
     second = plan(tiny_spec, LocalExecutor(2), PlanOptions(time_budget=20, seed=3))
     assert ranking(first) == ranking(second)
+
+
+def test_the_plan_bounds_with_its_tuning_and_records_it() -> None:
+    # A memory-tight spec where knapsacks that do not search (`knapsack_nodes` 0) give lower bounds.
+    spec = tiny(cluster={"gpu_memory": "256MiB"}, training={"global_batch": 8})
+    tuned = Tuning(knapsack_nodes=0)
+    result = plan(spec, LocalExecutor(2), PlanOptions(time_budget=10, tuning=tuned))
+    assert result.tuning == tuned and plan_document(result)["run"]["tuning"] == tuned.as_dict()
+    lowered = 0
+    for item in result.results:
+        if item.makespan_bound is None:
+            continue
+        task = AssessTask(spec=spec, config=item.config, tuning=tuned)
+        bounded = bound(task).makespan_bound
+        assert item.makespan_bound >= bounded  # a solve may raise it
+        if item.search_seconds == 0:
+            assert item.makespan_bound == bounded
+            lowered += bounded < bound(AssessTask(spec=spec, config=item.config)).makespan_bound
+    assert lowered
 
 
 def test_too_little_memory_is_refused_with_the_reason() -> None:
