@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import signal
 import time
+from multiprocessing import resource_tracker
 
 import pytest
 from hypothesis import given
@@ -564,12 +565,17 @@ def test_a_tuning_reaches_a_spawned_search_child(
     a third thread."""
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     caplog.set_level(logging.DEBUG, logger="pipesat")
-    for tuning, portfolio in ((Tuning(), "num_full_subsolvers: 2"), (Tuning(proof_small_ops=0), "num_workers: 3")):
-        caplog.clear()
-        result = solve(hard_instance, "span", time_limit=4.0, workers=2, tuning=tuning)
-        assert result.tuning == tuning and result.schedule is not None
-        assert result.schedule.source["tuning"] == tuning.as_dict()
-        assert_valid(result.schedule)
-        relayed = [record.getMessage() for record in caplog.records if record.name == child_module.LOG.name]
-        searched = [line for line in relayed if line.startswith("Parameters:") and "objective_lb_search" in line]
-        assert searched and all(portfolio in line for line in searched), (tuning, searched)
+    try:
+        for tuning, portfolio in ((Tuning(), "num_full_subsolvers: 2"), (Tuning(proof_small_ops=0), "num_workers: 3")):
+            caplog.clear()
+            result = solve(hard_instance, "span", time_limit=4.0, workers=2, tuning=tuning)
+            assert result.tuning == tuning and result.schedule is not None
+            assert result.schedule.source["tuning"] == tuning.as_dict()
+            assert_valid(result.schedule)
+            relayed = [record.getMessage() for record in caplog.records if record.name == child_module.LOG.name]
+            searched = [line for line in relayed if line.startswith("Parameters:") and "objective_lb_search" in line]
+            assert searched and all(portfolio in line for line in searched), (tuning, searched)
+    finally:
+        # Spawning starts multiprocessing's resource tracker, a child of this process for its life;
+        # the tests that count this process's children expect none.
+        resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]
