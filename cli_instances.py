@@ -22,7 +22,7 @@ from pipesat.cli_options import (
 from pipesat.cli_output import emit_instance
 from pipesat.models import Instance
 from pipesat.solver.instances.calibration import calibration_lines, load_calibration
-from pipesat.solver.instances.cost_model import MOE_KEYS, Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.description import MOE_KEYS, Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive
 

@@ -24,13 +24,13 @@ import click
 from pipesat.cli_keys import key_options
 from pipesat.models import TIME_OBJECTIVES, Objective
 from pipesat.models.errors import InputError, InstanceError, PipesatError
-from pipesat.models.instance import PLACEMENTS
 from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from pipesat.models.log import log_shown, show_log
+from pipesat.models.placement import PLACEMENTS
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning, load_tuning
 from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs
 from pipesat.solver.cpsat.search import available_cores
-from pipesat.solver.instances.cost_model import DENSE_KEYS, Pipeline, Transformer
+from pipesat.solver.instances.description import DENSE_KEYS, Pipeline, Transformer
 from pipesat.solver.instances.from_options import build_instance
 from pipesat.solver.io.output_file import DefaultName, check_outputs
 from pipesat.solver.report.figures import PICTURE_SUFFIXES

@@ -41,7 +41,7 @@ from pipesat.solver.instances.calibration import (
     save_calibration,
     unlike_measured,
 )
-from pipesat.solver.instances.cost_model import Training, Transformer
+from pipesat.solver.instances.description import Training, Transformer
 from pipesat.solver.io.chrome_trace import export_chrome_trace
 from pipesat.solver.io.schedule_file import load_schedule
 from pipesat.solver.plan.space import description, enumerate_space
@@ -49,14 +49,9 @@ from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.text import chrome_trace_line, torch_csv_lines
 from pipesat.solver.torch import import_schedule as torch_import
 from pipesat.solver.torch.export import export_torch_csv
-from pipesat.solver.torch.profile import (
-    DTYPES,
-    ProfileSpec,
-    calibrate,
-    calibration_table,
-    profile_instance,
-    profile_lines,
-)
+from pipesat.solver.torch.profile import calibrate, profile_instance
+from pipesat.solver.torch.profile_report import calibration_table, profile_lines
+from pipesat.solver.torch.profile_spec import DTYPES, ProfileSpec
 from pipesat.solver.torch.run import format_result, torch_run
 
 REPEATS_OPTION = click.option(

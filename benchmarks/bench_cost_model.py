@@ -40,12 +40,12 @@ import yaml
 
 from pipesat.models import InputError, Instance, PipesatError, Schedule
 from pipesat.models.plan_result import Configuration, Measure
+from pipesat.models.units import GIB, MIB
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import run_heuristic
-from pipesat.solver.instances.cost_model import MIB
 from pipesat.solver.instances.from_model import Derivation, Description, derive
-from pipesat.solver.instances.gpus import CATALOGUE, GIB
+from pipesat.solver.instances.gpus import CATALOGUE
 from pipesat.solver.plan.measure import measure, model_flops
 from pipesat.solver.plan.search import activation_refusal
 from pipesat.solver.plan.space import description, enumerate_space

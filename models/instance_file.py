@@ -12,7 +12,8 @@ import yaml
 
 from pipesat.models.document import read_document, write_text
 from pipesat.models.errors import InstanceError
-from pipesat.models.instance import ALIASES, Instance
+from pipesat.models.instance import Instance
+from pipesat.models.instance_fields import ALIASES
 
 
 def read_mapping(path: str | Path) -> dict[str, Any]:

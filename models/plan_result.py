@@ -11,6 +11,7 @@ from enum import Enum
 
 from pipesat.models.objective import Status
 from pipesat.models.schedule import Schedule
+from pipesat.models.training_modes import Recompute, ZeroStage
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 
 
@@ -31,8 +32,8 @@ class Configuration:
     microbatch_size: int
     microbatches: int
     context_parallel: int = 1
-    recompute: str = "none"
-    zero: int = 0
+    recompute: Recompute = "none"
+    zero: ZeroStage = 0
     expert_parallel: int = 1
     recompute_layers: int = 0
 

@@ -12,6 +12,9 @@ import re
 
 from pipesat.models.errors import InstanceError
 
+MIB = 2**20
+GIB = 2**30
+"""Bytes in a MiB and a GiB, as whole numbers (the cost model's memory and the reports' axes)."""
 MEMORY_UNITS: dict[str, float] = {
     "B": 1.0,
     "KiB": 2.0**10,

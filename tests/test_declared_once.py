@@ -17,7 +17,7 @@ from pipesat.cli_instances import instance
 from pipesat.cli_keys import KeyType, key_options
 from pipesat.cli_options import dataclass_from_options, options
 from pipesat.cli_plan import OVERRIDES, plan_command
-from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, option_name
 from pipesat.solver.instances.kinds import WHOLE, Number, Whole, Wholes
 from pipesat.solver.plan.spec import ALIASES, KEYS, SEARCHED, SECTIONS, Cluster, spec_from_dict

@@ -49,6 +49,16 @@ def test_import_pipesat_works_from_anywhere_and_does_not_load_torch(tmp_path: Pa
     assert done.stdout.split() == [str(len(pipesat.__all__)), "False"]
 
 
+def test_the_torch_layer_and_its_commands_import_without_torch(tmp_path: Path) -> None:
+    """torch is an extra: its modules import torch only inside the functions that need it."""
+    torch_layer = sorted(ROOT.joinpath("solver", "torch").glob("[!_]*.py"))  # all but __init__.py
+    modules = [f"pipesat.solver.torch.{path.stem}" for path in torch_layer]
+    imports = "".join(f"import {name}\n" for name in [*modules, "pipesat.cli"])
+    code = f"import sys\nsys.modules['torch'] = None  # makes `import torch` raise ImportError\n{imports}"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 SOURCES = sorted(
     path
     for path in ROOT.rglob("*.py")

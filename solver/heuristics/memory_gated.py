@@ -31,8 +31,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from pipesat.models import Instance, OpKey, Schedule, op_duration
-from pipesat.models.instance import placement_devices
 from pipesat.models.ops import input_ready, memory_change
+from pipesat.models.placement import placement_devices
 from pipesat.models.tolerance import fits
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics.interleaved import interleaved_requirement, megatron_sequences

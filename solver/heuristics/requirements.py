@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipesat.models import Instance
-from pipesat.models.instance import placement_devices
+from pipesat.models.placement import placement_devices
 
 
 def needs_nothing(instance: Instance) -> str | None:

@@ -4,14 +4,14 @@ and the layer cost it gives in place of the analytic model's (docs/calibration.m
 `pipesat calibrate SPEC` measures, on the device it runs on, one layer for every shape the plan's
 configurations use: what one GPU computes of a layer (`LayerShape`: the hidden size, the head size,
 heads/t and kv_heads/t, the MLP and its width f/t for tensor parallelism t, the sequence, the
-microbatch size and the recomputation). `plan --calibration FILE` and `instance from-model
---calibration FILE` then use, for a layer whose shape the file has (`Calibration.measured`), the
-measured times and memory (`measured_layer_cost`); the embedding, the head, the tensor-parallel
-communication and the model state stay the model's, and a shape the file lacks is the model's
-entirely. The measured layer is causal attention (torch's scaled_dot_product_attention, which keeps no
-scores) without dropout over the whole sequence, in the file's dtype: a training that differs (no flash
-attention, non-causal, dropout, context parallelism) uses the model, and a training whose
-`bytes_per_value` is not the dtype's is refused.
+microbatch size and the recomputation). A plan and `instance from-model` given the file then use,
+for a layer whose shape the file has (`Calibration.measured`), the measured times and memory
+(`measured_layer_cost`); the embedding, the head, the tensor-parallel communication and the model
+state stay the model's, and a shape the file lacks is the model's entirely. The measured layer is
+causal attention (torch's scaled_dot_product_attention, which keeps no scores) without dropout over
+the whole sequence, in the file's dtype: a training that differs (no flash attention, non-causal,
+dropout, context parallelism) uses the model, and a training whose `bytes_per_value` is not the
+dtype's is refused.
 
 Sequence parallelism splits a layer's inputs and norms over the t GPUs, which a layer measured on one
 GPU keeps whole; under it the measured memory is scaled by the model's ratio of the two.
@@ -33,22 +33,16 @@ import yaml
 
 from pipesat.models import InputError, InstanceError
 from pipesat.models.document import read_document, write_text
-from pipesat.solver.instances.cost_model import (
-    MIB,
-    RECOMPUTE,
-    Cost,
-    Hardware,
-    Training,
-    Transformer,
-    layer_cost,
-)
+from pipesat.models.training_modes import RECOMPUTE, Recompute
+from pipesat.models.units import MIB
+from pipesat.solver.instances.cost_model import Cost, layer_cost
+from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.instances.keys import Keyed, key, keys
 from pipesat.solver.instances.kinds import NUMBER, TEXT, WHOLE, Word
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 """The dtypes a layer is measured in, and the bytes a value each keeps (`Training.bytes_per_value`)."""
 MLPS = ("GELU", "SwiGLU")
-MEASURED_ATTENTION = "causal, torch scaled_dot_product_attention (no scores kept), no dropout"
 
 
 @dataclass(frozen=True)
@@ -63,7 +57,7 @@ class LayerShape(Keyed):
     mlp_width: int = key(WHOLE, "MLP width on one GPU, f / t.", at_least=1)
     seq_len: int = key(WHOLE, "Sequence length s.", at_least=1)
     microbatch_size: int = key(WHOLE, "Sequences per microbatch b.", at_least=1)
-    recompute: str = key(Word(RECOMPUTE), "Activation recomputation.")
+    recompute: Recompute = key(Word(RECOMPUTE), "Activation recomputation.")
 
     @property
     def label(self) -> str:
@@ -217,7 +211,7 @@ def measured_layer_cost(row: MeasuredLayer, model: Transformer, training: Traini
 
 
 def calibration_lines(calibration: Calibration, model: Transformer, training: Training) -> list[str]:
-    """What a calibration gave one layer, for `from-model --explain` and the instance file's comments."""
+    """What a calibration gave one layer, for from-model's explanation and the instance file's comments."""
     shape = layer_shape(model, training)
     head = f"calibration {calibration.name}"
     unlike = unlike_measured(training)

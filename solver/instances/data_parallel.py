@@ -37,7 +37,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from pipesat.solver.instances.collectives import Collective, Link, collective_ms
-from pipesat.solver.instances.cost_model import Hardware, StageCost, Training, Transformer, stage_times
+from pipesat.solver.instances.cost_model import StageCost, stage_times
+from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.instances.model_state import stage_units
 
 BUCKET_PARAMETERS = 40_000_000

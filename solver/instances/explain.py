@@ -1,38 +1,34 @@
-"""The arithmetic behind `from-model`, as lines people read (`--explain`, and the comments on top of
+"""The arithmetic behind `from-model`, as lines people read (its explanation, and the comments on top of
 the instance file it writes), and the command line that makes the same instance again."""
 
 from __future__ import annotations
 
-from pipesat.models.units import memory_text
-from pipesat.solver.instances.cost_model import (
-    MIB,
-    Hardware,
-    Tensor,
-    Training,
-    Transformer,
+from pipesat.models.units import GIB, MIB, memory_text
+from pipesat.solver.instances.communication import (
     activation_message_bytes,
     all_to_all_ms,
     backward_exchange_ms,
     block_exchange_ms,
-    effective_flops_per_ms,
     exposed_ms,
-    head_cost,
-    held_bytes,
     kv_exchange_ms,
-    layer_activations,
-    layer_cost,
-    layer_passes,
-    linear_flops,
-    roofline,
     scatters_p2p,
-    score_flops,
-    weight_gradient_inputs,
-    without_recomputation,
 )
+from pipesat.solver.instances.cost_model import head_cost, layer_cost, without_recomputation
+from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.instances.from_model import Derivation, Description
 from pipesat.solver.instances.keys import keys
 from pipesat.solver.instances.layer_balance import slowest_stage_ms
+from pipesat.solver.instances.layer_work import (
+    Tensor,
+    held_bytes,
+    layer_activations,
+    layer_passes,
+    linear_flops,
+    score_flops,
+    weight_gradient_inputs,
+)
 from pipesat.solver.instances.model_state import bytes_per_parameter, layer_parameters, reserve_bytes
+from pipesat.solver.instances.pass_times import effective_flops_per_ms, roofline
 from pipesat.solver.instances.roofline import Gemm, Roofline, attention_ms, gemm_ms, memory_ms
 
 TRAINING_OPTIONS = (
@@ -239,9 +235,9 @@ def _communication_lines(model: Transformer, training: Training, hardware: Hardw
         what = "an all-gather and a reduce-scatter" if training.sequence_parallel else "an all-reduce"
         in_backward = (
             f"2 in B, of which {backward_exchange_ms(model, training, hardware):.4g} ms shows: each block's "
-            "input-gradient reduction runs beside its column-parallel weight gradient (--overlap-tp-comm)"
+            "input-gradient reduction runs beside its column-parallel weight gradient (training.overlap_tp_comm)"
             if training.overlap_tp_comm
-            else "2 in B, not overlapped (--overlap-tp-comm runs B's beside the weight gradients)"
+            else "2 in B, not overlapped (training.overlap_tp_comm runs B's beside the weight gradients)"
         )
         lines.append(
             f"  tensor parallelism: {what} of n·h values a block, {block_exchange_ms(model, training, hardware):.4g} ms "
@@ -249,7 +245,9 @@ def _communication_lines(model: Transformer, training: Training, hardware: Hardw
             + ("; full recomputation runs F's 2 again in B" if full else "")
         )
     elif training.tensor_parallel > 1:
-        lines.append("  tensor-parallel collectives not timed (give --tp-bandwidth or --gpu to time them)")
+        lines.append(
+            "  tensor-parallel collectives not timed (give hardware.tp_bandwidth or hardware.gpu to time them)"
+        )
     a2a = all_to_all_ms(model, training, hardware)
     if a2a > 0:
         lines.append(
@@ -260,7 +258,9 @@ def _communication_lines(model: Transformer, training: Training, hardware: Hardw
             "can hide"
         )
     elif model.moe and training.expert_parallel > 1:
-        lines.append("  expert-parallel all-to-all not timed (give --ep-bandwidth, --dp-bandwidth or --gpu to time it)")
+        lines.append(
+            "  expert-parallel all-to-all not timed (give hardware.ep_bandwidth, hardware.dp_bandwidth or hardware.gpu to time it)"
+        )
     ring = kv_exchange_ms(model, training, hardware)
     if ring > 0:
         passes = layer_passes(model, training)
@@ -371,9 +371,9 @@ def _state_lines(description: Description, derivation: Derivation) -> list[str]:
         header += f" {'budget GiB':>11}"
     lines.append(header)
     for device, state in enumerate(derivation.states):
-        row = f"{device:>6} {state.parameters:>11.4g} {state.bytes / 2**30:>10.4g}"
+        row = f"{device:>6} {state.parameters:>11.4g} {state.bytes / GIB:>10.4g}"
         if derivation.budgets is not None:
-            row += f" {derivation.budgets[device] / 2**30:>11.4g}"
+            row += f" {derivation.budgets[device] / GIB:>11.4g}"
         lines.append(row)
     return lines
 
@@ -386,7 +386,10 @@ def _sharded_lines(description: Description, derivation: Derivation) -> list[str
         f"(a layer, the embedding or the head) x {training.weight_bytes:g} bytes"
     ]
     if hardware.dp_bandwidth <= 0:
-        return [*lines, "  ZeRO 3's gathers and reductions in the ops not timed (give --dp-bandwidth to time them)"]
+        return [
+            *lines,
+            "  ZeRO 3's gathers and reductions in the ops not timed (give hardware.dp_bandwidth to time them)",
+        ]
     lines.append(
         f"  ZeRO 3 in the ops, over the data-parallel link ({hardware.dp_bandwidth:g} GB/s, {hardware.dp_latency:g} µs "
         "a step): each unit's weights all-gathered before its F and its B, its gradients reduce-scattered after "

@@ -12,25 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipesat.models import Instance
+from pipesat.models.units import MIB
 from pipesat.solver.instances.calibration import Calibration, MeasuredLayer, measured_layer_cost
-from pipesat.solver.instances.cost_model import (
-    MEMORY_UNIT,
-    MIB,
-    TIME_UNIT,
-    Hardware,
-    Pipeline,
-    StageCost,
-    Training,
-    Transformer,
-    check_description,
-    layer_split,
-    p2p_time,
-    significant,
-    stage_costs,
-    stage_times,
-)
+from pipesat.solver.instances.communication import p2p_time
+from pipesat.solver.instances.cost_model import MEMORY_UNIT, TIME_UNIT, StageCost, significant, stage_costs, stage_times
 from pipesat.solver.instances.data_parallel import Exchange, sharded_exchanges
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.description_checks import check_description
 from pipesat.solver.instances.layer_balance import balanced_split
+from pipesat.solver.instances.layer_split import layer_split
 from pipesat.solver.instances.model_state import DeviceState, activation_budgets, device_states
 
 SOURCE = "pipesat instance from-model (docs/cost-model.md)"

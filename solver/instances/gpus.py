@@ -18,20 +18,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-GIB = 2**30
+from pipesat.models.units import GIB
+
 GB = 1e9
 
 
 @dataclass(frozen=True)
 class GPU:
-    """One GPU type: peak bf16 and fp8 TFLOP/s (0: no fp8), memory (bytes), memory bandwidth (GB/s),
-    streaming multiprocessors, the link within a node and the network, one GPU's share (GB/s), the
-    link within a node's latency a ring step (µs), and the fractions of peak its GEMMs and flash
-    attention reach."""
+    """One GPU type: peak bf16 TFLOP/s, memory (bytes), memory bandwidth (GB/s), streaming
+    multiprocessors, the link within a node and the network, one GPU's share (GB/s), the link within
+    a node's latency a ring step (µs), and the fractions of peak its GEMMs and flash attention reach."""
 
     name: str
     bf16_tflops: float
-    fp8_tflops: float
     memory: float
     memory_bandwidth: float
     sms: int
@@ -41,35 +40,29 @@ class GPU:
     gemm_efficiency: float
     attention_efficiency: float
 
-    def peak_tflops(self, bytes_per_value: float) -> float:
-        """Peak TFLOP/s for values of `bytes_per_value` bytes: fp8 at 1 byte where the GPU has it."""
-        return self.fp8_tflops if bytes_per_value <= 1 and self.fp8_tflops > 0 else self.bf16_tflops
-
 
 _A100 = GPU(
     "A100-40GB",
     bf16_tflops=312.0,
-    fp8_tflops=0.0,
     memory=40 * GIB,
     memory_bandwidth=1555.0,
     sms=108,
     nvlink=300.0,
     network=25.0,
     nvlink_latency=2.0,
-    gemm_efficiency=0.70,  # fitted: benchmarks/bench_cost_model.py --fit (29 A100 runs)
+    gemm_efficiency=0.70,  # fitted by benchmarks/bench_cost_model.py's fit (29 A100 runs)
     attention_efficiency=0.30,
 )
 _H100 = GPU(
     "H100-SXM",
     bf16_tflops=989.0,
-    fp8_tflops=1979.0,
     memory=80 * GIB,
     memory_bandwidth=3350.0,
     sms=132,
     nvlink=450.0,
     network=50.0,
     nvlink_latency=2.0,
-    gemm_efficiency=0.60,  # fitted: benchmarks/bench_cost_model.py --fit (5 H100 runs)
+    gemm_efficiency=0.60,  # fitted by benchmarks/bench_cost_model.py's fit (5 H100 runs)
     attention_efficiency=0.40,
 )
 
@@ -83,7 +76,6 @@ CATALOGUE: dict[str, GPU] = {
             _H100,
             name="H100-PCIe",
             bf16_tflops=756.0,
-            fp8_tflops=1513.0,
             memory_bandwidth=2000.0,
             sms=114,
             nvlink=64.0,  # PCIe Gen5 x16 between the GPUs of a node (an NVLink bridge joins pairs only)
@@ -99,7 +91,6 @@ CATALOGUE: dict[str, GPU] = {
             _H100,
             name="B200",
             bf16_tflops=2250.0,
-            fp8_tflops=4500.0,
             memory=180 * GB,
             memory_bandwidth=8000.0,
             sms=148,

@@ -1,4 +1,4 @@
-"""Layers per stage chosen so that the slowest stage is as fast as it can be (`from-model --balance`).
+"""Layers per stage chosen so that the slowest stage is as fast as it can be (`pipeline.balance`).
 
 A stage's time is its F + B + W for one microbatch: its layers' times plus its extra, the
 embedding's on the first stage (a lookup, which only the shape model times) and the head's and the
@@ -18,18 +18,8 @@ import math
 from dataclasses import dataclass
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.cost_model import (
-    Cost,
-    Hardware,
-    LayerCosts,
-    Pipeline,
-    Training,
-    Transformer,
-    embedding_cost,
-    head_cost,
-    layer_costs,
-    stage_times,
-)
+from pipesat.solver.instances.cost_model import Cost, LayerCosts, embedding_cost, head_cost, layer_costs, stage_times
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 
 # Stage times are sums of floats: a capacity within this fraction of a whole layer counts as that layer.
 ROUNDING = 1e-9

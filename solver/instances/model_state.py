@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 from pipesat.models import InstanceError
 from pipesat.models.units import memory_text
-from pipesat.solver.instances.cost_model import ROUTED, Hardware, Mlp, StageCost, Training, Transformer, gpu_mlps
+from pipesat.solver.instances.cost_model import StageCost
+from pipesat.solver.instances.description import Hardware, Training, Transformer
+from pipesat.solver.instances.layer_work import Mlp, MlpKind, gpu_mlps
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def layer_parameters(model: Transformer, training: Training) -> float:
 
 def expert_parameters(model: Transformer, training: Training) -> float:
     """One mixture-of-experts layer's routed-expert parameters on one GPU: its E/EP experts, split over t."""
-    routed = [mlp for mlp in gpu_mlps(model, training) if mlp.label == ROUTED]
+    routed = [mlp for mlp in gpu_mlps(model, training) if mlp.kind is MlpKind.ROUTED]
     return _mlp_parameters(model, routed) / training.tensor_parallel
 
 
@@ -130,9 +132,9 @@ def activation_budgets(hardware: Hardware, states: Sequence[DeviceState]) -> lis
         if budget <= 0:
             raise InstanceError(
                 f"device {device} holds {memory_text(state.bytes, 'B')} of weights, gradients and optimizer "
-                f"state plus a {memory_text(reserve, 'B')} reserve, more than --gpu-memory "
-                f"{memory_text(hardware.gpu_memory, 'B')}; add pipeline devices (-p), --tensor-parallel, or "
-                "--zero 1, 2 or 3 with --data-parallel"
+                f"state plus a {memory_text(reserve, 'B')} reserve, more than hardware.gpu_memory "
+                f"{memory_text(hardware.gpu_memory, 'B')}; add pipeline devices (pipeline.devices), "
+                "training.tensor_parallel, or training.zero 1, 2 or 3 with training.data_parallel"
             )
         budgets.append(budget)
     return budgets

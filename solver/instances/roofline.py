@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum, auto
 
 TILE = 128
 """The side of a GEMM kernel's output tile: cuBLAS's and CUTLASS's bf16 kernels on Ampere and Hopper
@@ -42,14 +43,29 @@ class Roofline:
     attention_efficiency: float
 
 
+class Matmul(Enum):
+    """Which of a transformer's matmuls a GEMM is: what the cost model picks GEMMs by (a GEMM's
+    `name` is for display only)."""
+
+    QKV = auto()
+    ATTENTION_OUTPUT = auto()
+    ROUTER = auto()
+    MLP_UP = auto()
+    """An MLP's up projection, or SwiGLU's gate and up projections."""
+    MLP_DOWN = auto()
+    HEAD = auto()
+
+
 @dataclass(frozen=True)
 class Gemm:
-    """C (m x n) = A (m x k) · B (k x n), the weight B when it is a layer's matmul, and its name."""
+    """C (m x n) = A (m x k) · B (k x n), the weight B when it is a layer's matmul, its name (for
+    display) and which matmul it is (None: not a transformer's)."""
 
     m: float
     n: float
     k: float
     name: str = ""
+    matmul: Matmul | None = None
 
     @property
     def flops(self) -> float:
@@ -57,11 +73,11 @@ class Gemm:
 
     def input_gradient(self) -> Gemm:
         """dA = dC · Bᵀ: m x k, summed over n (B's `dgrad`)."""
-        return Gemm(self.m, self.k, self.n, self.name)
+        return Gemm(self.m, self.k, self.n, self.name, self.matmul)
 
     def weight_gradient(self) -> Gemm:
         """dB = Aᵀ · dC: k x n, summed over the m tokens (B's `wgrad`)."""
-        return Gemm(self.k, self.n, self.m, self.name)
+        return Gemm(self.k, self.n, self.m, self.name, self.matmul)
 
 
 @dataclass(frozen=True)

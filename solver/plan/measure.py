@@ -38,17 +38,19 @@ import dataclasses
 
 from pipesat.models import Schedule
 from pipesat.models.plan_result import Breakdown, Configuration, Measure
+from pipesat.models.units import MIB
 from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.instances.collectives import Link
-from pipesat.solver.instances.cost_model import MIB, Hardware, Training, linear_flops, score_flops
 from pipesat.solver.instances.data_parallel import (
     Exchange,
     buckets,
     gradient_reduction,
     weight_gather,
 )
+from pipesat.solver.instances.description import Hardware, Training
 from pipesat.solver.instances.from_model import Derivation, Description
+from pipesat.solver.instances.layer_work import linear_flops, score_flops
 from pipesat.solver.instances.model_state import DeviceState, reserve_bytes
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec

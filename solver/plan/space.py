@@ -30,15 +30,10 @@ from typing import NamedTuple
 from pipesat.models import InputError, InstanceError
 from pipesat.models.limits import check_model_size, check_work
 from pipesat.models.plan_result import Configuration
-from pipesat.solver.instances.cost_model import (
-    Cost,
-    Hardware,
-    Pipeline,
-    Training,
-    check_model,
-    check_training,
-    layer_cost,
-)
+from pipesat.models.training_modes import Recompute
+from pipesat.solver.instances.cost_model import Cost, layer_cost
+from pipesat.solver.instances.description import Hardware, Pipeline, Training
+from pipesat.solver.instances.description_checks import check_model, check_training
 from pipesat.solver.instances.from_model import Description
 from pipesat.solver.plan.spec import PlanSpec
 
@@ -273,13 +268,13 @@ def _note(skipped: list[str], line: str) -> None:
         skipped.append(line)
 
 
-def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[tuple[str, int]]:
+def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[tuple[Recompute, int]]:
     """The spec's recomputation settings less those that cost a layer of t·cp GPUs what an earlier one
     does (selective recomputation with flash attention: flash attention recomputes the attention core
     already), with a line for each left out; full recomputation once for each of `recompute_layers`.
     Each is (recompute, recompute_layers)."""
     one = description(spec, Configuration(t, 1, spec.cluster.gpus // (t * cp), 1, "linear", 1, 1, cp))
-    costs: dict[str, Cost] = {}
+    costs: dict[Recompute, Cost] = {}
     for recompute in spec.recompute:
         cost = layer_cost(one.model, dataclasses.replace(one.training, recompute=recompute), one.hardware)
         same = next((kept for kept, other in costs.items() if other == cost), None)

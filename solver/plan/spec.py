@@ -24,14 +24,8 @@ from typing import Any
 
 from pipesat.models import InputError, InstanceError
 from pipesat.models.document import read_document
-from pipesat.solver.instances.cost_model import (
-    HARDWARE_WITHOUT_GPU,
-    RECOMPUTE,
-    Hardware,
-    Training,
-    Transformer,
-    fill_from_gpu,
-)
+from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
+from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
 from pipesat.solver.instances.kinds import WHOLE, Wholes, Words
 
@@ -143,7 +137,7 @@ class PlanSpec(Keyed):
         None,
         at_least=1,
     )
-    recompute: tuple[str, ...] = key(
+    recompute: tuple[Recompute, ...] = key(
         Words(RECOMPUTE, "recomputation settings"), "The activation recomputations to try.", RECOMPUTE
     )
     recompute_layers: tuple[int, ...] = key(
@@ -153,7 +147,7 @@ class PlanSpec(Keyed):
         (0,),
         at_least=0,
     )
-    zero: tuple[int, ...] = key(
+    zero: tuple[ZeroStage, ...] = key(
         Wholes(distinct=True),
         "The ZeRO stages to try (1: Megatron's distributed optimizer); with one replica, 0.",
         (1,),

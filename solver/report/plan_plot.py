@@ -17,9 +17,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from pipesat.models.plan_result import ConfigResult, Outcome, PlanResult
+from pipesat.models.units import GIB
 from pipesat.solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels, save_figure
 
-GIB = 2**30
 MARKERS = {"linear": "o", "interleaved": "s", "vshape": "^", "bidirectional": "D"}
 PIPELINE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 BREAKDOWN_ROWS = 8

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipesat.models.plan_result import PART_NAMES, ConfigResult, Measure, Outcome, PlanResult
+from pipesat.models.units import GIB
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
-GIB = 2**30
 NOT_FINISHED = {Outcome.UNSEARCHED: "not searched", Outcome.UNFINISHED: "not assessed"}
 """How the table and the counts name what an interrupted plan, or one out of time, did not finish."""
 FORMAT = "pipesat-plan/1"

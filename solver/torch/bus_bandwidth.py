@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipesat.solver.instances.calibration import BusBandwidth
-from pipesat.solver.torch.profile import measured_value
+from pipesat.solver.torch.measure import measured_value
 
 SIZES = (1 << 20, 1 << 24, 1 << 28)
 """1 MiB (latency-bound), 16 MiB (a layer's all-reduce at a few thousand tokens) and 256 MiB (a

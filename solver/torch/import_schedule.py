@@ -39,8 +39,8 @@ from pipesat.models import (
     step_keys,
 )
 from pipesat.models.document import MAX_FILE_BYTES
-from pipesat.models.instance import placement_devices
 from pipesat.models.ops import split_out_weight
+from pipesat.models.placement import placement_devices
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import NotApplicable, UnknownSchedule

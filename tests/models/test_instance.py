@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipesat.models import Instance, InstanceError
-from pipesat.models.instance import placement_devices
 from tests.bad_inputs import BAD_INSTANCES
 from tests.conftest import make_instance
 from tests.strategies import PROPERTY_SETTINGS, TIMES, instance_dicts
@@ -84,24 +83,6 @@ def test_earlier_tool_aliases() -> None:
     assert (instance.num_devices, instance.num_microbatches) == (5, 7)
     same = Instance.from_dict({"num_stages": 5, "num_devices": 5, "num_batches": 7})
     assert same == instance
-
-
-@pytest.mark.parametrize(
-    ("name", "p", "v", "expected"),
-    [
-        ("linear", 3, 1, (0, 1, 2)),
-        ("interleaved", 3, 2, (0, 1, 2, 0, 1, 2)),
-        ("interleaved", 2, 3, (0, 1, 0, 1, 0, 1)),
-        ("vshape", 3, 2, (0, 1, 2, 2, 1, 0)),
-        ("vshape", 1, 2, (0, 0)),
-    ],
-)
-def test_named_placements(name: str, p: int, v: int, expected: tuple[int, ...]) -> None:
-    assert placement_devices(name, p, v) == expected
-    instance = Instance.from_dict({"num_devices": p, "num_microbatches": 1, "chunks": v, "placement": name})
-    assert instance.placement == expected
-    for device in range(p):
-        assert [instance.placement[s] for s in instance.stages_of(device)] == [device] * v
 
 
 @pytest.mark.parametrize(("name", "v"), [("linear", 1), ("interleaved", 2), ("vshape", 2)])

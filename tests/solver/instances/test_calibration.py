@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pipesat.models import InputError, InstanceError
+from pipesat.models.units import MIB
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.instances.calibration import (
     Calibration,
@@ -27,16 +28,8 @@ from pipesat.solver.instances.calibration import (
     save_calibration,
     unlike_measured,
 )
-from pipesat.solver.instances.cost_model import (
-    MIB,
-    Hardware,
-    Pipeline,
-    Training,
-    Transformer,
-    head_cost,
-    layer_cost,
-    stage_times,
-)
+from pipesat.solver.instances.cost_model import head_cost, layer_cost, stage_times
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.from_model import Description, derive
 from pipesat.solver.plan.executors import LocalExecutor
 from pipesat.solver.plan.search import PlanOptions, plan

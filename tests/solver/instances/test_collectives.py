@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipesat.models.units import MIB
 from pipesat.solver.instances.collectives import (
     BUS_EFFICIENCY,
     HALF_SIZE,
@@ -17,7 +18,6 @@ from pipesat.solver.instances.collectives import (
 )
 
 NVLINK = Link(bandwidth=450.0, latency=2.0)
-MIB = 2**20
 
 
 @pytest.mark.parametrize("group", [2, 4, 8])

@@ -9,7 +9,7 @@ import pytest
 
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.instances.collectives import Collective, Link, collective_ms
-from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer, stage_costs
+from pipesat.solver.instances.cost_model import stage_costs
 from pipesat.solver.instances.data_parallel import (
     buckets,
     gradient_reduction,
@@ -17,6 +17,7 @@ from pipesat.solver.instances.data_parallel import (
     sharded_op_ms,
     weight_gather,
 )
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive
 from pipesat.solver.instances.model_state import stage_units
@@ -154,5 +155,5 @@ def test_from_model_adds_zero_3s_exposed_exchange_to_the_op_times() -> None:
     lines = explain(linked, timed)
     assert any(line.startswith("model state per GPU: parameters x 2.25 bytes (2/8 weight") for line in lines)
     assert any("ZeRO 3 in the ops, over the data-parallel link (50 GB/s" in line for line in lines)
-    assert any("not timed (give --dp-bandwidth" in line for line in explain(description, untimed))
+    assert any("not timed (give hardware.dp_bandwidth" in line for line in explain(description, untimed))
     assert "--zero 3" in command_line(linked) and "--dp-bandwidth 50" in command_line(linked)

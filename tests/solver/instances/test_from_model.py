@@ -7,17 +7,11 @@ import dataclasses
 
 import pytest
 
+from pipesat.models.units import MIB
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
-from pipesat.solver.instances.cost_model import (
-    MIB,
-    ZB_PAPER_TRAINING,
-    Hardware,
-    Pipeline,
-    Training,
-    Transformer,
-    all_to_all_ms,
-)
+from pipesat.solver.instances.communication import all_to_all_ms
+from pipesat.solver.instances.description import ZB_PAPER_TRAINING, Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import TRAINING_OPTIONS, command_line, explain
 from pipesat.solver.instances.from_model import Description, derive, model_instance
 from pipesat.solver.instances.keys import keys

@@ -6,17 +6,17 @@ from __future__ import annotations
 import pytest
 
 from pipesat.models import InputError, InstanceError
-from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer
+from pipesat.models.units import GIB
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive
-from pipesat.solver.instances.gpus import CATALOGUE, GIB, GPU_NAMES
+from pipesat.solver.instances.gpus import CATALOGUE, GPU_NAMES
 from pipesat.solver.plan.spec import Cluster, spec_from_dict
 
 
 def test_the_catalogue_holds_the_issues_gpus_with_consistent_figures() -> None:
     assert GPU_NAMES == ("A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "H800", "B200")
     for gpu in CATALOGUE.values():
-        assert gpu.fp8_tflops in (0, pytest.approx(2 * gpu.bf16_tflops, rel=0.01))
         assert 0 < gpu.gemm_efficiency <= 1 and 0 < gpu.attention_efficiency <= gpu.gemm_efficiency
         assert gpu.network < gpu.nvlink and gpu.nvlink_latency > 0
         # A GPU's memory bandwidth over its peak: the FLOPs a byte a GEMM needs to be compute-bound.
@@ -26,7 +26,6 @@ def test_the_catalogue_holds_the_issues_gpus_with_consistent_figures() -> None:
     # The H800: an H100-SXM with NVLink cut to 400 GB/s both ways, 200 one way.
     h800, h100 = CATALOGUE["H800"], CATALOGUE["H100-SXM"]
     assert (h800.bf16_tflops, h800.memory, h800.nvlink, h800.network) == (h100.bf16_tflops, h100.memory, 200, 50)
-    assert CATALOGUE["A100-80GB"].peak_tflops(1) == 312 and CATALOGUE["H100-SXM"].peak_tflops(1) == 1979
 
 
 def test_a_gpu_fills_the_hardware_keys_not_given_and_turns_on_the_shape_model() -> None:

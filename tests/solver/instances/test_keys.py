@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.cost_model import Hardware
+from pipesat.solver.instances.description import Hardware
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
 from pipesat.solver.instances.kinds import AMOUNT, NUMBER, SHARE, WHOLE, Wholes, Word, Words
 

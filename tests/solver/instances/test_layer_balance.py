@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.layer_balance import balanced_split, slowest_stage_ms
 from tests.strategies import PROPERTY_SETTINGS
 

@@ -8,7 +8,9 @@ import dataclasses
 import pytest
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.cost_model import Hardware, Training, Transformer, stage_costs
+from pipesat.models.units import GIB
+from pipesat.solver.instances.cost_model import stage_costs
+from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.instances.model_state import (
     activation_budgets,
     bytes_per_parameter,
@@ -20,7 +22,6 @@ from pipesat.solver.instances.model_state import (
 
 LLAMA_8B = Transformer(32, 4096, 32, 4096, vocab=128256, kv_heads=8, ffn_hidden=14336)
 H100 = Hardware(tflops=989, efficiency=0.45, gpu_memory=80 * 2**30)
-GIB = 2**30
 
 
 def _states(training: Training, devices: int = 4) -> list:
@@ -98,7 +99,7 @@ def test_model_state_over_the_gpu_is_one_line() -> None:
     states = device_states(seventy_b, training, stage_costs(seventy_b, training, H100, split), [0, 1])
     with pytest.raises(
         InstanceError,
-        match=r"device 0 holds .* GiB of weights, gradients and optimizer state plus a 8 GiB reserve, more than --gpu-memory 80 GiB",
+        match=r"device 0 holds .* GiB of weights, gradients and optimizer state plus a 8 GiB reserve, more than hardware.gpu_memory 80 GiB",
     ):
         activation_budgets(H100, states)
 

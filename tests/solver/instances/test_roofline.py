@@ -8,7 +8,9 @@ import dataclasses
 
 import pytest
 
-from pipesat.solver.instances.cost_model import Hardware, Training, Transformer, layer_gemms, roofline
+from pipesat.solver.instances.description import Hardware, Training, Transformer
+from pipesat.solver.instances.layer_work import layer_gemms
+from pipesat.solver.instances.pass_times import roofline
 from pipesat.solver.instances.roofline import (
     TILE,
     Gemm,

@@ -1,10 +1,9 @@
-"""The measured profile: a tiny GPT-like model on the CPU, split backward, saved-tensor memory, CLI."""
+"""The measured profile: a tiny GPT-like model on the CPU, profiled stage by stage into an instance, and the CLI."""
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,27 +13,13 @@ from pipesat.models import Instance, InstanceError, load_instance
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.torch import profile as profile_module
-from pipesat.solver.torch.profile import INSTALL_HINT, ProfileSpec, _StageRunner, profile_instance
+from pipesat.solver.torch.profile import INSTALL_HINT, profile_instance
+from pipesat.solver.torch.profile_spec import ProfileSpec
 from tests.cli_helpers import cli_error, run_cli
+from tests.solver.torch.profile_specs import TINY
 
 torch = pytest.importorskip("torch")
-from tests.solver.torch.flop_count import CountedFlops  # noqa: E402
-
-TINY = ProfileSpec(devices=2, microbatches=4, layers=2, hidden=64, heads=4, seq_len=32, repeats=3)
-# One stage of everything (embedding, a block, head and loss), multi-head with a GELU MLP or
-# grouped-query (one key/value head for two heads) with a SwiGLU MLP.
-ONE_STAGE = ProfileSpec(devices=1, microbatches=1, layers=1, hidden=32, heads=2, seq_len=8, vocab=50)
-MODERN = dataclasses.replace(ONE_STAGE, kv_heads=1, ffn_hidden=48)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    # One torch thread: the machine's two cores are shared, and threads fighting for them make the
-    # medians swing; one thread keeps B + W against the whole backward within a few percent.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -64,49 +49,12 @@ def test_bf16_keeps_half_the_activations_of_fp32(profiled: Instance) -> None:
         assert 0.45 < bf16 / fp32 < 0.55
 
 
-def test_a_bf16_stage_runs_and_keeps_its_gradients_in_bf16() -> None:
-    runner = _StageRunner(torch, dataclasses.replace(TINY, dtype="bf16"), torch.device("cpu"), 1, False, False)
-    stage_input = torch.randn(runner.shape, dtype=torch.bfloat16, requires_grad=True)
-    output = runner.stage(stage_input, None)
-    assert output.dtype == torch.bfloat16 and output.shape == (1, 32, 64)
-    runner.split_pass(stage_input)
-    for name, param in runner.stage.named_parameters():
-        assert param.dtype == param.grad.dtype == torch.bfloat16, name
-        assert param.grad.shape == param.shape, name
-
-
 def test_default_dtype_is_bf16_on_cuda_and_fp32_on_cpu() -> None:
     assert ProfileSpec(devices=1, microbatches=1, device="cuda").dtype_name == "bf16"
     assert ProfileSpec(devices=1, microbatches=1).dtype_name == "fp32"
     assert ProfileSpec(devices=1, microbatches=1, device="cuda", dtype="fp16").dtype_name == "fp16"
     with pytest.raises(InstanceError, match="dtype must be one of bf16, fp16, fp32, got 'fp8'"):
         profile_instance(dataclasses.replace(TINY, dtype="fp8"))
-
-
-def test_grouped_query_attention_and_swiglu_have_the_cost_model_shapes() -> None:
-    runner = _StageRunner(torch, MODERN, torch.device("cpu"), layers=1, first=False, last=False)
-    shapes = {name: tuple(param.shape) for name, param in runner.stage.named_parameters() if name.endswith("weight")}
-    # q: h = 32; k and v: one key/value head of size h/heads = 16 each.
-    assert shapes == {
-        "blocks.0.attention.qkv.weight": (32 + 2 * 16, 32),
-        "blocks.0.attention.proj.weight": (32, 32),
-        "blocks.0.mlp.gate.weight": (48, 32),
-        "blocks.0.mlp.up.weight": (48, 32),
-        "blocks.0.mlp.down.weight": (32, 48),
-    }
-
-
-@pytest.mark.parametrize(("spec", "first", "last"), [(TINY, True, False), (TINY, False, True), (MODERN, True, True)])
-def test_backward_plus_weight_does_the_work_of_the_whole_backward(spec: ProfileSpec, first: bool, last: bool) -> None:
-    # Counted, not timed (a wall-clock ratio on a shared machine is noise): F + B + W runs exactly the
-    # FLOPs of F + the whole backward, so neither B nor W is missing or done twice.
-    runner = _StageRunner(torch, spec, torch.device("cpu"), layers=1, first=first, last=last)
-    stage_input = torch.randn(runner.shape, requires_grad=True)
-    with CountedFlops() as split:
-        runner.split_pass(stage_input)
-    with CountedFlops() as whole:
-        runner.full_pass(stage_input)
-    assert split.total == whole.total > 0
 
 
 def test_profiled_instance_runs_a_heuristic_and_validates(profiled: Instance) -> None:
@@ -122,19 +70,6 @@ def test_profiled_instance_solves_briefly(profiled: Instance) -> None:
     assert validate(result.schedule) == []
     # The solver starts from the heuristics, so it is never worse than the best of them.
     assert result.starting_point is not None and result.value <= result.starting_point.value
-
-
-@pytest.mark.parametrize("spec", [ONE_STAGE, MODERN])
-def test_split_backward_gives_the_same_gradients_as_one_backward(spec: ProfileSpec) -> None:
-    runner = _StageRunner(torch, spec, torch.device("cpu"), layers=1, first=True, last=True)
-    runner.split_pass(None)
-    split = {name: param.grad.clone() for name, param in runner.stage.named_parameters()}
-    runner.stage.zero_grad(set_to_none=True)
-    runner.store.deferring = False
-    loss = runner.stage(runner.stage.embed(runner.tokens), runner.targets)
-    loss.backward()
-    for name, param in runner.stage.named_parameters():
-        assert torch.allclose(split[name], param.grad, atol=1e-6), name
 
 
 def test_activation_memory_grows_with_the_microbatch() -> None:
@@ -230,8 +165,8 @@ def test_running_out_of_memory_is_one_line_naming_the_stage_and_what_to_lower(
             raise error
         return real_stage(*args)
 
-    real_stage = profile_module._profile_stage
-    monkeypatch.setattr(profile_module, "_profile_stage", stage_that_runs_out)
+    real_stage = profile_module.profile_stage
+    monkeypatch.setattr(profile_module, "profile_stage", stage_that_runs_out)
     line = cli_error(run_cli(*PROFILE_ARGS, "--seq-len", "16", "--repeats", "1"), EXIT_BAD_INPUT)
     assert line == (
         "error: stage 1 (1 layer, fp32) ran out of memory on cpu; lower --seq-len, --microbatch-size or --hidden, "
@@ -243,7 +178,7 @@ def test_a_dtype_torch_cannot_run_is_one_line(monkeypatch: pytest.MonkeyPatch) -
     def unsupported(*args):
         raise RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Half'")
 
-    monkeypatch.setattr(profile_module, "_profile_stage", unsupported)
+    monkeypatch.setattr(profile_module, "profile_stage", unsupported)
     line = cli_error(run_cli(*PROFILE_ARGS, "--seq-len", "16", "--dtype", "fp16"), EXIT_BAD_INPUT)
     assert line.startswith(f"error: torch {torch.__version__} cannot run the model in fp16 on cpu (")
     assert line.endswith("not implemented for 'Half'); choose another --dtype")
@@ -253,6 +188,6 @@ def test_other_runtime_errors_are_not_hidden(monkeypatch: pytest.MonkeyPatch) ->
     def broken(*args):
         raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
 
-    monkeypatch.setattr(profile_module, "_profile_stage", broken)
+    monkeypatch.setattr(profile_module, "profile_stage", broken)
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         profile_instance(TINY)

@@ -1,13 +1,12 @@
 """Calibration from measurement on the CPU: one layer's tensor-parallel share and its recomputation,
-measured for the shapes a plan needs, refused in one line where the device cannot measure it, the
-all-reduce's bus bandwidth (gloo), and `pipesat calibrate` -> `plan` / `from-model --calibration`."""
+measured for the shapes a plan needs, refused in one line where the device cannot measure it, and
+`pipesat calibrate` -> `plan` / `from-model --calibration`."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,16 @@ import yaml
 
 from pipesat.cli_options import EXIT_BAD_INPUT
 from pipesat.models import InstanceError, load_instance
-from pipesat.solver.instances.calibration import DTYPE_BYTES, MeasuredLayer, layer_shape, load_calibration
-from pipesat.solver.instances.cost_model import Hardware, Training, Transformer, head_cost, stage_times
+from pipesat.solver.instances.calibration import MeasuredLayer, layer_shape, load_calibration
+from pipesat.solver.instances.cost_model import head_cost, stage_times
+from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.torch import profile as profile_module
-from pipesat.solver.torch.bus_bandwidth import bus_bandwidth, measure_all_reduce
-from pipesat.solver.torch.profile import DTYPES, INSTALL_HINT, ProfileSpec, _StageRunner, calibrate
+from pipesat.solver.torch.profile import INSTALL_HINT, calibrate
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 
-torch = pytest.importorskip("torch")
-from tests.solver.torch.flop_count import CountedFlops  # noqa: E402
+pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-# One block of hidden 32 with 4 heads (2 key/value) and a SwiGLU MLP of 48: t = 2 keeps 2 heads, 1 key/value head, 24.
-BLOCK = ProfileSpec(devices=1, microbatches=1, layers=1, hidden=32, heads=4, kv_heads=2, ffn_hidden=48, seq_len=8)
 MODEL = Transformer(layers=2, hidden=32, heads=4, seq_len=8, vocab=64, kv_heads=2, ffn_hidden=48)
 SPEC = {
     "model": {"layers": 2, "hidden": 32, "heads": 4, "seq_len": 8, "vocab": 64, "kv_heads": 2, "ffn_hidden": 48},
@@ -39,72 +36,6 @@ SPEC = {
         "recompute": ["none", "full"],
     },
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def test_a_calibration_file_names_the_dtypes_a_profile_runs_in() -> None:
-    assert set(DTYPES) == set(DTYPE_BYTES)
-
-
-def runner(spec: ProfileSpec) -> _StageRunner:
-    return _StageRunner(torch, spec, torch.device("cpu"), layers=1, first=False, last=False)
-
-
-def test_a_tensor_parallel_block_is_one_gpus_share() -> None:
-    shard = runner(dataclasses.replace(BLOCK, tensor_parallel=2))
-    shapes = {name: tuple(param.shape) for name, param in shard.stage.named_parameters() if name.endswith("weight")}
-    # q: 2 heads of 8; k and v: 1 head of 8 each; the output projection takes the 16 back to h = 32.
-    assert shapes == {
-        "blocks.0.attention.qkv.weight": (16 + 2 * 8, 32),
-        "blocks.0.attention.proj.weight": (32, 16),
-        "blocks.0.mlp.gate.weight": (24, 32),
-        "blocks.0.mlp.up.weight": (24, 32),
-        "blocks.0.mlp.down.weight": (32, 24),
-    }
-    output = shard.stage(torch.randn(shard.shape), None)
-    assert output.shape == (1, 8, 32)
-
-
-@pytest.mark.parametrize("recompute", ["selective", "full"])
-def test_recomputation_gives_the_same_gradients_and_runs_the_forward_again(recompute: str) -> None:
-    plain, again = runner(BLOCK), runner(dataclasses.replace(BLOCK, recompute=recompute))
-    stage_input = torch.randn(plain.shape, requires_grad=True)
-    with CountedFlops() as counted_plain:
-        plain.split_pass(stage_input)
-    with CountedFlops() as counted_again:
-        again.split_pass(stage_input)
-    for (name, mine), (_, reference) in zip(
-        again.stage.named_parameters(), plain.stage.named_parameters(), strict=True
-    ):
-        assert torch.allclose(mine.grad, reference.grad, atol=1e-6), name
-    with CountedFlops() as forward:
-        plain.stage(stage_input, None)
-    # The whole block's forward once more, or only the attention core (whose CPU kernel torch counts no FLOPs of).
-    assert counted_again.total - counted_plain.total == (forward.total if recompute == "full" else 0)
-    core = "aten._scaled_dot_product_flash_attention_for_cpu"
-    assert forward.calls[core] == 1 and counted_again.calls[core] == counted_plain.calls[core] + 1
-    # F + B + W still does the work of F and the whole backward.
-    with CountedFlops() as whole:
-        again.full_pass(stage_input)
-    assert counted_again.total == whole.total
-
-
-def test_recomputation_keeps_less_from_f_to_b_and_times_its_part_of_b() -> None:
-    held = {}
-    for recompute in ("none", "selective", "full"):
-        block = runner(dataclasses.replace(BLOCK, recompute=recompute))
-        _, backward_ms, _, recompute_ms = block.split_pass(torch.randn(block.shape, requires_grad=True))
-        held[recompute] = block.memory[0]
-        assert (recompute_ms > 0) == (recompute != "none") and recompute_ms <= backward_ms
-    assert held["full"] == 1 * 8 * 32 * 4  # the block's input alone (fp32)
-    assert held["full"] < held["selective"] < held["none"]
 
 
 def test_calibrate_measures_each_shape_once() -> None:
@@ -149,7 +80,7 @@ def test_a_layer_that_runs_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyP
     def runs_out(*args):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
 
-    monkeypatch.setattr(profile_module, "_profile_stage", runs_out)
+    monkeypatch.setattr(profile_module, "profile_stage", runs_out)
     with pytest.raises(InstanceError) as error:
         calibrate([(MODEL, Training(tensor_parallel=2))], repeats=1, dtype="bf16")
     assert str(error.value) == (
@@ -157,15 +88,6 @@ def test_a_layer_that_runs_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyP
         "none, bf16) ran out of memory on cpu; leave it out with --tensor-parallel or --microbatch-sizes, or measure "
         "on a larger device"
     )
-
-
-def test_the_all_reduce_bus_bandwidth_over_two_gloo_processes() -> None:
-    assert bus_bandwidth(10**9, 1000.0, 4) == 1.5  # 2(n-1)/n of a GB a second
-    sizes = measure_all_reduce("gloo", 2, sizes=(4096, 65536), repeats=2)
-    assert [size.size_bytes for size in sizes] == [4096, 65536]
-    for size in sizes:
-        assert size.time_ms > 0
-        assert size.bus_bandwidth == pytest.approx(bus_bandwidth(size.size_bytes, size.time_ms, 2), rel=1e-3)
 
 
 @pytest.fixture
