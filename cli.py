@@ -49,7 +49,7 @@ from pipesat.cli_output import (
 )
 from pipesat.cli_plan import plan_command
 from pipesat.cli_torch import calibrate_command, export_command, import_group, profile_command, torch_run_command
-from pipesat.models import Instance, Minimize, Objective, OptionError, Status, expected_op_keys
+from pipesat.models import Instance, Minimize, Objective, OptionError, Status, Tuning, expected_op_keys
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.limits import check_model_size, set_max_ops
 from pipesat.solver.cpsat.search import cpsat_workers
@@ -205,6 +205,7 @@ def solve(
     show_ascii: bool,
     progress: bool | None,
     cpsat_params: dict[str, str],
+    tuning: Tuning,
     fmt: str,
     force: bool,
 ) -> None:
@@ -228,6 +229,7 @@ def solve(
             makespan_cap=makespan_cap,
             progress=line,
             cpsat_params=cpsat_params,
+            tuning=tuning,
         )
     if fmt == "json":
         click.echo(json.dumps(solve_document(result, instance, objective), indent=1))

@@ -27,6 +27,7 @@ from pipesat.models.errors import InputError, InstanceError, PipesatError
 from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from pipesat.models.log import log_shown, show_log
 from pipesat.models.placement import PLACEMENTS
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning, load_tuning
 from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs
 from pipesat.solver.cpsat.search import available_cores
 from pipesat.solver.instances.description import DENSE_KEYS, Pipeline, Transformer
@@ -384,6 +385,11 @@ def _cpsat_param_option(ctx: click.Context, param: click.Parameter, value: tuple
     return pairs
 
 
+def _tuning_option(ctx: click.Context, param: click.Parameter, value: Path | None) -> Tuning:
+    """`--tuning FILE`: pipesat's own search and bound settings (`models.tuning`), read before any work."""
+    return DEFAULT_TUNING if value is None else load_tuning(value)
+
+
 # Every command that runs CP-SAT takes these (solve, compare and pareto through SOLVER_OPTIONS, and plan).
 CPSAT_OPTIONS = options(
     click.option(
@@ -403,6 +409,13 @@ CPSAT_OPTIONS = options(
         callback=_cpsat_param_option,
         help="For experts: set a field of CP-SAT's SatParameters, after pipesat's own settings "
         "(repeatable; linearization_level=2, extra_subsolvers=max_lp).",
+    ),
+    click.option(
+        "--tuning",
+        type=click.Path(dir_okay=False, path_type=Path),
+        callback=_tuning_option,
+        help="For experts: pipesat's own search and bound settings from a TOML or YAML file of field = value "
+        "lines (the fields of models/tuning.py; strong_probes = false); the result records them.",
     ),
 )
 SOLVER_OPTIONS = options(

@@ -39,7 +39,7 @@ from pipesat.solver.instances.from_model import derive
 from pipesat.solver.io.schedule_file import save_schedule
 from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.measure import iteration_lines
-from pipesat.solver.plan.search import PlanProgress, plan
+from pipesat.solver.plan.search import PlanOptions, PlanProgress, plan
 from pipesat.solver.plan.space import PlanLimits, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.plan_plot import plot_plan
@@ -169,18 +169,15 @@ def plan_command(spec_file: Path, **options: Any) -> None:
             def progress(state: PlanProgress) -> None:
                 line.show(progress_text(state.phase, state.done, state.total, state.best_ms, state.elapsed, state.left))
 
-            result = plan(
-                spec,
-                executor,
-                options["time_budget"],
-                options["seed"],
-                cpsat_workers,
-                progress,
-                options["cpsat_params"],
-                space,
-                started,
-                calibration,
+            plan_options = PlanOptions(
+                time_budget=options["time_budget"],
+                seed=options["seed"],
+                cpsat_workers=cpsat_workers,
+                cpsat_params=options["cpsat_params"],
+                calibration=calibration,
+                tuning=options["tuning"],
             )
+            result = plan(spec, executor, plan_options, space=space, started=started, progress=progress)
         notes = [] if calibration is None else [_measured_line(spec, result, calibration)]
         if options["explain"] and result.best is not None and result.best_schedule is not None:
             notes += _explain_best(spec, result.best.config, result.best_schedule, calibration)

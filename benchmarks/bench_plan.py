@@ -27,7 +27,7 @@ from pipesat.models.tolerance import same
 from pipesat.solver.cpsat.search import available_cores
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.plan.executors import LocalExecutor, make_executor
-from pipesat.solver.plan.search import brute_force, plan
+from pipesat.solver.plan.search import PlanOptions, brute_force, plan
 from pipesat.solver.plan.spec import load_spec, spec_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,13 +70,15 @@ def main() -> None:
     spec = load_spec(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")
     print("(1) the issue's case: 24 layers, hidden 2048, 16 GPUs of 40 GiB, global batch 64")
     executor = LocalExecutor(args.jobs)
-    local = plan(spec, executor, args.time_budget, args.seed, cpsat)
+    local = plan(spec, executor, PlanOptions(time_budget=args.time_budget, seed=args.seed, cpsat_workers=cpsat))
     executor.close()
     print(summary("local", local))
     rankings_equal = True  # without Ray there is nothing to compare
     if not args.no_ray and importlib.util.find_spec("ray") is not None:
         executor = make_executor("ray", args.jobs, cpsat)
-        ray_result = plan(spec, executor, args.time_budget, args.seed, cpsat)
+        ray_result = plan(
+            spec, executor, PlanOptions(time_budget=args.time_budget, seed=args.seed, cpsat_workers=cpsat)
+        )
         executor.close()
         print(summary("ray", ray_result))
         rankings_equal = ranking(local) == ranking(ray_result)
@@ -95,7 +97,7 @@ def main() -> None:
     clock = time.monotonic()
     everything = brute_force(small, executor, time_limit=10, seed=args.seed, cpsat_workers=cpsat)
     brute_seconds = time.monotonic() - clock
-    planned = plan(small, executor, 60, args.seed, cpsat)
+    planned = plan(small, executor, PlanOptions(time_budget=60, seed=args.seed, cpsat_workers=cpsat))
     executor.close()
     best = planned.best
     assert best is not None and best.measure is not None

@@ -10,7 +10,7 @@ p = 8, m = 32 at 0.5x, 60 s) and its misses. A variant is a set of CP-SAT parame
 `solve(cpsat_params=...)`: with few workers CP-SAT leaves out its bound-raising subsolvers, so the
 variants add them back in different ways (pipesat's default with 2 workers is
 `solver.cpsat.search.PROOF_PORTFOLIO_WORKERS`); or pipesat's default with one of its own settings
-off (`SETTINGS`): `no-probes` without the bisection probes after a stall (`solver.cpsat.probes`),
+off (`SETTINGS`, a `Tuning` given through `solve(tuning=...)`): `no-probes` without the bisection probes after a stall (`solver.cpsat.probes`),
 `no-opening` without the opening probe at the bound, `no-first-device` without the span solve's
 phase 0 (the bound from stage 0's device proven first, `solver.solve`), `no-tight` without the tight
 memory precedences, `no-nested` without those between two stages of a device
@@ -29,19 +29,11 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass
-from types import ModuleType
-from unittest import mock
 
 from bench_targets import random_instances
 from results_header import results_header
 
-from pipesat.models import Instance, load_instance
-from pipesat.solver import solve as solve_module
-from pipesat.solver.cpsat import constraints as constraints_module
-from pipesat.solver.cpsat import data as data_module
-from pipesat.solver.cpsat import search as search_module
-from pipesat.solver.cpsat import variables as variables_module
-from pipesat.solver.evaluate import device_bounds as bounds_module
+from pipesat.models import Instance, Tuning, load_instance
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.solve import solve
 
@@ -143,7 +135,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     "no-probe-precedences": {},
     # pipesat's default without the bound from stage 0's device proven first (solver.solve), as before it.
     "no-first-device": {},
-    # pipesat's default with probes on CP-SAT's default disjunctive propagation, as before STRONG_PROBES.
+    # pipesat's default with probes on CP-SAT's default disjunctive propagation, as before Tuning.strong_probes.
     "no-strong-probes": {},
     # pipesat's default with proven bounds one tick above what CP-SAT proves, not at the least value
     # an optimum can take above it (solver.cpsat.data.least_value_from), as before.
@@ -154,19 +146,19 @@ VARIANTS: dict[str, dict[str, str]] = {
     "v-makespan-phase": {},
 }
 NEVER_STALLS = float("inf")  # a search that never counts as stalled never hands over to the probes
-# The variants that change pipesat's own settings (module constants), not CP-SAT's.
-SETTINGS: dict[str, tuple[ModuleType, dict[str, object]]] = {
-    "no-probes": (search_module, {"STALL_SHARE": NEVER_STALLS}),
-    "no-opening": (search_module, {"OPENING_SHARE": 0.0}),
-    "no-tight": (constraints_module, {"TIGHT_PRECEDENCES": False}),
-    "no-nested": (constraints_module, {"NESTED_PRECEDENCES": False}),
-    "no-hold": (variables_module, {"LEAST_HOLDS": False}),
-    "no-probe-precedences": (search_module, {"PROBE_PRECEDENCES": False}),
-    "no-first-device": (solve_module, {"FIRST_DEVICE_PHASE": 0.0}),
-    "no-strong-probes": (search_module, {"STRONG_PROBES": False}),
-    "no-value-grid": (data_module, {"VALUE_GRID": False}),
-    "no-spacing": (bounds_module, {"SPACED_FORWARDS": False}),
-    "v-makespan-phase": (solve_module, {"MAKESPAN_PHASE_ON_V": True}),
+# The variants that change pipesat's own settings (`models.tuning`), not CP-SAT's.
+SETTINGS: dict[str, Tuning] = {
+    "no-probes": Tuning(stall_share=NEVER_STALLS),
+    "no-opening": Tuning(opening_share=0.0),
+    "no-tight": Tuning(tight_precedences=False),
+    "no-nested": Tuning(nested_precedences=False),
+    "no-hold": Tuning(least_holds=False),
+    "no-probe-precedences": Tuning(probe_precedences=False),
+    "no-first-device": Tuning(first_device_phase=0.0),
+    "no-strong-probes": Tuning(strong_probes=False),
+    "no-value-grid": Tuning(value_grid=False),
+    "no-spacing": Tuning(spaced_forwards=False),
+    "v-makespan-phase": Tuning(makespan_phase_on_v=True),
 }
 
 
@@ -190,16 +182,15 @@ def main() -> None:
     for case in cases:
         for name in variants:
             started = time.monotonic()
-            module, settings = SETTINGS.get(name, (search_module, {}))
-            with mock.patch.dict(vars(module), settings):
-                result = solve(
-                    case.instance,
-                    objective=case.objective,
-                    time_limit=case.seconds or args.seconds,
-                    workers=args.workers,
-                    seed=args.seed,
-                    cpsat_params=VARIANTS[name],
-                )
+            result = solve(
+                case.instance,
+                objective=case.objective,
+                time_limit=case.seconds or args.seconds,
+                workers=args.workers,
+                seed=args.seed,
+                cpsat_params=VARIANTS[name],
+                tuning=SETTINGS.get(name, Tuning()),
+            )
             wall = time.monotonic() - started
             if result.schedule is not None:
                 ensure_valid(result.schedule)

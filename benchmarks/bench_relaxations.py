@@ -80,7 +80,7 @@ def relaxed_model(instance: Instance, relaxation: Relaxation, floor: bool) -> Pi
     """The max-span model of `instance` without the constraints `relaxation` leaves out; with `floor`,
     its objective at least the analytic lower bound."""
     split = instance.weight_times is not None
-    model = build_model(instance, Objective.SPAN, split)
+    model = build_model(instance, objective=Objective.SPAN, split_backward=split)
     devices = range(instance.num_devices)
     no_overlaps = iter(devices)  # one no-overlap per device, in device order
     cumulatives = iter([d for d in devices if model.variables.held[d]])  # one per device holding memory

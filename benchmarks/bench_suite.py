@@ -155,7 +155,7 @@ def heuristic_value(name: str, instance: Instance, objective: str) -> float | st
 
 def build_seconds(instance: Instance, objective: str) -> float:
     started = time.monotonic()
-    build_model(instance, objective, instance.split_backward)
+    build_model(instance, objective=objective, split_backward=instance.split_backward)
     return time.monotonic() - started
 
 

@@ -1,5 +1,5 @@
 """The nouns of pipesat: the instance, ops and their dependency rule, the schedule, objectives and
-statuses, the one float tolerance, and errors. Imports nothing else of pipesat."""
+statuses, the one float tolerance, the solver's tuning, and errors. Imports nothing else of pipesat."""
 
 from pipesat.models.errors import InputError, InstanceError, OptionError, PipesatError, ScheduleError
 from pipesat.models.instance import Instance
@@ -21,6 +21,7 @@ from pipesat.models.ops import (
     step_keys,
 )
 from pipesat.models.schedule import Op, Schedule
+from pipesat.models.tuning import Tuning, load_tuning
 
 __all__ = [
     "KINDS",
@@ -39,9 +40,11 @@ __all__ = [
     "ScheduleError",
     "Status",
     "Step",
+    "Tuning",
     "dependency",
     "expected_op_keys",
     "load_instance",
+    "load_tuning",
     "memory_change",
     "op_duration",
     "op_label",

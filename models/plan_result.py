@@ -12,6 +12,7 @@ from enum import Enum
 from pipesat.models.objective import Status
 from pipesat.models.schedule import Schedule
 from pipesat.models.training_modes import Recompute, ZeroStage
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 
 
 @dataclass(frozen=True, order=True)
@@ -169,7 +170,8 @@ class PlanResult:
     the counts, and how it ran. `proven_best` says that no configuration can beat the best by more
     than `best_gap` (0: the best is proven). `timing_dependent` is True when the time budget ran out
     before the planned shares were spent, so another run may differ. `interrupted` is True when Ctrl-C
-    or SIGTERM ended the plan: the results are what was finished by then."""
+    or SIGTERM ended the plan: the results are what was finished by then. `tuning` is every solve's and
+    bound's (`models.tuning`)."""
 
     results: list[ConfigResult]
     best_schedule: Schedule | None
@@ -183,6 +185,7 @@ class PlanResult:
     executor: str = "local"
     timing_dependent: bool = False
     interrupted: bool = False
+    tuning: Tuning = DEFAULT_TUNING
 
     @property
     def best(self) -> ConfigResult | None:

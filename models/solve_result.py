@@ -10,6 +10,7 @@ from enum import Enum
 
 from pipesat.models.objective import Objective, Status
 from pipesat.models.schedule import Schedule
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class SolveResult:
     `stopped_by` says why the solve ended as it did and `reason` says it in words, with what CP-SAT
     or its process said: `proven by CP-SAT`, `the time limit ran out`, `CP-SAT refused the model:
     ...`, `the CP-SAT process was killed by signal SIGKILL; it last wrote: ...`.
+
+    `tuning` is the solve's settings of the search and the bounds (`models.tuning`) that produced it.
     """
 
     status: Status
@@ -107,6 +110,7 @@ class SolveResult:
     resolution: float | None = None
     stopped_by: StopReason | None = None
     reason: str | None = None
+    tuning: Tuning = DEFAULT_TUNING
 
     @property
     def proven_optimal(self) -> bool:

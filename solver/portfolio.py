@@ -26,6 +26,7 @@ from pipesat.models.names import SCHEDULE_TITLES
 from pipesat.models.ops import split_out_weight
 from pipesat.models.solve_result import NamedValue
 from pipesat.models.tolerance import fits
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.bounds import lower_bound, memory_bound_under_cap
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import timed_for
@@ -41,11 +42,12 @@ from pipesat.solver.heuristics.periodic import periodic_schedule
 LOG = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Problem:
     """One solve's settings, resolved: the time `objective` (makespan or max span) is minimised, or
     with `minimize_memory` the peak memory with the time objective at most `time_cap` when given.
-    `known_bound` is a lower bound on the result's objective proven elsewhere (a Pareto sweep's)."""
+    `known_bound` is a lower bound on the result's objective proven elsewhere (a Pareto sweep's).
+    `tuning` is the solve's (`models.tuning`): the bounds read it here."""
 
     instance: Instance
     objective: Objective
@@ -54,13 +56,15 @@ class Problem:
     time_cap: float | None
     symmetry_breaking: bool
     known_bound: float | None = None
+    tuning: Tuning = DEFAULT_TUNING
 
     def lower_bound(self) -> float:
         """The best lower bound on the result's objective: the analytic one, or the known one."""
         if self.minimize_memory and self.time_cap is not None:
-            analytic = memory_bound_under_cap(self.instance, self.split, self.objective, self.time_cap)
+            cap = self.time_cap
+            analytic = memory_bound_under_cap(self.instance, self.split, self.objective, cap, tuning=self.tuning)
         else:
-            analytic = lower_bound(self.instance, self.result_objective, self.split)
+            analytic = lower_bound(self.instance, self.result_objective, self.split, tuning=self.tuning)
         return analytic if self.known_bound is None else max(analytic, self.known_bound)
 
     @property

@@ -43,12 +43,12 @@ from pipesat.models import (
 from pipesat.models.limits import check_model_size
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
 from pipesat.models.tolerance import fits, same
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.parameters import cpsat_parameters
 from pipesat.solver.cpsat.search import (
     INTERRUPTED,
-    PROOF_SMALL_OPS,
     Progress,
     SearchOptions,
     available_cores,
@@ -80,24 +80,6 @@ from pipesat.solver.portfolio import (
 )
 
 MINIMIZE = tuple(Minimize)
-# Share of the time limit that a max-span solve of more than PROOF_SMALL_OPS ops, but for a V placement,
-# first spends on the makespan (see `solve`).
-MAKESPAN_PHASE = 1 / 3
-# Whether the makespan phase runs on V placements too, as before (`_makespan_phase_applies`); bench_proofs'
-# variant `v-makespan-phase` turns it on to measure it.
-MAKESPAN_PHASE_ON_V = False
-# Share of the time a max-span solve on one route with W apart spends first on a bound: the makespan
-# of the instance whose makespan is at most stage 0's device's span (`first_device_instance`), solved
-# by CP-SAT, bounds the max span. Measured in benchmarks/bench_proofs.py (variant `no-first-device`).
-FIRST_DEVICE_PHASE = 1 / 3
-# Phase 0 runs only where its makespan model spans at most this many ticks (`ModelData.horizon`):
-# coarse times, where CP-SAT proves a makespan by exhausting the values above its bound. Measured on
-# 20 s phases (docs/manual.md): proven at 270 and 544 ticks (bench_targets' interleaved p = 3, m = 9;
-# linear p = 8, m = 32 at 0.5x), never on the profiled models of bench_suite (7.6 million ticks and up),
-# where the phase's third of the time was lost to the search.
-FIRST_DEVICE_MOST_TICKS = 10_000
-# Share of the remaining time the periodic starting schedules may take when the heuristics leave room.
-PERIODIC_SHARE = 0.1
 MAKESPAN_PHASE_NAME = "cp-sat (makespan)"
 LOG = logging.getLogger(__name__)
 
@@ -119,6 +101,7 @@ def solve(
     known_bound: float | None = None,
     wall_factor: float = 10.0,
     cpsat_params: Mapping[str, str] | None = None,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> SolveResult:
     """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
 
@@ -131,13 +114,14 @@ def solve(
     stops the search at that relative gap. `starts` are extra starting schedules (for instance the
     previous point of a Pareto sweep), and `known_bound` a lower bound on the result's objective
     proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve of more
-    than PROOF_SMALL_OPS ops, but for a V placement, first spends a third of the time limit on the
-    makespan, whose model CP-SAT searches far better, and starts from that order re-timed for the span
-    when it is the best start (all of it where every schedule's max span is its makespan: one route, B
-    and W fused); on one route with W apart it may first prove a bound from stage 0's device
-    (FIRST_DEVICE_PHASE).
+    than `Tuning.proof_small_ops` ops, but for a V placement, first spends a third of the time limit on
+    the makespan (`Tuning.makespan_phase`), whose model CP-SAT searches far better, and starts from that
+    order re-timed for the span when it is the best start (all of it where every schedule's max span is
+    its makespan: one route, B and W fused); on one route with W apart it may first prove a bound from
+    stage 0's device (`Tuning.first_device_phase`).
     `cpsat_params` are CP-SAT's own parameters for experts (`solver.cpsat.parameters`: field name to
-    value, such as `{"linearization_level": "2"}`), applied after pipesat's.
+    value, such as `{"linearization_level": "2"}`), applied after pipesat's. `tuning` is pipesat's own
+    settings of the search and the bounds (`models.tuning`), part of the result.
 
     What the solve decides and why, and CP-SAT's search log, go to the `pipesat` loggers
     (`models.log`: `with show_log(): solve(...)` prints them).
@@ -151,16 +135,34 @@ def solve(
     if minimize == Minimize.MEMORY:
         instance = instance.with_limit(None)
     problem = Problem(
-        instance, objective, minimize == Minimize.MEMORY, split, makespan_cap, symmetry_breaking, known_bound
+        instance=instance,
+        objective=objective,
+        minimize_memory=minimize == Minimize.MEMORY,
+        split=split,
+        time_cap=makespan_cap,
+        symmetry_breaking=symmetry_breaking,
+        known_bound=known_bound,
+        tuning=tuning,
     )
     parameters = cpsat_parameters(cpsat_params or {})
+    LOG.info("tuning: %s", tuning.describe())
     why = _infeasibility(problem)
     if why is not None:
         LOG.info("no search: the analytic bounds show that no schedule fits (%s)", why.reason)
         smallest = why.least if why.reason == InfeasibleReason.MEMORY_LIMIT else None
         reason = "shown by the analytic bounds; no search ran"
         return _no_schedule(problem, Status.INFEASIBLE, clock, StopReason.BOUNDS, reason, why, smallest)
-    options = SearchOptions(workers, seed, deterministic, gap, clock + time_limit, time_limit, wall_factor, parameters)
+    options = SearchOptions(
+        workers=workers,
+        seed=seed,
+        deterministic=deterministic,
+        gap=gap,
+        deadline=clock + time_limit,
+        time_limit=time_limit,
+        wall_factor=wall_factor,
+        cpsat_params=parameters,
+        tuning=tuning,
+    )
     run = _Solve(problem, options, clock, progress, tuple(starts))
     try:
         return run.run(handwritten_schedules(instance))
@@ -209,7 +211,7 @@ def _infeasibility(problem: Problem) -> Infeasibility | None:
             if not fits(least, limit):
                 return Infeasibility(InfeasibleReason.MEMORY_LIMIT, problem.objective, limit, least, device)
     if problem.time_cap is not None:
-        time_bound = lower_bound(instance, problem.objective, problem.split)
+        time_bound = lower_bound(instance, problem.objective, problem.split, tuning=problem.tuning)
         if not fits(time_bound, problem.time_cap):
             return Infeasibility(InfeasibleReason.TIME_CAP, problem.objective, problem.time_cap, time_bound)
     return None
@@ -266,14 +268,15 @@ class _Solve:
         self, candidates: list[Candidate], bound: float, handwritten: Sequence[tuple[str, Schedule]]
     ) -> SolveResult:
         """From the starting `candidates` to the result: for a max span on one route with W apart, when
-        the best start leaves room, first the bound from stage 0's device (FIRST_DEVICE_PHASE)."""
+        the best start leaves room, first the bound from stage 0's device (`Tuning.first_device_phase`)."""
         problem, options = self.problem, self.options
+        share = problem.tuning.first_device_phase
         best = preferred(candidates)
         if not self._first_device_phase_applies(best, bound):
             return self._search_from(candidates, bound, handwritten)
         phase = self._phase(
             dataclasses.replace(problem, instance=first_device_instance(problem.instance), known_bound=None),
-            FIRST_DEVICE_PHASE,
+            share,
             "span solve, phase 0: a bound from stage 0's device, the makespan with every W off it free",
             best,
             bound,
@@ -286,18 +289,19 @@ class _Solve:
             bound = phase.bound
         rest = self
         if options.deterministic:  # the rest gets the rest of the time limit, whatever the wall clock says
-            rest = dataclasses.replace(self, options=options.share(1 - FIRST_DEVICE_PHASE))
+            rest = dataclasses.replace(self, options=options.share(1 - share))
         return rest._search_from(candidates, bound, handwritten)
 
     def _first_device_phase_applies(self, best: Candidate | None, bound: float) -> bool:
         """Whether a max-span solve proves a bound from stage 0's device first: on one route with W
-        apart (fused, the span solve is the makespan solve), on a model of more than PROOF_SMALL_OPS
-        ops under a memory limit below the 1F1B peak, where that device's analytic bound is the
-        analytic bound and the times are coarse (FIRST_DEVICE_MOST_TICKS), unless the best start
-        meets the bound. Elsewhere (a small model, another device holding the max span back, memory
-        forcing little idle, fine-grained times) the phase's time was measured lost (docs/manual.md)."""
+        apart (fused, the span solve is the makespan solve), on a model of more than
+        `Tuning.proof_small_ops` ops under a memory limit below the 1F1B peak, where that device's
+        analytic bound is the analytic bound and the times are coarse (`Tuning.first_device_most_ticks`),
+        unless the best start meets the bound. Elsewhere (a small model, another device holding the
+        max span back, memory forcing little idle, fine-grained times) the phase's time was measured
+        lost (docs/manual.md)."""
         problem = self.problem
-        if FIRST_DEVICE_PHASE <= 0 or problem.objective != Objective.SPAN or problem.minimize_memory:
+        if problem.tuning.first_device_phase <= 0 or problem.objective != Objective.SPAN or problem.minimize_memory:
             return False
         instance = problem.instance
         if not problem.split or instance.bidirectional or instance.memory_limit is None:
@@ -308,10 +312,12 @@ class _Solve:
             return False
         if best is not None and _meets(best.value, bound, self.options.gap):
             return False
-        if not fits(bound, first_device_span_bound(instance, problem.split)):
+        if not fits(bound, first_device_span_bound(instance, problem.split, tuning=problem.tuning)):
             return False
-        relaxed = model_data(first_device_instance(instance), Objective.MAKESPAN, problem.split)
-        return relaxed.horizon <= FIRST_DEVICE_MOST_TICKS
+        relaxed = model_data(
+            first_device_instance(instance), objective=Objective.MAKESPAN, split_backward=problem.split
+        )
+        return relaxed.horizon <= problem.tuning.first_device_most_ticks
 
     def _search_from(
         self, candidates: list[Candidate], bound: float, handwritten: Sequence[tuple[str, Schedule]]
@@ -326,7 +332,7 @@ class _Solve:
             # period; others stop at their share of the time.
             budget = None
             if not options.deterministic:
-                budget = time.monotonic() + (options.deadline - time.monotonic()) * PERIODIC_SHARE
+                budget = time.monotonic() + (options.deadline - time.monotonic()) * problem.tuning.periodic_share
             found = periodic_candidate(problem, budget, self.clock)
             LOG.info("periodic start: %s", "none fits" if found is None else f"{found.value:g}")
             gated = memory_gated_candidate(problem, self.clock)
@@ -348,7 +354,7 @@ class _Solve:
         if self._makespan_phase_applies():
             phase = self._makespan_phase(best, bound, handwritten)
             if options.deterministic:  # the search gets the rest of the time limit, whatever the wall clock says
-                search = dataclasses.replace(self, options=options.share(1 - MAKESPAN_PHASE))
+                search = dataclasses.replace(self, options=options.share(1 - problem.tuning.makespan_phase))
             found = None
             if phase.schedule is not None:
                 found = as_candidate(problem, MAKESPAN_PHASE_NAME, phase.schedule, self.clock)
@@ -378,29 +384,32 @@ class _Solve:
         return self._result(chosen, start, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
 
     def _makespan_phase_applies(self) -> bool:
-        """Whether a max-span solve first spends MAKESPAN_PHASE of its time on the makespan: not on a
-        model of at most PROOF_SMALL_OPS ops, where the span's own search runs the proof portfolio and
+        """Whether a max-span solve first spends `Tuning.makespan_phase` of its time on the makespan: not
+        on a model of at most `Tuning.proof_small_ops` ops, where the span's own search runs the proof portfolio and
         proves the span itself (there the phase's third of the time was measured lost), nor on a V
-        placement, where its schedule led the span's search to better values in 2 of 18 pairs of runs
-        and worse in 7 (the makespan is stage 0's device's span; on a V the devices at the turn hold
-        the max span back) (docs/manual.md, "Proofs on two cores")."""
+        placement (unless `Tuning.makespan_phase_on_v`), where its schedule led the span's search to
+        better values in 2 of 18 pairs of runs and worse in 7 (the makespan is stage 0's device's span;
+        on a V the devices at the turn hold the max span back) (docs/manual.md, "Proofs on two cores")."""
         problem = self.problem
         if problem.objective != Objective.SPAN or problem.minimize_memory:
             return False
         on_v = problem.instance.placement_name() == "vshape"
-        return not self._proves_itself() and (MAKESPAN_PHASE_ON_V or not on_v)
+        return not self._proves_itself() and (problem.tuning.makespan_phase_on_v or not on_v)
 
     def _proves_itself(self) -> bool:
-        """Whether the model has at most PROOF_SMALL_OPS ops, where the search runs the proof
+        """Whether the model has at most `Tuning.proof_small_ops` ops, where the search runs the proof
         portfolio, whose bound search proves it as a full search (`solver.cpsat.search`)."""
-        return len(expected_op_keys(self.problem.instance, self.problem.split)) <= PROOF_SMALL_OPS
+        problem = self.problem
+        return len(expected_op_keys(problem.instance, problem.split)) <= problem.tuning.proof_small_ops
 
     def _makespan_phase(
         self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]
     ) -> SolveResult:
-        """The makespan solve, in MAKESPAN_PHASE of the time: the makespan model searches far better,
-        and its best order re-timed for the span may lead the span's search."""
-        return self._phase(self.problem, MAKESPAN_PHASE, "span solve, phase 1: the makespan", best, bound, handwritten)
+        """The makespan solve, in `Tuning.makespan_phase` of the time: the makespan model searches far
+        better, and its best order re-timed for the span may lead the span's search."""
+        problem = self.problem
+        share = problem.tuning.makespan_phase
+        return self._phase(problem, share, "span solve, phase 1: the makespan", best, bound, handwritten)
 
     def _phase(
         self,
@@ -473,11 +482,12 @@ class _Solve:
             return self._result(lead, best, bound, StopReason.TIME_LIMIT, late, searched=True)
         model = build_model(
             problem.instance,
-            problem.objective,
-            problem.split,
-            problem.symmetry_breaking,
-            problem.minimize_memory,
-            problem.time_cap,
+            objective=problem.objective,
+            split_backward=problem.split,
+            symmetry_breaking=problem.symmetry_breaking,
+            minimize_memory=problem.minimize_memory,
+            time_cap=problem.time_cap,
+            tuning=problem.tuning,
         )
         objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound)
         start_value = None if lead is None else lead.value
@@ -547,6 +557,7 @@ class _Solve:
             value=value,
             bound=bound,
             gap=gap,
+            tuning=problem.tuning.as_dict(),
             # Apart from the rest, so that two files can be compared without them.
             timing={"solve_time": elapsed, "time_to_best": chosen.found_at},
         )
@@ -566,6 +577,7 @@ class _Solve:
             resolution=resolution,
             stopped_by=stopped_by,
             reason=reason,
+            tuning=problem.tuning,
         )
 
     def _empty(
@@ -592,6 +604,7 @@ def _no_schedule(
         infeasibility=infeasibility,
         stopped_by=stopped_by,
         reason=reason,
+        tuning=problem.tuning,
     )
 
 

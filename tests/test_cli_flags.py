@@ -74,6 +74,7 @@ FLAGS: dict[str, Meaning] = {
     "-v": meaning("flag", r"^Log to standard error"),
     "--log": meaning("flag", r"^Log to standard error"),
     "--cpsat-param": meaning("text, repeatable", r"^For experts: set a field of CP-SAT's SatParameters"),
+    "--tuning": meaning("file", r"^For experts: pipesat's own search and bound settings"),
     # The instance, as the earlier tool's options named it.
     "-c": meaning("file", r"^Instance file"),
     "--config": meaning("file", r"^Instance file"),

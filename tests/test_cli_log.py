@@ -1,14 +1,16 @@
-"""`--log`/`-v` and `--cpsat-param` on the commands that run CP-SAT: the log on standard error only when
-asked, CP-SAT's own lines relayed from the search's child process, expert parameters applied or
-refused in one line, and every solve's reason in its output."""
+"""`--log`/`-v`, `--cpsat-param` and `--tuning` on the commands that run CP-SAT: the log on standard error
+only when asked, CP-SAT's own lines relayed from the search's child process, expert parameters and
+tunings applied or refused in one line, and every solve's reason and tuning in its output."""
 
 from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
+from pipesat.models import Tuning
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 
 # A search runs and proves 41 in well under a second (docs/design.md: the periodic start is 44).
@@ -86,3 +88,62 @@ def test_compare_logs_its_solve() -> None:
     result = run_cli("compare", *SEARCHED, "--log")
     cli_ok(result)
     assert "cpsat.search: search stopped (proof): proven by CP-SAT" in _log_lines(result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("tuning.toml", "strong_probes = false\nstall_share = inf\nproof_small_ops = 0\n"),
+        ("tuning.yaml", "strong_probes: false\nstall_share: 100.0\nproof_small_ops: 0\n"),
+    ],
+)
+def test_a_tuning_file_is_applied_logged_and_in_the_json(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    result = run_cli("solve", *SEARCHED, "--format", "json", "--log", "--tuning", path)
+    document = json.loads(cli_ok(result))
+    stall = float("inf") if name.endswith(".toml") else 100.0
+    expected = Tuning(strong_probes=False, stall_share=stall, proof_small_ops=0)
+    assert document["tuning"] == expected.as_dict() and document["tuning"]["strong_probes"] is False
+    saved = tmp_path / "schedule.json"  # the schedule file's source says it too (JSON has no infinity)
+    cli_ok(run_cli("solve", *SEARCHED, "--tuning", path, "--save", saved))
+    assert json.loads(saved.read_text())["source"]["tuning"] == expected.as_dict()
+    assert f"solve: tuning: {expected.describe()}" in _log_lines(result.stderr)
+    # On two workers the search runs the portfolio of a model of more than proof_small_ops ops.
+    two = run_cli("solve", *SEARCHED[:-3], "--workers", 2, "--no-progress", "--log", "--tuning", path)
+    cli_ok(two)
+    assert "more than 0)" in next(line for line in _log_lines(two.stderr) if "CP-SAT subsolvers:" in line)
+
+
+def test_the_default_tuning_is_in_the_json_and_the_log() -> None:
+    result = run_cli("solve", *SEARCHED, "--format", "json", "--log")
+    assert json.loads(cli_ok(result))["tuning"] == Tuning().as_dict()
+    assert "solve: tuning: the defaults" in _log_lines(result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("strong_probe = false\n", "unknown tuning field 'strong_probe'; the fields are makespan_phase, "),
+        ("strong_probes = 'no'\n", "tuning field strong_probes must be true or false, got 'no'"),
+        ("proof_small_ops = 1.5\n", "tuning field proof_small_ops must be a whole number, got 1.5"),
+        ("makespan_phase = 2\n", "tuning field makespan_phase is a share of the time, at most 1, got 2.0"),
+        ("opening_gap = -0.1\n", "tuning field opening_gap must be at least 0, got -0.1"),
+        ("strong_probes = \n", "not valid TOML: "),
+    ],
+)
+@pytest.mark.parametrize(
+    "command", [("solve", "-s", 2, "-b", 2), ("pareto", "-s", 2, "-b", 2), ("plan", "no-spec.yaml")]
+)
+def test_a_bad_tuning_file_is_one_line_on_every_command(
+    tmp_path: Path, command: tuple[object, ...], text: str, message: str
+) -> None:
+    path = tmp_path / "tuning.toml"
+    path.write_text(text)
+    assert cli_error(run_cli(*command, "--tuning", path)).startswith(f"error: {path}: {message}")
+
+
+def test_a_missing_tuning_file_is_one_line() -> None:
+    assert cli_error(run_cli("solve", "-s", 2, "-b", 2, "--tuning", "no-tuning.toml")) == (
+        "error: no-tuning.toml: no such file"
+    )

@@ -15,7 +15,7 @@ activations M_B (L < K·M_B + M_W), F(s, j + K) waits for W(s, j) too, or else f
 it starts, the K - 1 microbatches before it hold M_B each if their B has not ended, and one more M_W
 than the limit leaves if their W's have not ended either, so either all K - 1 have ended their B or
 microbatch j has ended its W: F(s, j + K) starts after the earlier of the two ends
-(`TIGHT_PRECEDENCES`; a minimum, not a choice CP-SAT branches on: with a Boolean choice instead, a
+(`Tuning.tight_precedences`; a minimum, not a choice CP-SAT branches on: with a Boolean choice instead, a
 probe at the bound of linear p = 8, m = 32 at 2x stopped finding the optimum, 1 run of 3 against 3
 of 3). They give the bound what the cumulative alone proves late: linear p = 8, m = 32,
 F = B = W = 1 at 0.5x, 60 s on two workers, bounds of 146.6 and 146.2 with them against 145.7 and
@@ -24,7 +24,7 @@ F = B = W = 1 at 0.5x, 60 s on two workers, bounds of 146.6 and 146.2 with them 
 **Stages nested on a device.** Two stages a < b of one device on one route nest: microbatch j holds
 a's activation from F(a, j) to B(a, j), and b's inside that. So when F(b, j + K) starts, microbatch
 j + K holds its activations of every earlier stage of the device, and the room for stage s in the
-precedences above is the limit less those (`NESTED_PRECEDENCES` adds the rest). And when K + 1
+precedences above is the limit less those (`Tuning.nested_precedences` adds the rest). And when K + 1
 activations of a and one of b exceed the limit, F(a, j + K) waits for B(b, j) (had it started
 earlier, either it or F(b, j) would start while a holds microbatches j .. j + K and b holds j) and
 F(b, j + K) for B(a, j) (a holds j .. j + K when it starts).
@@ -37,12 +37,6 @@ from ortools.sat.python import cp_model
 from pipesat.models import OpKey, Pair, dependency
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.variables import ModelVariables, op_name, pair_name
-
-# The precedences of a limit that leaves less than W's memory beyond K activations (module notes);
-# bench_proofs' variant `no-tight` turns them off to measure them.
-TIGHT_PRECEDENCES = True
-# The precedences between two stages of a device (module notes); bench_proofs' `no-nested` turns them off.
-NESTED_PRECEDENCES = True
 
 
 def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
@@ -142,7 +136,7 @@ def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: 
         for s in stages:
             outer = [a for a in stages if a < s and instance.route_at(a) == instance.route_at(s)]
             _add_stage_precedences(model, data, variables, s, limit - sum(int(memory[a]) for a in outer))
-            if NESTED_PRECEDENCES:
+            if data.tuning.nested_precedences:
                 for a in outer:
                     k = (limit - int(memory[s])) // int(memory[a])
                     _add_nested_precedences(model, variables, instance.microbatches_at(s), a, s, k)
@@ -156,7 +150,7 @@ def _add_stage_precedences(
     activation = int(data.tick_instance.activation_memory[s])
     k = max(room // activation, 0)
     weight = int(data.tick_instance.weight_memory[s]) if data.split_backward else 0
-    tight = TIGHT_PRECEDENCES and weight > 0 and room < k * activation + weight
+    tight = data.tuning.tight_precedences and weight > 0 and room < k * activation + weight
     passing = data.instance.microbatches_at(s)
     for j in range(passing.start, max(passing.start, passing.stop - k)):
         forward = variables.starts[OpKey("F", s, j + k)]

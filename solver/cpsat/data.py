@@ -16,6 +16,7 @@ from pipesat.models import (
     expected_op_keys,
     op_duration,
 )
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.cpsat.pairs import pair_candidates
 from pipesat.solver.cpsat.scale import TickScale, choose_scale, scaled_instance
 
@@ -23,12 +24,9 @@ from pipesat.solver.cpsat.scale import TickScale, choose_scale, scaled_instance
 MAX_TICKS = 2**53
 # CP-SAT reports its objective bound as a double that can sit just above the whole number it stands for.
 SOLVER_BOUND_NOISE = 1e-6
-# Proven bounds rise to the least value an optimum can take (`ModelData.least_value_from`);
-# bench_proofs' variant `no-value-grid` turns it off to measure it.
-VALUE_GRID = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelData:
     """The instance (its own units, for placement and the read-back) and the same in ticks, the ops
     with their durations in ticks, and what the model minimises.
@@ -37,7 +35,7 @@ class ModelData:
     minimises the memory capacity instead, with the time objective capped at `time_cap` (instance
     units) when given. `horizon` bounds every time variable (ticks). `pairs` are the overlapped
     pairs the model may run, with their lengths in ticks (`solver.cpsat.pairs`; none without
-    communication).
+    communication). `tuning` holds the modelling choices (`Tuning`'s model fields).
     """
 
     instance: Instance
@@ -52,6 +50,7 @@ class ModelData:
     durations: dict[OpKey, int]
     horizon: int
     pairs: dict[Pair, int]
+    tuning: Tuning = DEFAULT_TUNING
 
     def on_device(self, device: int) -> list[OpKey]:
         """The ops that run on `device`, in `keys` order."""
@@ -93,7 +92,7 @@ class ModelData:
         1/24, and above 128.5 the next such value is 128.5833).
         """
         step = self._time_step
-        if not VALUE_GRID or self.minimize_memory or step == 0:
+        if not self.tuning.value_grid or self.minimize_memory or step == 0:
             return ticks
         sizes = range(1, self.instance.num_devices + 1) if self.objective == Objective.SPAN else (1,)
         return min(_ceil_div(_ceil_div(ticks * k, step) * step, k) for k in sizes)
@@ -106,13 +105,15 @@ class ModelData:
 
 def model_data(
     instance: Instance,
+    *,
     objective: Objective = Objective.MAKESPAN,
     split_backward: bool = False,
     symmetry_breaking: bool = True,
     minimize_memory: bool = False,
     time_cap: float | None = None,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> ModelData:
-    """The instance scaled to ticks for the time `objective`, with its ops and the horizon."""
+    """The instance scaled to ticks for the time `objective`, with its ops and the horizon (`ModelData`)."""
     if objective not in TIME_OBJECTIVES:
         raise ValueError(f"the model's time objective is makespan or span, not {objective!r}")
     scale = choose_scale(instance, objective)
@@ -126,18 +127,19 @@ def model_data(
             f"1/{scale.time:g} unit); round the shortest times up or give them in larger units"
         )
     return ModelData(
-        instance,
-        scale,
-        ticks,
-        objective,
-        split_backward,
-        symmetry_breaking,
-        minimize_memory,
-        time_cap,
-        keys,
-        durations,
-        horizon,
-        pair_candidates(instance, ticks, scale, split_backward, symmetry_breaking),
+        instance=instance,
+        scale=scale,
+        tick_instance=ticks,
+        objective=objective,
+        split_backward=split_backward,
+        symmetry_breaking=symmetry_breaking,
+        minimize_memory=minimize_memory,
+        time_cap=time_cap,
+        keys=keys,
+        durations=durations,
+        horizon=horizon,
+        pairs=pair_candidates(instance, ticks, scale, split_backward, symmetry_breaking),
+        tuning=tuning,
     )
 
 

@@ -15,6 +15,7 @@ from ortools.sat.python import cp_model
 from ortools.sat.python.cp_model import IntVar
 
 from pipesat.models import Instance, Objective, OpKey, Pair, Step
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.cpsat.constraints import (
     add_memory_limits,
     add_memory_precedences,
@@ -44,16 +45,26 @@ class PipelineModel:
 
 def build_model(
     instance: Instance,
+    *,
     objective: Objective = Objective.MAKESPAN,
     split_backward: bool = False,
     symmetry_breaking: bool = True,
     minimize_memory: bool = False,
     time_cap: float | None = None,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> PipelineModel:
     """The model of `instance` minimising the time `objective` (makespan or max span) under its
     memory limit, or with `minimize_memory` the memory capacity with the time objective at most
-    `time_cap` (instance units) when given."""
-    data = model_data(instance, objective, split_backward, symmetry_breaking, minimize_memory, time_cap)
+    `time_cap` (instance units) when given; `tuning`'s model fields choose its redundant constraints."""
+    data = model_data(
+        instance,
+        objective=objective,
+        split_backward=split_backward,
+        symmetry_breaking=symmetry_breaking,
+        minimize_memory=minimize_memory,
+        time_cap=time_cap,
+        tuning=tuning,
+    )
     model = cp_model.CpModel()
     variables = make_variables(model, data)
     add_precedences(model, data, variables)

@@ -11,15 +11,15 @@ take (`ModelData.least_value_from`); a probe that finds one lowers the
 best value to that schedule's. A probe that runs out of its time settles nothing.
 
 The probes take over from a search that has stalled near its bound: neither its value nor its bound
-moved for STALL_SHARE of its time, at a gap of at most PROBE_GAP (`solver.cpsat.search`); a search
+moved for `Tuning.stall_share` of its time, at a gap of at most `Tuning.probe_gap` (`solver.cpsat.search`); a search
 that moves keeps all its time. Near the bound few probes settle the question, and the model cut to
 T is nearly tight; far from it, CP-SAT's own bound search often proves the optimum after a long
 silence (bench_targets' 400-op case 0: with probes at any gap it stalled 11 s at 131 against 158 and
 the probes that took over did not prove it; without probes the search proved it at 43 s in two of
 five runs). Bisecting before the search, or keeping a fixed share of its time for the probes, cost
 proofs the search would have found in that time (bench_targets, docs/manual.md). One probe does
-open the search (`solver.cpsat.search`): at the analytic bound, for OPENING_SHARE of the time, when
-the start is within OPENING_GAP of it; a start that close is often beaten by a schedule at the bound
+open the search (`solver.cpsat.search`): at the analytic bound, for `Tuning.opening_share` of the
+time, when the start is within `Tuning.opening_gap` of it; a start that close is often beaten by a schedule at the bound
 itself, which no search of the objective finds as fast (linear p = 8, m = 32 at 2x: 213 found and
 proven in 1.9 s, where the search alone ends at 216 to 219 in 20 s in most runs). After a stall the
 first probe is at the search's bound itself (the cheapest refutation, and a schedule at the bound is
@@ -28,9 +28,9 @@ best value and below every probe left open, so that after an open probe the next
 bound, where refutations come easier. They stop when the bound meets the best value (proven optimal), when a probe at the bound
 itself stays open, at the gap asked for, or when their time is spent. On two workers a probe runs
 CP-SAT's default_lp beside the same search branching on precedences (`solver.cpsat.search`,
-PROBE_PRECEDENCES): finding a schedule at a tight value is where that branching helps; a third
+`Tuning.probe_precedences`): finding a schedule at a tight value is where that branching helps; a third
 thread runs that search with each device's no-overlap propagated by CP-SAT's strong disjunctive
-reasoning (STRONG_PROBES), which refutes tight values the default propagation leaves open.
+reasoning (`Tuning.strong_probes`), which refutes tight values the default propagation leaves open.
 """
 
 from __future__ import annotations
@@ -39,11 +39,6 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-
-# The search hands over to the probes when neither its value nor its bound moved for this share of its
-# time while its gap is at most PROBE_GAP.
-STALL_SHARE = 0.25
-PROBE_GAP = 0.05
 
 
 class Outcome(enum.Enum):

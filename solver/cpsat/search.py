@@ -24,6 +24,7 @@ from ortools.sat.python import cp_model
 
 from pipesat.models import Step
 from pipesat.models.solve_result import StopReason
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.cpsat.child import (
     STOP_GRACE,
     Bound,
@@ -36,7 +37,7 @@ from pipesat.solver.cpsat.child import (
 )
 from pipesat.solver.cpsat.data import SOLVER_BOUND_NOISE
 from pipesat.solver.cpsat.model import PipelineModel, orders_from_starts
-from pipesat.solver.cpsat.probes import PROBE_GAP, STALL_SHARE, Bisection, Outcome, Probe, RunProbe, bisect
+from pipesat.solver.cpsat.probes import Bisection, Outcome, Probe, RunProbe, bisect
 from pipesat.solver.cpsat.warm_start import ObjectiveRange, tick_value
 
 # Kept back from the search: the grace a stopping child gets and, per op of the model, the time to read
@@ -49,22 +50,20 @@ MIN_SEARCH_SECONDS = 0.05
 REFRESH_SECONDS = 0.5
 # With two workers CP-SAT runs one full search (default_lp) and one thread of LNS, and leaves out every
 # bound-raising subsolver. pipesat adds CP-SAT's objective lower-bound search: on a model of at most
-# PROOF_SMALL_OPS ops as a second full search in place of LNS (small models are where proofs are
+# `Tuning.proof_small_ops` ops as a second full search in place of LNS (small models are where proofs are
 # expected), on a larger one as a third thread sharing the two cores, so that the LNS which improves
 # the warm start stays. Measured in benchmarks/bench_proofs.py and bench_targets.py (docs/manual.md,
 # "Proofs on two cores"). An expert's parameters that choose workers or subsolvers replace this whole;
 # a deterministic search runs CP-SAT on one worker, without it.
 PROOF_PORTFOLIO_WORKERS = 2
-PROOF_SMALL_OPS = 150
 PROOF_SUBSOLVER = "objective_lb_search"
-# A probe on two workers runs two full searches (and STRONG_PROBES' third): CP-SAT's default_lp and
+# A probe on two workers runs two full searches (and `Tuning.strong_probes`' third): CP-SAT's default_lp and
 # the same search branching on which of two ops of a device comes first
 # (use_dynamic_precedence_in_disjunctive), which finds schedules at a tight value that branching on
 # start times misses (V p4 m8 under limit 6: 48.6 in 4.8-8.0 s, where default_lp and feasibility
 # jump end open after 25 s). Measured in bench_proofs (variant `no-probe-precedences`,
 # docs/manual.md). CP-SAT calls the option experimental; in the portfolio's main search it lowered
-# bounds and once aborted (docs/manual.md).
-PROBE_PRECEDENCES = True
+# bounds and once aborted (docs/manual.md). `Tuning.probe_precedences` turns it off.
 PROBE_PRECEDENCE_SUBSOLVER = "precedences"
 # A probe on two workers runs, as a third thread sharing the two cores, the search branching on
 # precedences with each device's no-overlap propagated by CP-SAT's stronger, costlier disjunctive
@@ -75,14 +74,8 @@ PROBE_PRECEDENCE_SUBSOLVER = "precedences"
 # 8: the opening probe open after 2.7 s where it finds one in 0.2 s; bench_suite's V p8 m16 at 2x:
 # 375.75-380.5 against 373.5). In the portfolio's own searches it cost bounds (bench_targets' 400-op
 # interleaved p = 3, m = 9: phase 0 no longer proved 158). Measured in bench_proofs (variant
-# `no-strong-probes`, docs/manual.md).
-STRONG_PROBES = True
+# `no-strong-probes`, docs/manual.md). `Tuning.strong_probes` turns it off.
 PROBE_STRONG_SUBSOLVER = "strong_precedences"
-# A start within OPENING_GAP of the analytic bound is tested first by one probe at the bound, for
-# OPENING_SHARE of the search's time (`solver.cpsat.probes`). Measured in bench_proofs against the
-# search without it (variant `no-opening`): no row worse, linear p8 m32 at 2x proven in 1.9 s.
-OPENING_SHARE = 0.1
-OPENING_GAP = 0.1
 PORTFOLIO_FIELDS = {"num_workers", "subsolvers", "extra_subsolvers", "ignore_subsolvers", "num_full_subsolvers"}
 LOG = logging.getLogger(__name__)
 INTERRUPTED = "stopped by Ctrl-C or SIGTERM"
@@ -99,7 +92,7 @@ Progress = Callable[[float, float | None, float | None], None]
 """`progress(elapsed seconds, best value, best bound)`, called as the search finds them."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchOptions:
     """The search's settings; `deadline` is the `time.monotonic()` by which the solve returns and
     `time_limit` the seconds it was given.
@@ -108,7 +101,7 @@ class SearchOptions:
     `wall_factor` times that) on one CP-SAT worker; nothing it decides reads the wall
     clock, so a run slowed by a busy machine searches exactly as far as one that was not. `gap` stops
     it at that relative gap. `cpsat_params` are SatParameters in text form (`solver.cpsat.parameters`),
-    applied after these.
+    applied after these. `tuning` chooses the portfolios and the probes (`Tuning`'s search fields).
     """
 
     workers: int
@@ -119,6 +112,7 @@ class SearchOptions:
     time_limit: float
     wall_factor: float = 10.0
     cpsat_params: str = ""
+    tuning: Tuning = DEFAULT_TUNING
 
     def share(self, fraction: float) -> SearchOptions:
         """These options for a phase given `fraction` of the time: of the time limit when
@@ -162,12 +156,12 @@ def search(
     `bound` is the analytic lower bound (instance units), which every reported bound is at least;
     `start_value` the hinted schedule's value, the best value reported until CP-SAT finds one. Given
     the minimised variable's `objective_range` (ticks, from `warm_start`), one probe at its lower end
-    opens the search when the start is within OPENING_GAP of it (a schedule found there is optimal; a
-    refutation raises the bound); a search that stalls near
-    its bound (neither its value nor its bound moved for STALL_SHARE of its time, at a gap of at most
-    PROBE_GAP) is stopped and bisection probes (`solver.cpsat.probes`) take the rest of the time
-    between its bound and its best value. A deterministic search runs to its limit and does not
-    probe: when it stalls depends on the wall clock.
+    opens the search when the start is within `Tuning.opening_gap` of it (a schedule found there is
+    optimal; a refutation raises the bound); a search that stalls near its bound (neither its value nor
+    its bound moved for `Tuning.stall_share` of its time, at a gap of at most `Tuning.probe_gap`) is
+    stopped and bisection probes (`solver.cpsat.probes`) take the rest of the time between its bound
+    and its best value. A deterministic search runs to its limit and does not probe: when it stalls
+    depends on the wall clock.
     """
     data = model.data
     keys = list(model.variables.starts)
@@ -185,7 +179,8 @@ def search(
             lower = data.least_value_from(lower + 1)
     parameters, seconds = _parameters(options, len(keys))
     watched = [model.variables.starts[key] for key in keys]
-    stalled = record.stalled_for(STALL_SHARE * seconds, PROBE_GAP) if probing else None
+    tuning = options.tuning
+    stalled = record.stalled_for(tuning.stall_share * seconds, tuning.probe_gap) if probing else None
     ended = run_search(model.cp_model, parameters, watched, seconds, record.on_message, record.refresh, stalled)
     finished = ended.finished
     tick_bound = None
@@ -199,7 +194,7 @@ def search(
     optimal = stopped_by == StopReason.PROOF  # CP-SAT says OPTIMAL at a gap limit too
     tick_optimum = round(record.objective) if optimal and record.objective is not None else None
     if ended.stopped_early and upper is not None:
-        LOG.info("search stalled: no news for %.3g s; bisection probes take the rest", STALL_SHARE * seconds)
+        LOG.info("search stalled: no news for %.3g s; bisection probes take the rest", tuning.stall_share * seconds)
         lower = max(lower, tick_bound or 0)
         upper = upper if record.objective is None else round(record.objective)
         stopped_by, reason, tick_optimum = _probe_after_stall(model, options, lower, upper, record)
@@ -241,11 +236,12 @@ def _orders(model: PipelineModel, values: list[int]) -> list[list[Step]]:
 
 
 def _opening_probe(model: PipelineModel, options: SearchOptions, lower: int, upper: int, record: _Record) -> Probe:
-    """One probe at the analytic bound before the search, for OPENING_SHARE of its time, when the start
-    is within OPENING_GAP of it; a probe that does not run settles nothing (open)."""
-    if OPENING_SHARE <= 0 or upper <= lower or upper > lower * (1 + OPENING_GAP):
+    """One probe at the analytic bound before the search, for `Tuning.opening_share` of its time, when
+    the start is within `Tuning.opening_gap` of it; a probe that does not run settles nothing (open)."""
+    share, gap = options.tuning.opening_share, options.tuning.opening_gap
+    if share <= 0 or upper <= lower or upper > lower * (1 + gap):
         return Probe(Outcome.OPEN)
-    seconds = OPENING_SHARE * _search_seconds(options, len(model.variables.starts))
+    seconds = share * _search_seconds(options, len(model.variables.starts))
     return _probe_runner(model, options, record)(lower, seconds)
 
 
@@ -360,7 +356,7 @@ def _parameters(
     and win, but the wall seconds stay pipesat's: the solve returns by its deadline whatever time
     limit they give CP-SAT. With two workers (and not deterministic), unless the expert chose the
     subsolvers, a search runs the proof portfolio (PROOF_PORTFOLIO_WORKERS) and a `probe` (which has
-    no objective to bound) the probe portfolio (PROBE_PRECEDENCES, STRONG_PROBES)."""
+    no objective to bound) the probe portfolio (`Tuning.probe_precedences`, `Tuning.strong_probes`)."""
     params = sat_parameters_pb2.SatParameters()
     params.num_workers = cpsat_workers(options.workers, options.deterministic)
     params.random_seed = options.seed
@@ -379,9 +375,9 @@ def _parameters(
     two_workers = options.workers == PROOF_PORTFOLIO_WORKERS and not options.deterministic
     if two_workers and not expert_sets & PORTFOLIO_FIELDS:
         if not probe:
-            _add_proof_portfolio(params, num_ops)
-        elif PROBE_PRECEDENCES:
-            _add_probe_portfolio(params)
+            _add_proof_portfolio(params, num_ops, options.tuning.proof_small_ops)
+        elif options.tuning.probe_precedences:
+            _add_probe_portfolio(params, options.tuning.strong_probes)
     params.MergeFrom(expert)
     return text_format.MessageToString(params), seconds
 
@@ -401,31 +397,33 @@ def _search_seconds(options: SearchOptions, num_ops: int) -> float:
     return max(left - reserve, MIN_SEARCH_SECONDS)
 
 
-def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int) -> None:
-    """Two workers' portfolio for proofs (see PROOF_PORTFOLIO_WORKERS)."""
+def _add_proof_portfolio(params: sat_parameters_pb2.SatParameters, num_ops: int, small_ops: int) -> None:
+    """Two workers' portfolio for proofs (see PROOF_PORTFOLIO_WORKERS), for a small model (at most
+    `small_ops` ops) or a larger one."""
     params.extra_subsolvers.append(PROOF_SUBSOLVER)
-    if num_ops <= PROOF_SMALL_OPS:
+    if num_ops <= small_ops:
         params.num_full_subsolvers = PROOF_PORTFOLIO_WORKERS
         role, size = "a second full search", "at most"
     else:
         params.num_workers = PROOF_PORTFOLIO_WORKERS + 1
         role, size = "a third thread beside LNS", "more than"
-    LOG.info("CP-SAT subsolvers: %s added as %s (%d ops, %s %d)", PROOF_SUBSOLVER, role, num_ops, size, PROOF_SMALL_OPS)
+    LOG.info("CP-SAT subsolvers: %s added as %s (%d ops, %s %d)", PROOF_SUBSOLVER, role, num_ops, size, small_ops)
 
 
-def _add_probe_portfolio(params: sat_parameters_pb2.SatParameters) -> None:
-    """Two workers' portfolio for a probe (see PROBE_PRECEDENCES and STRONG_PROBES): default_lp beside
-    the search branching on precedences and, as a third thread, the same propagating strongly."""
+def _add_probe_portfolio(params: sat_parameters_pb2.SatParameters, strong: bool) -> None:
+    """Two workers' portfolio for a probe (see PROBE_PRECEDENCE_SUBSOLVER): default_lp beside the search
+    branching on precedences and, when `strong` (PROBE_STRONG_SUBSOLVER), as a third thread, the same
+    propagating strongly."""
     precedences = params.subsolver_params.add()
     precedences.name = PROBE_PRECEDENCE_SUBSOLVER
     precedences.use_dynamic_precedence_in_disjunctive = True
     params.extra_subsolvers.append(PROBE_PRECEDENCE_SUBSOLVER)
     params.num_full_subsolvers = PROOF_PORTFOLIO_WORKERS
-    if STRONG_PROBES:
-        strong = params.subsolver_params.add()
-        strong.CopyFrom(precedences)
-        strong.name = PROBE_STRONG_SUBSOLVER
-        strong.use_strong_propagation_in_disjunctive = True
+    if strong:
+        strongly = params.subsolver_params.add()
+        strongly.CopyFrom(precedences)
+        strongly.name = PROBE_STRONG_SUBSOLVER
+        strongly.use_strong_propagation_in_disjunctive = True
         params.extra_subsolvers.append(PROBE_STRONG_SUBSOLVER)
         params.num_workers = params.num_full_subsolvers = PROOF_PORTFOLIO_WORKERS + 1
 

@@ -22,9 +22,6 @@ from pipesat.models import Objective, OpKey, Pair, memory_change
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.evaluate.device_bounds import chain_offsets
 
-# Held intervals start from their least length (`least_hold`); bench_proofs' `no-hold` turns it off.
-LEAST_HOLDS = True
-
 
 @dataclass(frozen=True)
 class HeldMemory:
@@ -112,7 +109,7 @@ def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[
                 if demand <= 0:
                     continue
                 first, last = OpKey("F", s, j), OpKey(kind, s, j)
-                least = least_hold(data, last, paired, offsets) if LEAST_HOLDS else 0
+                least = least_hold(data, last, paired, offsets) if data.tuning.least_holds else 0
                 size = model.new_int_var(least, data.horizon, f"held {op_name(first)}..{op_name(last)}")
                 held.append(HeldMemory(first, last, demand, size))
     return held

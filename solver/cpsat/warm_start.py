@@ -43,7 +43,7 @@ def warm_start(
     if data.minimize_memory:
         bound = minimum_memory_limit(data.tick_instance)
     else:
-        bound = lower_bound(data.tick_instance, data.objective, data.split_backward)
+        bound = lower_bound(data.tick_instance, data.objective, data.split_backward, tuning=data.tuning)
         exact = data.scale.exact_span if data.objective == Objective.SPAN else data.scale.exact_time
         if floor is not None and exact:
             bound = max(bound, floor * data.ticks_per_unit)

@@ -26,6 +26,9 @@ forward there runs alone and pays its all-to-all; the window then exceeds the co
 forwards in it by at least the least all-to-all share of a forward times the window
 (`head_share`): filled to the window with forwards, a share of them is communication; filled
 beyond, their communication alone is at least that share of the window.
+
+The bounds that search (the knapsacks, the spaced forwards, the bisection of `memory_bound_under_cap`)
+go as far as the solve's `Tuning` says: each takes it, pipesat's default unless given.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import math
 
 from pipesat.models import Instance, InstanceError, Objective, op_duration
 from pipesat.models.tolerance import slack
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.device_bounds import (
     chain_offsets,
     device_span_bound,
@@ -44,9 +48,6 @@ from pipesat.solver.evaluate.device_bounds import (
     until_last_backward,
     zero_bubble_bound,
 )
-
-# Halvings of the search for the least memory that a time cap allows (a relative precision of 2^-40).
-BISECTIONS = 40
 
 
 def without_communication(instance: Instance) -> Instance:
@@ -108,7 +109,7 @@ def head_share(instance: Instance, device: int) -> float:
     return min(instance.forward_comm_times[s] / instance.forward_times[s] for s in instance.stages_of(device))
 
 
-def span_bound(instance: Instance, split: bool) -> float:
+def span_bound(instance: Instance, split: bool, *, tuning: Tuning = DEFAULT_TUNING) -> float:
     """A lower bound on the max span under the instance's memory limits (of its compute alone, and
     the communication of its head windows, with communication): the busiest device's work, every
     device's span bound, every device's span from the time to the last B of each device it
@@ -117,22 +118,25 @@ def span_bound(instance: Instance, split: bool) -> float:
     offsets = chain_offsets(relaxed, split)
     devices = range(instance.num_devices)
     shares = [head_share(instance, d) for d in devices]
-    best = max(zero_bubble_bound(relaxed, split), *(device_span_bound(relaxed, split, d, shares[d]) for d in devices))
+    spans = (device_span_bound(relaxed, split, d, shares[d], tuning=tuning) for d in devices)
+    best = max(zero_bubble_bound(relaxed, split), *spans)
     for inner in devices:
         widest: dict[float, float] = {}  # per spacing of the inner device's forwards, the widest enclosure
         for outer in devices:
             more = enclosure(relaxed, split, outer, inner, offsets)
             if more is not None:
-                spacing = forward_spacing(relaxed, relaxed.stages_of(outer)[0], relaxed.stages_of(inner)[0])
+                firsts = relaxed.stages_of(outer)[0], relaxed.stages_of(inner)[0]
+                spacing = forward_spacing(relaxed, *firsts, tuning=tuning)
                 widest[spacing] = max(more, widest.get(spacing, -math.inf))
         for spacing, more in widest.items():
             # A wider spacing only raises the time to the last B: this one counts if it encloses more.
             if all(other < more for wider, other in widest.items() if wider > spacing):
-                best = max(best, more + until_last_backward(relaxed, split, inner, offsets, shares[inner], spacing))
-    return max(best, first_device_span_bound(instance, split))
+                tail = until_last_backward(relaxed, split, inner, offsets, shares[inner], spacing, tuning=tuning)
+                best = max(best, more + tail)
+    return max(best, first_device_span_bound(instance, split, tuning=tuning))
 
 
-def makespan_bound(instance: Instance, split: bool) -> float:
+def makespan_bound(instance: Instance, split: bool, *, tuning: Tuning = DEFAULT_TUNING) -> float:
     """A lower bound on the makespan: per device, head + span bound + tail, and head + the time to its
     last B + the chain after that B; and the critical path (of the compute alone, and the
     communication of its head windows, with communication)."""
@@ -157,13 +161,13 @@ def makespan_bound(instance: Instance, split: bool) -> float:
             tail = min(
                 end_of_chain(s) - offsets[("B", s)] - op_duration(instance, "B", s, split) for s in last_candidates
             )
-        best = max(best, head + device_span_bound(instance, split, d, shares[d]) + tail)
-        best = max(best, _makespan_through_last_backward(instance, split, d, offsets, shares[d]))
+        best = max(best, head + device_span_bound(instance, split, d, shares[d], tuning=tuning) + tail)
+        best = max(best, _makespan_through_last_backward(instance, split, d, offsets, shares[d], tuning))
     return best
 
 
 def _makespan_through_last_backward(
-    instance: Instance, split: bool, device: int, offsets: dict[tuple[str, int], float], share: float
+    instance: Instance, split: bool, device: int, offsets: dict[tuple[str, int], float], share: float, tuning: Tuning
 ) -> float:
     """The makespan from `device`'s time up to its last B (`until_last_backward`): before it, the chain
     from the schedule's first op to the device's first stage; after it, the chain from that B (of the
@@ -181,15 +185,17 @@ def _makespan_through_last_backward(
         ]
         lead = min(lead, offsets[("F", first)])
         trail = min(trail, max(later, default=after_last_b) - after_last_b)
-    spacing = forward_spacing(instance, 0, instance.stages_of(device)[0])
-    return lead + until_last_backward(instance, split, device, offsets, share, spacing) + trail
+    spacing = forward_spacing(instance, 0, instance.stages_of(device)[0], tuning=tuning)
+    return lead + until_last_backward(instance, split, device, offsets, share, spacing, tuning=tuning) + trail
 
 
-def memory_bound_under_cap(instance: Instance, split: bool, objective: Objective, time_cap: float) -> float:
+def memory_bound_under_cap(
+    instance: Instance, split: bool, objective: Objective, time_cap: float, *, tuning: Tuning = DEFAULT_TUNING
+) -> float:
     """A lower bound on the peak memory of any schedule whose makespan (or max span) is at most
     `time_cap`: the smallest feasible limit, every device's memory energy over the cap (its span is
-    at most the cap), and the largest limit whose time bound already passes the cap (by bisection:
-    the time bound only falls as the limit grows)."""
+    at most the cap), and the largest limit whose time bound already passes the cap (by bisection,
+    `Tuning.bisections` halvings: the time bound only falls as the limit grows)."""
     relaxed = without_communication(instance)
     least = minimum_memory_limit(instance)
     energy = max(memory_energy(relaxed, split, d) for d in range(instance.num_devices)) / time_cap
@@ -197,13 +203,15 @@ def memory_bound_under_cap(instance: Instance, split: bool, objective: Objective
 
     def time_bound(limit: float) -> float:
         limited = instance.with_limit(limit)
-        return makespan_bound(limited, split) if objective == Objective.MAKESPAN else span_bound(limited, split)
+        if objective == Objective.MAKESPAN:
+            return makespan_bound(limited, split, tuning=tuning)
+        return span_bound(limited, split, tuning=tuning)
 
     if time_bound(high) <= time_cap:
         return low
     while time_bound(high) > time_cap:
         low, high = high, 2 * high
-    for _ in range(BISECTIONS):
+    for _ in range(tuning.bisections):
         middle = (low + high) / 2
         if time_bound(middle) > time_cap:
             low = middle
@@ -221,15 +229,15 @@ def span_is_makespan(instance: Instance, split: bool) -> bool:
     return not split and not instance.bidirectional
 
 
-def first_device_span_bound(instance: Instance, split: bool) -> float:
+def first_device_span_bound(instance: Instance, split: bool, *, tuning: Tuning = DEFAULT_TUNING) -> float:
     """A lower bound on the span of stage 0's device on one route (0 on two): the makespan bound of
     the instance, with the W ops of every other device free when the backward is split (see the
     module notes)."""
     if instance.bidirectional:
         return 0.0
     if span_is_makespan(instance, split):
-        return makespan_bound(instance, split)
-    return makespan_bound(first_device_instance(instance), split)
+        return makespan_bound(instance, split, tuning=tuning)
+    return makespan_bound(first_device_instance(instance), split, tuning=tuning)
 
 
 def first_device_instance(instance: Instance) -> Instance:
@@ -244,14 +252,19 @@ def first_device_instance(instance: Instance) -> Instance:
 
 
 def lower_bound(
-    instance: Instance, objective: Objective = Objective.MAKESPAN, split_backward: bool | None = None
+    instance: Instance,
+    objective: Objective = Objective.MAKESPAN,
+    split_backward: bool | None = None,
+    *,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> float:
-    """The best proven lower bound on `objective` (makespan, span or memory) under the instance's limit."""
+    """The best proven lower bound on `objective` (makespan, span or memory) under the instance's limit,
+    its searches as far as `tuning` says."""
     split = resolve_split(instance, split_backward)
     if objective == Objective.MEMORY:
         return minimum_memory_limit(instance)
     if objective == Objective.SPAN:
-        return span_bound(instance, split)
+        return span_bound(instance, split, tuning=tuning)
     if objective == Objective.MAKESPAN:
-        return makespan_bound(instance, split)
+        return makespan_bound(instance, split, tuning=tuning)
     raise InstanceError(f"unknown objective {objective!r}; use makespan, span or memory")

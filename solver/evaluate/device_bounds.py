@@ -46,6 +46,7 @@ import math
 
 from pipesat.models import Instance, op_duration
 from pipesat.models.tolerance import fits, slack
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.knapsack import (
     HeldItem,
     enumerated_least_tail,
@@ -56,9 +57,6 @@ from pipesat.solver.evaluate.knapsack import (
     max_total_time,
     microbatch_work,
 )
-
-# Forwards arrive spaced (`forward_spacing`); bench_proofs' variant `no-spacing` turns it off to measure it.
-SPACED_FORWARDS = True
 
 
 def chain_offsets(instance: Instance, split: bool) -> dict[tuple[str, int], float]:
@@ -89,15 +87,17 @@ def zero_bubble_bound(instance: Instance, split: bool) -> float:
     return max(_busy(instance, split, d) for d in range(instance.num_devices))
 
 
-def device_span_bound(instance: Instance, split: bool, device: int, head_share: float = 0.0) -> float:
+def device_span_bound(
+    instance: Instance, split: bool, device: int, head_share: float = 0.0, *, tuning: Tuning = DEFAULT_TUNING
+) -> float:
     """A lower bound on the span of `device` under its memory limit: its busy time plus the idle of its
     head and tail windows, or its memory energy over its limit, whichever is larger. `instance` is
     the compute alone when the ops carry communication, and `head_share` the least all-to-all share
-    of the device's forwards (see the module notes of `bounds`)."""
+    of the device's forwards (see the module notes of `bounds`); `tuning` bounds the knapsacks' searches."""
     m = instance.stage_microbatches
     offsets = chain_offsets(instance, split)
     capacity = _capacity(instance, device)
-    head_idle = _head_idle(instance, device, offsets, capacity, head_share)
+    head_idle = _head_idle(instance, device, offsets, capacity, head_share, tuning=tuning)
 
     # From d's last forward (of its last stage on a route) to the end of that microbatch's ops on d,
     # less that forward: d runs what it holds then, that microbatch's B and W on d among them.
@@ -106,7 +106,7 @@ def device_span_bound(instance: Instance, split: bool, device: int, head_share: 
         0.0,
         min(
             _tail_window(instance, split, on_route, offsets)
-            - held_work(items, _backward_left(instance, split, on_route), m, capacity, 1.0)
+            - held_work(items, _backward_left(instance, split, on_route), m, capacity, 1.0, tuning=tuning)
             for on_route in instance.route_stages(device)
         ),
     )
@@ -126,6 +126,8 @@ def until_last_backward(
     offsets: dict[tuple[str, int], float],
     head_share: float = 0.0,
     spacing: float = 0.0,
+    *,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> float:
     """A lower bound on the time from the start of `device`'s first op to the end of its last B
     (docs/bounds.md, "Up to a device's last B"): its busy time and head-window idle, plus the tail
@@ -152,14 +154,15 @@ def until_last_backward(
         reach = offsets[("B", first)] + op_duration(instance, "B", first, split) - offsets[("F", last)]
         forced = _backward_left(instance, split, on_route)
         window = reach - instance.forward_times[last]
-        least = least_tail(items, forced, m, capacity, window)
+        least = least_tail(items, forced, m, capacity, window, tuning=tuning)
         if len(routes) == 1 and len(on_route) > 1:
             # Per microbatch, where its combinations are few enough to enumerate.
-            prefixes = enumerated_least_tail(_held_prefixes(instance, split, on_route), forced, m, capacity, window)
+            held = _held_prefixes(instance, split, on_route)
+            prefixes = enumerated_least_tail(held, forced, m, capacity, window, tuning=tuning)
             if prefixes is not None:
                 least = max(least, prefixes)
         tail = min(tail, least)
-    head_idle = _head_idle(instance, device, offsets, capacity, head_share, spacing)
+    head_idle = _head_idle(instance, device, offsets, capacity, head_share, spacing, tuning=tuning)
     head = head_idle if _windows_disjoint(instance, device, capacity) else 0.0
     return _busy(instance, split, device) + head + tail
 
@@ -265,13 +268,13 @@ def _capacity(instance: Instance, device: int) -> float | None:
     return None if limit is None else limit + slack(limit)
 
 
-def forward_spacing(instance: Instance, since: int, stage: int) -> float:
+def forward_spacing(instance: Instance, since: int, stage: int, *, tuning: Tuning = DEFAULT_TUNING) -> float:
     """The least time between the starts of two forwards of `stage` in start order, each counted from
     the start of the first forward of stage `since` (one route, `since` <= `stage`; 0 on two routes):
     the k-th starts at least o(F, stage) - o(F, since) + k x the longest forward from `since` to
     `stage`, as in a flow shop of identical jobs (docs/bounds.md, "Forwards arrive no faster than the
-    slowest stage before")."""
-    if instance.bidirectional or not SPACED_FORWARDS:
+    slowest stage before"); 0 without `Tuning.spaced_forwards`."""
+    if instance.bidirectional or not tuning.spaced_forwards:
         return 0.0
     return max(instance.forward_times[since : stage + 1])
 
@@ -283,6 +286,8 @@ def _head_idle(
     capacity: float | None,
     share: float,
     spacing: float = 0.0,
+    *,
+    tuning: Tuning,
 ) -> float:
     """The idle time of `device`'s head window, from its first op to the start of its first B (module
     notes). With a `spacing` (`forward_spacing`): the least, over how late y the first op starts, of
@@ -303,10 +308,10 @@ def _head_idle(
     @functools.cache
     def work(count: int) -> float:
         """The most forward time of `count` microbatches held at once."""
-        most = max_total_time(forwards, count, capacity)
+        most = max_total_time(forwards, count, capacity, tuning=tuning)
         if one_route and not fits(count * prefixes[-1][0], most):
             # (Where every forward fits at once, these items fit the microbatches' whole routes too.)
-            most = min(most, microbatch_work(prefixes, count, capacity))
+            most = min(most, microbatch_work(prefixes, count, capacity, tuning=tuning))
         return most
 
     def idle(delay: float, count: int) -> float:

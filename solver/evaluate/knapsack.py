@@ -5,7 +5,9 @@ of ops chosen with at most a count of each kind (`max_total_time`, a bounded kna
 and bound, or its fractional bound), the most ops (`max_count`), the most time of microbatches that
 each run a prefix of a device's stages (`microbatch_work`), and the tail term over the sets of held
 work (`least_tail`, docs/bounds.md, "Up to a device's last B"). Every answer is an upper bound on what
-fits (exact where the search is small), which is all a lower bound needs.
+fits (exact where the search is small), which is all a lower bound needs. How far the searches go
+before they fall back to their weaker bounds is the tuning's (`Tuning.knapsack_nodes`,
+`Tuning.exact_tail_nodes`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-# Branch-and-bound nodes of one knapsack before falling back to its (still sound) fractional bound.
-KNAPSACK_NODES = 20_000
-# Combinations of held backwards `least_tail` enumerates before falling back to its (still sound)
-# Lagrangian bound.
-EXACT_TAIL_NODES = 200
+from pipesat.models.tuning import Tuning
 
 Item = tuple[float, float]
 """A kind of op in a knapsack: (its time, its memory weight)."""
@@ -40,7 +38,9 @@ def max_count(weights: Sequence[float], count: int, capacity: float | None) -> i
     return total
 
 
-def max_total_time(items: Sequence[Item], count: int, capacity: float | None, exact: bool = True) -> float:
+def max_total_time(
+    items: Sequence[Item], count: int, capacity: float | None, exact: bool = True, *, tuning: Tuning
+) -> float:
     """An upper bound (exact when the search is small) on the total time of ops chosen with at most
     `count` of each item and total memory weight at most `capacity` (None: no limit); with `exact`
     False, the fractional bound (the linear relaxation) without a search."""
@@ -55,7 +55,7 @@ def max_total_time(items: Sequence[Item], count: int, capacity: float | None, ex
         key=lambda item: item[0] / item[1],
         reverse=True,
     )
-    return free + (_knapsack(weighted, capacity) if exact else _fractional(weighted, capacity))
+    return free + (_knapsack(weighted, capacity, tuning.knapsack_nodes) if exact else _fractional(weighted, capacity))
 
 
 def _fractional(items: Sequence[tuple[float, float, int]], room: float) -> float:
@@ -71,10 +71,10 @@ def _fractional(items: Sequence[tuple[float, float, int]], room: float) -> float
     return total
 
 
-def _knapsack(items: list[tuple[float, float, int]], capacity: float) -> float:
+def _knapsack(items: list[tuple[float, float, int]], capacity: float, most_nodes: int) -> float:
     """Bounded knapsack by branch and bound over (time, weight, count) items sorted by time per weight.
 
-    Returns the optimum, or the fractional bound when the search exceeds KNAPSACK_NODES (both are
+    Returns the optimum, or the fractional bound when the search exceeds `most_nodes` (both are
     upper bounds on what the ops can fill, which is all the lower bounds need).
     """
     best = 0.0
@@ -86,14 +86,14 @@ def _knapsack(items: list[tuple[float, float, int]], capacity: float) -> float:
         if i == len(items):
             best = max(best, value)
             return
-        if nodes > KNAPSACK_NODES or value + _fractional(items[i:], room) <= best:
+        if nodes > most_nodes or value + _fractional(items[i:], room) <= best:
             return
         time, weight, count = items[i]
         for n in range(min(count, floor_fit(room, weight)), -1, -1):
             visit(i + 1, room - n * weight, value + n * time)
 
     visit(0, capacity, 0.0)
-    return best if nodes <= KNAPSACK_NODES else _fractional(items, capacity)
+    return best if nodes <= most_nodes else _fractional(items, capacity)
 
 
 def floor_fit(capacity: float, weight: float) -> int:
@@ -101,10 +101,10 @@ def floor_fit(capacity: float, weight: float) -> int:
     return max(0, math.floor(capacity / weight * (1 + 1e-12) + 1e-12))
 
 
-def microbatch_work(prefixes: list[Item], count: int, capacity: float | None) -> float:
+def microbatch_work(prefixes: list[Item], count: int, capacity: float | None, *, tuning: Tuning) -> float:
     """The most time of at most `count` microbatches that each run one of the `prefixes` (time, memory
     of a device's first stages on the route) and fit in `capacity` together: exact by enumeration, or
-    past KNAPSACK_NODES the knapsack that allows `count` of each prefix (an upper bound too)."""
+    past `Tuning.knapsack_nodes` the knapsack that allows `count` of each prefix (an upper bound too)."""
     longest = max(time for time, _ in prefixes)
     if capacity is None or all(memory <= 0 for _, memory in prefixes):
         return count * longest
@@ -112,13 +112,13 @@ def microbatch_work(prefixes: list[Item], count: int, capacity: float | None) ->
     # or its room filled at the best time per memory of what is left, cannot beat the best.
     items = sorted(prefixes, reverse=True)
     densest = [max(time / memory if memory > 0 else math.inf for time, memory in items[i:]) for i in range(len(items))]
-    best, nodes = 0.0, 0
+    best, nodes, most_nodes = 0.0, 0, tuning.knapsack_nodes
 
     def visit(i: int, left: int, room: float, value: float) -> None:
         nonlocal best, nodes
         nodes += 1
         best = max(best, value)
-        if i == len(items) or left == 0 or nodes > KNAPSACK_NODES:
+        if i == len(items) or left == 0 or nodes > most_nodes:
             return
         if value + min(left * longest, room * densest[i]) <= best:
             return
@@ -128,11 +128,17 @@ def microbatch_work(prefixes: list[Item], count: int, capacity: float | None) ->
             visit(i + 1, left - n, room - n * memory, value + n * time)
 
     visit(0, count, capacity, 0.0)
-    return best if nodes <= KNAPSACK_NODES else max_total_time(prefixes, count, capacity)
+    return best if nodes <= most_nodes else max_total_time(prefixes, count, capacity, tuning=tuning)
 
 
 def least_tail(
-    items: list[HeldItem], forced: list[HeldItem], count: int, capacity: float | None, window: float
+    items: list[HeldItem],
+    forced: list[HeldItem],
+    count: int,
+    capacity: float | None,
+    window: float,
+    *,
+    tuning: Tuning,
 ) -> float:
     """A lower bound on the least, over the sets H of held items (`forced` and at most `count` of each
     of `items`) that fit in `capacity`, of max(window - work(H), -W time(H)) (`until_last_backward`).
@@ -141,16 +147,16 @@ def least_tail(
     over H is at least l·window less the knapsack of l·work + (1 - l)·W time: a bound for each l. With
     the fractional knapsack it is linear in l wherever the items keep their order of value per
     memory, so its best l is 0, 1 or an l where two items swap places; the exact knapsack there (and
-    at both ends) can only raise it. Where the items holding a B have at most EXACT_TAIL_NODES
+    at both ends) can only raise it. Where the items holding a B have at most `Tuning.exact_tail_nodes`
     combinations within the capacity, the least itself (`enumerated_least_tail`).
     """
 
-    least = enumerated_least_tail(items, forced, count, capacity, window)
+    least = enumerated_least_tail(items, forced, count, capacity, window, tuning=tuning)
     if least is not None:
         return least
 
     def at(weight: float, exact: bool) -> float:
-        return weight * window - held_work(items, forced, count, capacity, weight, exact)
+        return weight * window - held_work(items, forced, count, capacity, weight, exact, tuning=tuning)
 
     swaps = {0.0, 1.0}
     for (work, deferred, memory), (other_work, other_deferred, other_memory) in itertools.combinations(
@@ -168,12 +174,18 @@ def least_tail(
 
 
 def enumerated_least_tail(
-    items: list[HeldItem], forced: list[HeldItem], count: int, capacity: float | None, window: float
+    items: list[HeldItem],
+    forced: list[HeldItem],
+    count: int,
+    capacity: float | None,
+    window: float,
+    *,
+    tuning: Tuning,
 ) -> float | None:
     """The least over H of max(window - work(H), -W time(H)) (`least_tail`) exactly, by enumerating
     how many of each item holding a B H takes: the rest of the room goes to the items that are a W
     alone, whose work is their W time, so the more of their time the lower both terms (their
-    knapsack). None without a limit, when the forced items do not fit, or past EXACT_TAIL_NODES."""
+    knapsack). None without a limit, when the forced items do not fit, or past `Tuning.exact_tail_nodes`."""
     if capacity is None:
         return None
     room = capacity - sum(memory for _, _, memory in forced)
@@ -187,10 +199,10 @@ def enumerated_least_tail(
         [count * copies] if memory <= 0 or fits_all else range(min(count * copies, floor_fit(room, memory)) + 1)
         for (_, _, memory), copies in backwards
     ]
-    if room < 0 or math.prod(len(choices) for choices in numbers) > EXACT_TAIL_NODES:
+    if room < 0 or math.prod(len(choices) for choices in numbers) > tuning.exact_tail_nodes:
         return None
     base_work, base_deferred = sum(item[0] for item in forced), sum(item[1] for item in forced)
-    filled = functools.cache(lambda left: max_total_time(weights, count, left))  # few distinct rooms
+    filled = functools.cache(lambda left: max_total_time(weights, count, left, tuning=tuning))  # few distinct rooms
     least = math.inf
     for chosen in itertools.product(*numbers):
         work, deferred, left = base_work, base_deferred, room
@@ -208,6 +220,8 @@ def held_work(
     capacity: float | None,
     weight: float,
     exact: bool = True,
+    *,
+    tuning: Tuning,
 ) -> float:
     """The most blended time (weight·work + (1 - weight)·W time) of the `forced` items and at most
     `count` of each of `items` held together within `capacity` (an upper bound; `max_total_time`)."""
@@ -218,4 +232,4 @@ def held_work(
 
     room = None if capacity is None else capacity - sum(memory for _, _, memory in forced)
     chosen = [(blended(item), item[2]) for item in items]
-    return sum(blended(item) for item in forced) + max_total_time(chosen, count, room, exact)
+    return sum(blended(item) for item in forced) + max_total_time(chosen, count, room, exact, tuning=tuning)

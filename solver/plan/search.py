@@ -45,6 +45,7 @@ from typing import Protocol, TypeVar
 from pipesat.models import Instance, InstanceError, Objective, PipesatError, Schedule, Status
 from pipesat.models.plan_result import ConfigResult, Configuration, Measure, Outcome, PlanResult
 from pipesat.models.tolerance import fits
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.models.units import memory_text
 from pipesat.solver.evaluate.bounds import minimum_memory_limits, resolve_split
 from pipesat.solver.evaluate.metrics import relative_gap
@@ -141,18 +142,36 @@ class Assessment:
         return self.makespan_bound + self.fixed_ms
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class PlanOptions:
+    """How a plan searches: its time budget (seconds), the seed and CP-SAT workers of every solve,
+    CP-SAT's own parameters for them (`solve`'s `cpsat_params`), the calibration whose measured layers
+    cost what was measured, and the tuning of every solve and bound (`models.tuning`)."""
+
+    time_budget: float
+    seed: int = 0
+    cpsat_workers: int = 1
+    cpsat_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    calibration: Calibration | None = None
+    tuning: Tuning = DEFAULT_TUNING
+
+
+@dataclass(frozen=True, kw_only=True)
 class AssessTask:
-    """One configuration to bound or assess; `makespan_bound` its bound when proven already."""
+    """One configuration to bound or assess; `makespan_bound` its bound when proven already. It
+    carries the plan's `tuning` to the worker that runs it."""
 
     spec: PlanSpec
     config: Configuration
     calibration: Calibration | None = None
+    tuning: Tuning = DEFAULT_TUNING
     makespan_bound: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SolveTask:
+    """One configuration to solve for `time_limit` seconds, with the plan's solve settings."""
+
     spec: PlanSpec
     config: Configuration
     time_limit: float
@@ -160,6 +179,7 @@ class SolveTask:
     workers: int
     cpsat_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
     calibration: Calibration | None = None
+    tuning: Tuning = DEFAULT_TUNING
 
 
 @dataclass(frozen=True)
@@ -209,9 +229,17 @@ def activation_refusal(instance: Instance) -> str:
     return ""
 
 
-def _problem(derivation: Derivation) -> Problem:
+def _problem(derivation: Derivation, tuning: Tuning) -> Problem:
     instance = derivation.instance
-    return Problem(instance, Objective.MAKESPAN, False, resolve_split(instance, None), None, True)
+    return Problem(
+        instance=instance,
+        objective=Objective.MAKESPAN,
+        minimize_memory=False,
+        split=resolve_split(instance, None),
+        time_cap=None,
+        symmetry_breaking=True,
+        tuning=tuning,
+    )
 
 
 def bound(task: AssessTask) -> Assessment:
@@ -221,7 +249,7 @@ def bound(task: AssessTask) -> Assessment:
     if isinstance(checked, Assessment):
         return checked
     fixed = fixed_ms(task.spec, task.config, checked)
-    return Assessment(task.config, makespan_bound=_problem(checked).lower_bound(), fixed_ms=fixed)
+    return Assessment(task.config, makespan_bound=_problem(checked, task.tuning).lower_bound(), fixed_ms=fixed)
 
 
 def assess(task: AssessTask) -> Assessment:
@@ -233,7 +261,7 @@ def assess(task: AssessTask) -> Assessment:
     checked = _checked(task)
     if isinstance(checked, Assessment):
         return checked
-    derivation, problem = checked, _problem(checked)
+    derivation, problem = checked, _problem(checked, task.tuning)
     clock = time.monotonic()
     candidates = starting_candidates(problem, handwritten_schedules(derivation.instance), [], clock)
     if not any(candidate.handwritten for candidate in candidates):
@@ -268,6 +296,7 @@ def solve_config(task: SolveTask) -> Found:
         deterministic=True,
         wall_factor=1 / DETERMINISTIC_SHARE,
         cpsat_params=task.cpsat_params,
+        tuning=task.tuning,
     )
     if result.schedule is None or result.bound is None:
         if result.status == Status.INTERRUPTED:
@@ -289,32 +318,29 @@ def solve_config(task: SolveTask) -> Found:
 def plan(
     spec: PlanSpec,
     executor: Executor,
-    time_budget: float,
-    seed: int = 0,
-    cpsat_workers: int = 1,
-    progress: Callable[[PlanProgress], None] | None = None,
-    cpsat_params: Mapping[str, str] | None = None,
+    options: PlanOptions,
+    *,
     space: Space | None = None,
     started: float | None = None,
-    calibration: Calibration | None = None,
+    progress: Callable[[PlanProgress], None] | None = None,
 ) -> PlanResult:
-    """The best configuration of `spec` and its schedule, every configuration ranked (module notes).
-    `cpsat_params` are CP-SAT's own parameters for every solve (`solve`'s). `space` is what to search
-    (`enumerate_space(spec)` when not given), and the budget counts from `started` (a
-    `time.monotonic()`, now when not given). A layer whose shape `calibration` has costs what was
-    measured. Ctrl-C or SIGTERM ends the plan within a second with what it has: the running solves'
-    best schedules, and what was not finished marked so (`interrupted`)."""
-    run = _Run(spec, executor, time_budget, started, progress, calibration)
+    """The best configuration of `spec` and its schedule, every configuration ranked (module notes),
+    searched as `options` say. `space` is what to search (`enumerate_space(spec)` when not given), and
+    the budget counts from `started` (a `time.monotonic()`, now when not given). Ctrl-C or SIGTERM
+    ends the plan within a second with what it has: the running solves' best schedules, and what was
+    not finished marked so (`interrupted`)."""
+    LOG.info("tuning: %s", options.tuning.describe())
+    run = _Run(spec, executor, options, started, progress)
     configs, skipped = space or enumerate_space(spec)
     if not configs:
         why = f": {'; '.join(skipped)}" if skipped else ""
         raise InstanceError(f"no configuration of {spec.cluster.gpus} GPUs fits this model and batch{why}")
     try:
         run.assess(configs)
-        run.solve(seed, cpsat_workers, cpsat_params or {})
+        run.solve()
     except KeyboardInterrupt:
         run.interrupted = True
-    return run.result(configs, skipped, seed, cpsat_workers)
+    return run.result(configs, skipped)
 
 
 class _Run:
@@ -325,12 +351,12 @@ class _Run:
         self,
         spec: PlanSpec,
         executor: Executor,
-        budget: float,
+        options: PlanOptions,
         started: float | None,
         progress: Callable[[PlanProgress], None] | None,
-        calibration: Calibration | None = None,
     ) -> None:
-        self.spec, self.executor, self.budget, self.calibration = spec, executor, budget, calibration
+        self.spec, self.executor, self.options = spec, executor, options
+        self.budget = budget = options.time_budget
         self.clock = time.monotonic() if started is None else started
         self.end = self.clock + budget - executor.closing  # the executor closes within the budget too
         self.stop_at = self.end - END_MARGIN
@@ -351,7 +377,7 @@ class _Run:
         """Step 1, until the budget's end: every configuration's bound, then the handwritten
         schedules of those that may matter, lowest bound first, in waves (module notes)."""
         self.tracker.phase("bound", len(configs), None)
-        tasks = [AssessTask(self.spec, config, self.calibration) for config in configs]
+        tasks = [self._assess_task(config) for config in configs]
         try:
             bounds = self.executor.run(bound, tasks, self.tracker.poll, self.stop_at)
         except Interrupted as stop:
@@ -365,7 +391,7 @@ class _Run:
             queue = self._prune(queue, RANKED_MARGIN)
             self.tracker.total = done + len(queue)
             wave, queue = queue[:wave_size], queue[wave_size:]
-            tasks = [AssessTask(self.spec, item.config, self.calibration, item.makespan_bound) for item in wave]
+            tasks = [self._assess_task(item.config, item.makespan_bound) for item in wave]
             try:
                 assessed = self.executor.run(assess, tasks, self.tracker.poll_after(done), self.stop_at)
             except Interrupted as stop:
@@ -378,6 +404,16 @@ class _Run:
                 break  # out of time: the rest keep their bounds, not assessed
         for item in queue:
             self.unfinished[item.config] = OUT_OF_TIME
+
+    def _assess_task(self, config: Configuration, makespan_bound: float | None = None) -> AssessTask:
+        options = self.options
+        return AssessTask(
+            spec=self.spec,
+            config=config,
+            calibration=options.calibration,
+            tuning=options.tuning,
+            makespan_bound=makespan_bound,
+        )
 
     def _assessed(self, configs: list[Configuration], assessments: list[Assessment | None], why: str) -> None:
         """Record each configuration's assessment: its schedule, its bound alone, its refusal, or why
@@ -396,8 +432,9 @@ class _Run:
                 self.bounded.pop(config, None)
         self.best = _best(self.found.values())
 
-    def solve(self, seed: int, workers: int, cpsat_params: Mapping[str, str]) -> None:
+    def solve(self) -> None:
         """Steps 2 and 3: prune, and solve the rest in waves, each with its share of the budget left."""
+        options = self.options
         queue = sorted(
             (item for item in self.found.values() if not item.optimal),
             key=lambda item: (item.iteration_bound, item.config),
@@ -426,7 +463,17 @@ class _Run:
             wave, queue = queue[:parallel], queue[parallel:]
             self.tracker.wave(share, solve_budget - share)
             tasks = [
-                SolveTask(self.spec, item.config, share, seed, workers, cpsat_params, self.calibration) for item in wave
+                SolveTask(
+                    spec=self.spec,
+                    config=item.config,
+                    time_limit=share,
+                    seed=options.seed,
+                    workers=options.cpsat_workers,
+                    cpsat_params=options.cpsat_params,
+                    calibration=options.calibration,
+                    tuning=options.tuning,
+                )
+                for item in wave
             ]
             try:
                 solved = self.executor.run(solve_config, tasks, self.tracker.poll_after(done), self.stop_at)
@@ -456,7 +503,7 @@ class _Run:
             self.found[after.config] = _kept(before, after)
         self.best = self.tracker.best = _best(self.found.values())
 
-    def result(self, configs: list[Configuration], skipped: list[str], seed: int, workers: int) -> PlanResult:
+    def result(self, configs: list[Configuration], skipped: list[str]) -> PlanResult:
         """The ranking of what the plan has now; refused (one line) when the cost model refused every
         configuration."""
         usable = usable_memory(self.spec)
@@ -497,11 +544,12 @@ class _Run:
             wall_seconds=time.monotonic() - self.clock,
             time_budget=self.budget,
             parallel=self.executor.parallel,
-            cpsat_workers=workers,
-            seed=seed,
+            cpsat_workers=self.options.cpsat_workers,
+            seed=self.options.seed,
             executor=self.executor.name,
             timing_dependent=self.timing_dependent or out_of_time,
             interrupted=self.interrupted,
+            tuning=self.options.tuning,
         )
 
     @staticmethod
@@ -626,14 +674,22 @@ class _Tracker:
 
 
 def brute_force(
-    spec: PlanSpec, executor: Executor, time_limit: float, seed: int = 0, cpsat_workers: int = 1
+    spec: PlanSpec,
+    executor: Executor,
+    time_limit: float,
+    seed: int = 0,
+    cpsat_workers: int = 1,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> list[Found]:
     """Every configuration that fits solved with CP-SAT for `time_limit` seconds, no pruning, ranked
     as the plan ranks: what the plan's pruning must agree with (the tests and benchmarks/bench_plan.py)."""
     configs, _ = enumerate_space(spec)
-    assessments = executor.run(assess, [AssessTask(spec, config) for config in configs])
+    assessments = executor.run(assess, [AssessTask(spec=spec, config=config, tuning=tuning) for config in configs])
     fitting = [a.found for a in assessments if a is not None and a.found is not None]
-    tasks = [SolveTask(spec, item.config, time_limit, seed, cpsat_workers) for item in fitting]
+    tasks = [
+        SolveTask(spec=spec, config=item.config, time_limit=time_limit, seed=seed, workers=cpsat_workers, tuning=tuning)
+        for item in fitting
+    ]
     solved = executor.run(solve_config, tasks)
     best = [before if after is None else _kept(before, after) for before, after in zip(fitting, solved, strict=True)]
     return sorted(best, key=lambda item: (item.measure.iteration_ms, item.config))

@@ -65,6 +65,7 @@ def solve_document(result: SolveResult, instance: Instance, objective: Objective
         "best_heuristic": None if best is None else {"name": best.name, "value": best.value},
         "starting_point": None if start is None else {"name": start.name, "value": start.value},
         "solve_time": result.solve_time,
+        "tuning": result.tuning.as_dict(),
     }
     if result.schedule is not None:
         document |= schedule_numbers(result.schedule)

@@ -219,6 +219,7 @@ def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
             "seed": result.seed,
             "timing_dependent": result.timing_dependent,
             "interrupted": result.interrupted,
+            "tuning": result.tuning.as_dict(),
         },
     }
 

@@ -20,7 +20,7 @@ def _problem(instance: Instance, **changes: object) -> Problem:
         "time_cap": None,
         "symmetry_breaking": True,
     }
-    return Problem(instance, **{**settings, **changes})
+    return Problem(instance=instance, **{**settings, **changes})
 
 
 def _candidate(name: str, value: float, peak: float) -> Candidate:

@@ -5,17 +5,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import multiprocessing
 import os
 import signal
 import time
+from multiprocessing import resource_tracker
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipesat.models import Instance, InstanceError, Objective, OptionError, PipesatError
+from pipesat.models import Instance, InstanceError, Objective, OptionError, PipesatError, Tuning
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, NamedValue, StopReason
-from pipesat.solver import solve as solve_module
 from pipesat.solver.cpsat import child as child_module
 from pipesat.solver.evaluate.bounds import first_device_instance, lower_bound, minimum_memory_limit
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -415,13 +416,14 @@ def _v_with_room() -> Instance:
     return make_instance(2, 6, chunks=2, placement="vshape", **times, memory_limit="0.75x")
 
 
-def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(solve_module, "PROOF_SMALL_OPS", 0)  # the phases on a model small enough for a test
+def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture) -> None:
+    tuning = Tuning(proof_small_ops=0)  # the phases on a model small enough for a test
     caplog.set_level(logging.INFO, logger="pipesat")
-    solve(_v_with_room(), objective="span", **FAST)
+    solve(_v_with_room(), objective="span", tuning=tuning, **FAST)
     log = "\n".join(caplog.messages)
     for decision in (
         "lower bound on the max span: ",
+        "tuning: proof_small_ops=0",
         "start zb-v: does not fit",
         "best start: ",
         "span solve, phase 0: a bound from stage 0's device",
@@ -434,7 +436,7 @@ def test_the_log_says_what_the_solve_decided(caplog: pytest.LogCaptureFixture, m
 
     caplog.clear()
     interleaved = _v_with_room().with_changes(placement="interleaved")
-    result = solve(interleaved, objective="span", **FAST)
+    result = solve(interleaved, objective="span", tuning=tuning, **FAST)
     log = "\n".join(caplog.messages)
     assert "span solve, phase 1: the makespan for " in log
     assert "span solve, phase 2: the max span, from " in log or "no phase 2: cp-sat (makespan) meets" in log
@@ -454,15 +456,14 @@ def test_a_small_span_solve_searches_the_span_from_the_start(caplog: pytest.LogC
 
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_a_split_span_solve_first_proves_the_bound_from_stage_zero_device(
-    deterministic: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    deterministic: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Linear p = 3, m = 6, F = B = W = 1 at half the 1F1B peak: the analytic bound is 26, the optimum
     # makespan of the instance with every W off device 0 free is 37, and so is the optimum max span.
     # (Phase 0 is for larger models; this one is small enough to check against a proof.)
-    monkeypatch.setattr(solve_module, "PROOF_SMALL_OPS", 0)
     instance = make_instance(3, 6, weight_times=1, memory_limit="0.5x")
     caplog.set_level(logging.INFO, logger="pipesat")
-    result = solve(instance, "span", deterministic=deterministic, **FAST)
+    result = solve(instance, "span", deterministic=deterministic, tuning=Tuning(proof_small_ops=0), **FAST)
     assert "stage 0's device's span (proven in phase 0)" in "\n".join(caplog.messages)
     relaxed = solve(first_device_instance(instance), "makespan", **FAST)
     assert relaxed.status == "optimal" and relaxed.value == 37 > lower_bound(instance, "span")
@@ -471,16 +472,13 @@ def test_a_split_span_solve_first_proves_the_bound_from_stage_zero_device(
     assert_valid(relaxed.schedule)
 
 
-def test_phase_zero_leaves_fine_grained_times_alone(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_phase_zero_leaves_fine_grained_times_alone(caplog: pytest.LogCaptureFixture) -> None:
     # The same instance with times of 1.001: a thousand ticks a unit puts its model past
-    # FIRST_DEVICE_MOST_TICKS, where CP-SAT was measured never to prove phase 0's makespan.
-    monkeypatch.setattr(solve_module, "PROOF_SMALL_OPS", 0)
+    # Tuning.first_device_most_ticks, where CP-SAT was measured never to prove phase 0's makespan.
     times = {"forward_times": 1.001, "backward_times": 1.001, "weight_times": 1.001}
     instance = make_instance(3, 6, memory_limit="0.5x", **times)
     caplog.set_level(logging.INFO, logger="pipesat")
-    result = solve(instance, "span", **FAST)
+    result = solve(instance, "span", tuning=Tuning(proof_small_ops=0), **FAST)
     log = "\n".join(caplog.messages)
     assert "span solve, phase 1" in log and "phase 0" not in log
     assert result.value == compute_metrics(assert_valid(result.schedule)).max_span
@@ -555,3 +553,29 @@ def test_a_solve_with_pairs_starts_from_dualpipev_and_never_does_worse() -> None
     result = solve(moe, "makespan", **(FAST | {"time_limit": 3.0}))
     assert result.value <= start and result.bound <= result.value
     assert_valid(result.schedule)
+
+
+def test_a_tuning_reaches_a_spawned_search_child(
+    hard_instance: Instance, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the platform cannot fork, the search's child is spawned and imports pipesat afresh, so a
+    setting read from module state would be the default there. The child's own CP-SAT log (relayed
+    to the parent) says the parameters it ran: on two workers, a model of at most
+    `proof_small_ops` ops (144 here) runs the bound search as a second full search, a larger one as
+    a third thread."""
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    caplog.set_level(logging.DEBUG, logger="pipesat")
+    try:
+        for tuning, portfolio in ((Tuning(), "num_full_subsolvers: 2"), (Tuning(proof_small_ops=0), "num_workers: 3")):
+            caplog.clear()
+            result = solve(hard_instance, "span", time_limit=4.0, workers=2, tuning=tuning)
+            assert result.tuning == tuning and result.schedule is not None
+            assert result.schedule.source["tuning"] == tuning.as_dict()
+            assert_valid(result.schedule)
+            relayed = [record.getMessage() for record in caplog.records if record.name == child_module.LOG.name]
+            searched = [line for line in relayed if line.startswith("Parameters:") and "objective_lb_search" in line]
+            assert searched and all(portfolio in line for line in searched), (tuning, searched)
+    finally:
+        # Spawning starts multiprocessing's resource tracker, a child of this process for its life;
+        # the tests that count this process's children expect none.
+        resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]

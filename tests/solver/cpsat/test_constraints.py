@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from types import ModuleType
-
 import pytest
 from ortools.sat.python import cp_model
 
-from pipesat.models import Instance, OpKey
-from pipesat.solver.cpsat import constraints, variables
+from pipesat.models import Instance, OpKey, Tuning
 from pipesat.solver.cpsat.constraints import add_memory_precedences, add_no_overlaps
 from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import PipelineModel, build_model
@@ -90,24 +87,23 @@ def test_a_device_s_inner_stage_waits_for_its_outer_stage_k_microbatches_back() 
             assert starts[("F", b, j + 2)] >= ends[("B", a, j)]
     counted = []
     for nested in (True, False):
-        built = model_data(Instance.from_dict({**data, "memory_limit": 1.75}), split_backward=True)
+        instance = Instance.from_dict({**data, "memory_limit": 1.75})
+        built = model_data(instance, split_backward=True, tuning=Tuning(nested_precedences=nested))
         cp = cp_model.CpModel()
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(constraints, "NESTED_PRECEDENCES", nested)
-            add_memory_precedences(cp, built, make_variables(cp, built))
+        add_memory_precedences(cp, built, make_variables(cp, built))
         counted.append(len(cp.proto.constraints))
     assert counted[0] - counted[1] == 2 * 2 * (5 - 2)  # two pairs, both ways, j = 0, 1, 2
 
 
-# The model's redundant parts: each is toggled alone (module settings measured by bench_proofs).
-REDUNDANT = [(constraints, "TIGHT_PRECEDENCES"), (constraints, "NESTED_PRECEDENCES"), (variables, "LEAST_HOLDS")]
+# The model's redundant parts: each is toggled alone (Tuning fields measured by bench_proofs).
+REDUNDANT = ["tight_precedences", "nested_precedences", "least_holds"]
 
 
-@pytest.mark.parametrize(("module", "setting"), REDUNDANT, ids=[name for _, name in REDUNDANT])
+@pytest.mark.parametrize("setting", REDUNDANT)
 @pytest.mark.parametrize("limit", [1.2, 1.6, 2.2, 3.4])
 @pytest.mark.parametrize("placement", ["linear", "vshape"])
 def test_the_optimum_is_the_same_with_and_without_each_redundant_constraint(
-    monkeypatch: pytest.MonkeyPatch, placement: str, limit: float, module: ModuleType, setting: str
+    placement: str, limit: float, setting: str
 ) -> None:
     # The precedences and the least held lengths are redundant: they cut no schedule of the model
     # (with first-in-first-out microbatches), so its optimum stays.
@@ -116,8 +112,7 @@ def test_the_optimum_is_the_same_with_and_without_each_redundant_constraint(
     data |= {"forward_times": [1, 2] * chunks, "backward_times": [2, 1] * chunks, "memory_limit": limit * chunks}
     optima = []
     for on in (True, False):
-        monkeypatch.setattr(module, setting, on)
-        model = build_model(Instance.from_dict(data), split_backward=True)
+        model = build_model(Instance.from_dict(data), split_backward=True, tuning=Tuning(**{setting: on}))
         status, solver = solve_model(model)
         assert status == cp_model.OPTIMAL
         assert_valid(simulate(model.data.instance, model.orders(solver.value)))

@@ -30,7 +30,7 @@ INSTANCES = [QUARTERS, THREE_HALVES, two_chunk_instance("vshape"), two_chunk_ins
 @pytest.mark.parametrize("instance", INSTANCES, ids=["quarters", "three-halves", "vshape", "interleaved"])
 def test_every_orders_least_value_is_one_an_optimum_can_take(instance: Instance, objective: str) -> None:
     split = instance.split_backward
-    data = model_data(instance, objective, split)
+    data = model_data(instance, objective=objective, split_backward=split)
     values = brute_force_values(instance, split, objective)
     assert len(values) > 1
     for value in values:
@@ -42,14 +42,14 @@ def test_every_orders_least_value_is_one_an_optimum_can_take(instance: Instance,
 
 
 def test_a_proven_span_bound_rises_to_the_next_cycle_mean_and_a_makespan_bound_to_the_next_multiple() -> None:
-    span = model_data(QUARTERS, "span", True)
+    span = model_data(QUARTERS, objective="span", split_backward=True)
     assert span.ticks_per_unit == 24
     # Refuting 2.5 proves more than 2.5: the next value with k <= 3 devices on the cycle is 2.5 + 1/12.
     assert span.proven_bound(2.5 * 24 + 1) == pytest.approx(2.5 + 1 / 12)
     assert span.proven_bound(2.5 * 24 + 2.5) == pytest.approx(2.5 + 1 / 8)
     assert span.proven_bound(2.5 * 24) == pytest.approx(2.5)
-    makespan = model_data(THREE_HALVES, "makespan", True)
+    makespan = model_data(THREE_HALVES, objective="makespan", split_backward=True)
     assert makespan.ticks_per_unit == 2
     assert makespan.proven_bound(10) == 6 and makespan.proven_bound(12) == 6
-    memory = model_data(THREE_HALVES, "makespan", True, minimize_memory=True)
+    memory = model_data(THREE_HALVES, objective="makespan", split_backward=True, minimize_memory=True)
     assert memory.least_value_from(7) == 7

@@ -45,7 +45,7 @@ def test_fused_uniform_optimum_is_one_f_one_b(p: int, m: int) -> None:
 def test_memory_limit_and_span_objective_in_the_model() -> None:
     # p=2, m=3, unit F/B/W, one microbatch of memory per device: only one microbatch in flight.
     instance = _instance(num_devices=2, num_microbatches=3, backward_times=1, weight_times=1, memory_limit=1)
-    model = build_model(instance, Objective.SPAN, split_backward=True)
+    model = build_model(instance, objective=Objective.SPAN, split_backward=True)
     status, solver = solve_model(model)
     assert status == cp_model.OPTIMAL
     schedule = assert_valid(min_span_schedule(instance, model.orders(solver.value)))
@@ -86,4 +86,4 @@ def test_orders_from_starts_put_a_zero_length_w_first() -> None:
 
 def test_only_a_time_objective_builds_a_model() -> None:
     with pytest.raises(ValueError, match="makespan or span"):
-        build_model(_instance(), Objective.MEMORY)
+        build_model(_instance(), objective=Objective.MEMORY)

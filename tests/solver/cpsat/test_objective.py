@@ -14,7 +14,7 @@ INSTANCE = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_
 
 
 def test_the_span_variables_are_each_devices_first_start_and_last_end() -> None:
-    model = build_model(INSTANCE, Objective.SPAN, split_backward=True)
+    model = build_model(INSTANCE, objective=Objective.SPAN, split_backward=True)
     status, solver = solve_model(model)
     assert status == cp_model.OPTIMAL
     starts = {key: solver.value(var) for key, var in model.variables.starts.items()}

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from pipesat.models import Tuning
 from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat.model import PipelineModel, build_model
 from pipesat.solver.cpsat.probes import Bisection, Outcome, Probe, bisect
 from pipesat.solver.cpsat.search import (
-    OPENING_GAP,
     SearchOptions,
     SearchOutcome,
     _bisect,
@@ -115,7 +115,7 @@ CHUNKED = two_chunk_instance("vshape")
 
 @pytest.mark.parametrize("objective", ["makespan", "span"])
 def test_cpsat_probes_alone_prove_the_brute_force_optimum(objective: str) -> None:
-    model = build_model(CHUNKED, objective)
+    model = build_model(CHUNKED, objective=objective)
     objective_range = warm_start(model, one_at_a_time_orders(CHUNKED, False))
     assert objective_range.upper is not None
     options = SearchOptions(
@@ -133,7 +133,7 @@ def test_cpsat_probes_alone_prove_the_brute_force_optimum(objective: str) -> Non
 
 def test_a_deterministic_search_does_not_probe(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="pipesat")
-    model = build_model(CHUNKED, "makespan")
+    model = build_model(CHUNKED, objective="makespan")
     objective_range = warm_start(model, one_at_a_time_orders(CHUNKED, False))
     options = SearchOptions(
         workers=1, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() + 20, time_limit=20
@@ -147,7 +147,7 @@ def _zero_bubble_start(p: int, m: int, limit: str, name: str) -> tuple[PipelineM
     """The makespan model of p devices, m microbatches, F/B/W 2/3/1, p2p 1 under `limit`, hinted with
     the handwritten schedule `name`."""
     instance = make_instance(p, m, forward_times=2, backward_times=3, weight_times=1, p2p_time=1, memory_limit=limit)
-    model = build_model(instance, "makespan", split_backward=True)
+    model = build_model(instance, objective="makespan", split_backward=True)
     return model, warm_start(model, run_heuristic(name, instance).orders())
 
 
@@ -184,11 +184,11 @@ def test_an_opening_probe_refuted_raises_the_bound_for_the_search(caplog: pytest
 
 
 def test_no_opening_probe_for_a_start_far_from_the_bound(caplog: pytest.LogCaptureFixture) -> None:
-    # p4 m6 at 2x: ZB-auto's 52 is more than OPENING_GAP over the bound of 47.
+    # p4 m6 at 2x: ZB-auto's 52 is more than Tuning.opening_gap over the bound of 47.
     caplog.set_level(logging.INFO, logger="pipesat")
     model, objective_range = _zero_bubble_start(4, 6, "2x", "zb-auto")
     assert objective_range.upper is not None
-    assert objective_range.upper > objective_range.lower * (1 + OPENING_GAP)
+    assert objective_range.upper > objective_range.lower * (1 + Tuning().opening_gap)
     outcome = _search_logged(model, objective_range)
     assert outcome.stopped_by == StopReason.PROOF
     assert "probe:" not in caplog.text

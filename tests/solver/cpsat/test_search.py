@@ -16,7 +16,7 @@ from google.protobuf import text_format
 from ortools.sat import sat_parameters_pb2
 from ortools.sat.python import cp_model
 
-from pipesat.models import Instance
+from pipesat.models import Instance, Tuning
 from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat import child as child_module
 from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Ended, Finished, Solution, run_search
@@ -24,7 +24,6 @@ from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.search import (
     PROBE_PRECEDENCE_SUBSOLVER,
     PROBE_STRONG_SUBSOLVER,
-    PROOF_SMALL_OPS,
     SearchOptions,
     _parameters,
     _Record,
@@ -37,6 +36,7 @@ from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 from tests.strategies import assert_valid
 
+SMALL_OPS = Tuning().proof_small_ops
 INSTANCE = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_times": 1, "memory_limit": "1x"})
 
 
@@ -206,22 +206,26 @@ def test_a_record_stalls_when_neither_its_value_nor_its_bound_moves_near_the_bou
 
 def test_a_deterministic_search_spends_its_time_limit_whatever_the_wall_clock_left() -> None:
     # A busy machine that reaches the search late (here: past its deadline) must not search less.
-    late = SearchOptions(2, 0, True, 0.0, time.monotonic() - 5, 3.0)
+    late = SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() - 5, time_limit=3.0)
     on_time = dataclasses.replace(late, deadline=time.monotonic() + 3)
     budgets = {_parsed(options, 40).max_deterministic_time for options in (late, on_time)}
     assert len(budgets) == 1 and 2.5 < budgets.pop() <= 3.0
 
 
 def test_a_phase_shares_the_time_limit_when_deterministic_and_the_wall_time_left_otherwise() -> None:
-    late = SearchOptions(2, 0, True, 0.0, time.monotonic() - 5, 3.0)
+    late = SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() - 5, time_limit=3.0)
     assert late.share(1 / 3).time_limit == pytest.approx(1.0)
-    timed = SearchOptions(2, 0, False, 0.0, time.monotonic() + 30, 3.0).share(0.5)
+    timed = SearchOptions(
+        workers=2, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 30, time_limit=3.0
+    ).share(0.5)
     assert 14 < timed.time_limit <= 15 and timed.deadline - time.monotonic() <= 15
 
 
 def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
 
-    options = SearchOptions(1, 0, True, 0.0, time.monotonic() + 100, 100, wall_factor=2.0)
+    options = SearchOptions(
+        workers=1, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() + 100, time_limit=100, wall_factor=2.0
+    )
     text, seconds = _parameters(options, 10)
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
     assert params.max_deterministic_time > 50
@@ -230,7 +234,15 @@ def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
 
 def test_expert_parameters_come_after_pipesats_but_the_deadline_stays() -> None:
     expert = 'num_workers: 3\nmax_time_in_seconds: 500\nextra_subsolvers: "max_lp"\n'
-    options = SearchOptions(1, 0, False, 0.0, time.monotonic() + 10, 10, cpsat_params=expert)
+    options = SearchOptions(
+        workers=1,
+        seed=0,
+        deterministic=False,
+        gap=0.0,
+        deadline=time.monotonic() + 10,
+        time_limit=10,
+        cpsat_params=expert,
+    )
     text, seconds = _parameters(options, 10)
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
     assert params.num_workers == 3 and params.max_time_in_seconds == 500
@@ -243,15 +255,26 @@ def _parsed(options: SearchOptions, num_ops: int = 10) -> sat_parameters_pb2.Sat
 
 def test_two_workers_add_the_objective_lower_bound_search() -> None:
     deadline = time.monotonic() + 10
-    small = _parsed(SearchOptions(2, 0, False, 0.0, deadline, 10), PROOF_SMALL_OPS)
+    small = _parsed(
+        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+        SMALL_OPS,
+    )
     assert small.num_workers == 2 and small.num_full_subsolvers == 2
     assert list(small.extra_subsolvers) == ["objective_lb_search"]
-    large = _parsed(SearchOptions(2, 0, False, 0.0, deadline, 10), PROOF_SMALL_OPS + 1)
+    large = _parsed(
+        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+        SMALL_OPS + 1,
+    )
     assert large.num_workers == 3 and not large.num_full_subsolvers
     assert list(large.extra_subsolvers) == ["objective_lb_search"]
-    for options in (SearchOptions(1, 0, False, 0.0, deadline, 10), SearchOptions(4, 0, False, 0.0, deadline, 10)):
+    for options in (
+        SearchOptions(workers=1, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+        SearchOptions(workers=4, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+    ):
         assert _parsed(options).num_workers == options.workers and not _parsed(options).extra_subsolvers
-    deterministic = _parsed(SearchOptions(2, 0, True, 0.0, deadline, 10))
+    deterministic = _parsed(
+        SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=deadline, time_limit=10)
+    )
     # One worker whatever the options say: CP-SAT's interleaved two-worker search is not reproducible
     # on a loaded machine.
     assert deterministic.num_workers == 1 and not deterministic.extra_subsolvers
@@ -260,9 +283,14 @@ def test_two_workers_add_the_objective_lower_bound_search() -> None:
 
 def test_a_probe_on_two_workers_runs_default_lp_and_the_precedence_search_with_and_without_strong_propagation() -> None:
     deadline = time.monotonic() + 10
-    text, _ = _parameters(SearchOptions(2, 0, False, 0.0, deadline, 10), 10, 5.0, probe=True)
+    text, _ = _parameters(
+        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+        10,
+        5.0,
+        probe=True,
+    )
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
-    # Three threads on the two cores (STRONG_PROBES): default_lp, the search branching on precedences,
+    # Three threads on the two cores (Tuning.strong_probes): default_lp, the search branching on precedences,
     # and the same propagating the no-overlaps strongly, for the refutations at tight values.
     assert params.num_workers == 3 and params.num_full_subsolvers == 3
     assert list(params.extra_subsolvers) == [PROBE_PRECEDENCE_SUBSOLVER, PROBE_STRONG_SUBSOLVER]
@@ -273,11 +301,21 @@ def test_a_probe_on_two_workers_runs_default_lp_and_the_precedence_search_with_a
     assert strong.use_strong_propagation_in_disjunctive
     # default_lp stays as CP-SAT has it, and so does every search that minimises
     assert not params.use_dynamic_precedence_in_disjunctive and not params.use_strong_propagation_in_disjunctive
-    assert not _parsed(SearchOptions(2, 0, False, 0.0, deadline, 10)).use_strong_propagation_in_disjunctive
+    assert not _parsed(
+        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10)
+    ).use_strong_propagation_in_disjunctive
     for options in (
-        SearchOptions(4, 0, False, 0.0, deadline, 10),
-        SearchOptions(2, 0, True, 0.0, deadline, 10),
-        SearchOptions(2, 0, False, 0.0, deadline, 10, cpsat_params='extra_subsolvers: "max_lp"\n'),
+        SearchOptions(workers=4, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+        SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=deadline, time_limit=10),
+        SearchOptions(
+            workers=2,
+            seed=0,
+            deterministic=False,
+            gap=0.0,
+            deadline=deadline,
+            time_limit=10,
+            cpsat_params='extra_subsolvers: "max_lp"\n',
+        ),
     ):
         other = text_format.Parse(_parameters(options, 10, 5.0, probe=True)[0], sat_parameters_pb2.SatParameters())
         assert not other.subsolver_params and PROBE_PRECEDENCE_SUBSOLVER not in other.extra_subsolvers
@@ -285,10 +323,28 @@ def test_a_probe_on_two_workers_runs_default_lp_and_the_precedence_search_with_a
 
 def test_an_expert_who_chooses_subsolvers_replaces_the_proof_portfolio() -> None:
     expert = 'extra_subsolvers: "max_lp"\n'
-    params = _parsed(SearchOptions(2, 0, False, 0.0, time.monotonic() + 10, 10, cpsat_params=expert))
+    params = _parsed(
+        SearchOptions(
+            workers=2,
+            seed=0,
+            deterministic=False,
+            gap=0.0,
+            deadline=time.monotonic() + 10,
+            time_limit=10,
+            cpsat_params=expert,
+        )
+    )
     assert params.num_workers == 2 and list(params.extra_subsolvers) == ["max_lp"]
     unrelated = _parsed(
-        SearchOptions(2, 0, False, 0.0, time.monotonic() + 10, 10, cpsat_params="linearization_level: 2\n")
+        SearchOptions(
+            workers=2,
+            seed=0,
+            deterministic=False,
+            gap=0.0,
+            deadline=time.monotonic() + 10,
+            time_limit=10,
+            cpsat_params="linearization_level: 2\n",
+        )
     )
     assert list(unrelated.extra_subsolvers) == ["objective_lb_search"] and unrelated.linearization_level == 2
 
@@ -393,6 +449,8 @@ def test_why_a_search_stopped(
 ) -> None:
     how = None if finished is not None else f"did not stop within {STOP_GRACE:g} s of being asked and was killed"
     ended = Ended(finished, deadline=deadline, how_ended=how)
-    options = SearchOptions(1, 0, deterministic, 0.05, time.monotonic() + 10, 10)
+    options = SearchOptions(
+        workers=1, seed=0, deterministic=deterministic, gap=0.05, deadline=time.monotonic() + 10, time_limit=10
+    )
     assert _why_stopped(ended, options, objective)[0] == stopped_by
     assert words in _why_stopped(ended, options, objective)[1]

@@ -42,7 +42,7 @@ def test_fused_backward_holds_everything_until_the_b() -> None:
 
 
 def test_minimising_memory_adds_the_capacity_and_the_span_its_device_ends() -> None:
-    data = model_data(Instance.from_dict(SPLIT), Objective.SPAN, split_backward=True, minimize_memory=True)
+    data = model_data(Instance.from_dict(SPLIT), objective=Objective.SPAN, split_backward=True, minimize_memory=True)
     variables = make_variables(cp_model.CpModel(), data)
     assert variables.capacity is not None and variables.minimized is variables.capacity
     assert all(len(held) == 6 for held in variables.held)

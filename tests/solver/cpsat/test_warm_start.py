@@ -39,7 +39,7 @@ def test_every_heuristic_gives_a_complete_feasible_hint(instance: Instance, obje
     for name, schedule in handwritten_schedules(instance):
         if instance.over_limit(compute_metrics(schedule).peak_memory):
             continue
-        model = build_model(instance, objective, split_backward=schedule.split_backward)
+        model = build_model(instance, objective=objective, split_backward=schedule.split_backward)
         starts, _ = tick_starts(model, schedule.orders())
         value = add_hint(model, starts)
         proto = model.cp_model.proto

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pipesat.models import Instance, InstanceError, load_instance
+from pipesat.models import Instance, InstanceError, Objective, Tuning, load_instance
 from pipesat.solver.evaluate.bounds import (
     critical_path_bound,
     first_device_instance,
@@ -200,6 +200,18 @@ def test_bounds_hold_for_schedules_with_overlapped_pairs(instance: Instance, for
         least = brute_force_least_memory(moe, False, objective, cap)
         assert least is not None
         assert memory_bound_under_cap(unlimited, False, objective, cap) <= least + 1e-9, objective
+
+
+def test_the_least_memory_under_a_cap_is_bisected_as_the_tuning_says() -> None:
+    # Linear p = 4, m = 8, W apart: a makespan of at most 30 needs 3 (three quarters of the 1F1B
+    # peak); the energy over the cap says 2.27, and only the bisection of the time bound finds 3.
+    instance = make_instance(4, 8, weight_times=1)
+    cap = lower_bound(instance.with_limit(0.75 * instance.one_f_one_b_peak()), "makespan", True)
+    assert cap == 30
+    bisected = memory_bound_under_cap(instance, True, Objective.MAKESPAN, cap)
+    coarse = memory_bound_under_cap(instance, True, Objective.MAKESPAN, cap, tuning=Tuning(bisections=0))
+    assert coarse == pytest.approx(2.2667, abs=1e-4) and bisected == pytest.approx(3)
+    assert lower_bound(instance.with_limit(bisected * (1 - 1e-6)), "makespan", True) > cap
 
 
 def test_head_windows_pay_their_all_to_all() -> None:

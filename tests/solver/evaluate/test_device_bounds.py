@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipesat.models import Instance
+from pipesat.models import Instance, Tuning
 from pipesat.solver.evaluate.bounds import lower_bound, makespan_bound
 from pipesat.solver.evaluate.device_bounds import (
     chain_offsets,
@@ -123,6 +123,10 @@ def test_forwards_spaced_by_a_slower_stage_before_fill_less_of_a_head_window() -
     # where 1F1B runs 79 (a CP-SAT run finds 75, so that is the optimum).
     assert makespan_bound(instance, False) == 75
     assert compute_metrics(ensure_valid(run_heuristic("1f1b", instance))).makespan == 79
+    # Without the spacing (the tuning's `spaced_forwards` off) the head window fills: 4 less.
+    unspaced = Tuning(spaced_forwards=False)
+    assert forward_spacing(instance, 0, 1, tuning=unspaced) == 0
+    assert makespan_bound(instance, False, tuning=unspaced) == lower_bound(instance, tuning=unspaced) == 71
 
 
 def test_a_longer_head_window_takes_in_forwards_that_arrive_later() -> None:

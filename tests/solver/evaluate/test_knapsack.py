@@ -9,20 +9,19 @@ import random
 
 import pytest
 
-from pipesat.solver.evaluate import knapsack
+from pipesat.models import Tuning
 from pipesat.solver.evaluate.knapsack import least_tail, max_count, max_total_time
+
+DEFAULT = Tuning()
 
 
 @pytest.mark.parametrize("enumerated", [True, False])
-def test_least_tail_never_exceeds_the_least_over_every_held_set(
-    enumerated: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_least_tail_never_exceeds_the_least_over_every_held_set(enumerated: bool) -> None:
     """The tail term is a lower bound on min over H of max(window - work(H), -W(H)), by enumeration of
     every H: the forced items and at most `count` of each item, within the capacity. Where its held
     backwards are few enough to enumerate it is that least; beyond, the Lagrangian bound (forced here
     by allowing no enumeration) stays below it."""
-    if not enumerated:
-        monkeypatch.setattr(knapsack, "EXACT_TAIL_NODES", 0)
+    tuning = DEFAULT if enumerated else Tuning(exact_tail_nodes=0)
     rng = random.Random(5)
     for _ in range(300):
         items, forced = [], []
@@ -42,7 +41,7 @@ def test_least_tail_never_exceeds_the_least_over_every_held_set(
                 work, deferred = sum(item[0] for item in chosen), sum(item[1] for item in chosen)
                 least = min(least, max(window - work, -deferred))
         if math.isfinite(least):
-            tail = least_tail(items, forced, count, capacity, window)
+            tail = least_tail(items, forced, count, capacity, window, tuning=tuning)
             assert tail == pytest.approx(least) if enumerated else tail <= least + 1e-9
 
 
@@ -51,8 +50,10 @@ def test_equal_items_are_one_item_of_their_summed_count() -> None:
     # to share 11 copies among them pass the node budget, and the search falls back to the fractional
     # bound (22.67); as one item of 256 copies the optimum is exact: 11 copies of weight 3 fit in 34.
     items = [(2.0, 3.0)] * 8
-    assert max_total_time(items, 32, 34.0) == pytest.approx(22.0)
-    assert max_total_time([*items, (1.0, 1.0)], 32, 34.0) == pytest.approx(33.0)
+    assert max_total_time(items, 32, 34.0, tuning=DEFAULT) == pytest.approx(22.0)
+    assert max_total_time([*items, (1.0, 1.0)], 32, 34.0, tuning=DEFAULT) == pytest.approx(33.0)
+    # With no node to search (the tuning's `knapsack_nodes`), the fractional bound at once.
+    assert max_total_time(items, 32, 34.0, tuning=Tuning(knapsack_nodes=0)) == pytest.approx(68 / 3)
 
 
 def test_knapsack_helpers_match_enumeration() -> None:
@@ -65,6 +66,6 @@ def test_knapsack_helpers_match_enumeration() -> None:
             if sum(n * w for n, (_, w) in zip(numbers, items, strict=True)) <= capacity:
                 best_time = max(best_time, sum(n * t for n, (t, _) in zip(numbers, items, strict=True)))
                 best_count = max(best_count, sum(numbers))
-        assert max_total_time(items, count, capacity) == pytest.approx(best_time)
+        assert max_total_time(items, count, capacity, tuning=DEFAULT) == pytest.approx(best_time)
         assert max_count([w for _, w in items], count, capacity) == best_count
-        assert max_total_time(items, count, None) == count * sum(t for t, _ in items)
+        assert max_total_time(items, count, None, tuning=DEFAULT) == count * sum(t for t, _ in items)

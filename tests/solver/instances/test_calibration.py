@@ -32,7 +32,7 @@ from pipesat.solver.instances.cost_model import head_cost, layer_cost, stage_tim
 from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.from_model import Description, derive
 from pipesat.solver.plan.executors import LocalExecutor
-from pipesat.solver.plan.search import plan
+from pipesat.solver.plan.search import PlanOptions, plan
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import spec_from_dict
 
@@ -243,7 +243,9 @@ def test_the_plan_costs_measured_layers_in_its_workers() -> None:
         }
     )
     found = calibration(ROW)
-    result = plan(spec, LocalExecutor(2), time_budget=20, calibration=found)  # tasks pickled to 2 processes
+    result = plan(
+        spec, LocalExecutor(2), PlanOptions(time_budget=20, calibration=found)
+    )  # tasks pickled to 2 processes
     best = result.best_schedule
     assert best is not None and validate(best) == []
     config = next(item.config for item in result.results if item.config.label == best.source["plan"])

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pipesat.models import InputError
+from pipesat.models import InputError, Tuning
 from pipesat.solver.plan.executors import (
     RAY_HINT,
     STOP_WAIT,
@@ -23,7 +23,8 @@ from pipesat.solver.plan.executors import (
     make_executor,
     require_ray,
 )
-from pipesat.solver.plan.search import plan
+from pipesat.solver.plan.search import AssessTask, PlanOptions, bound, plan
+from pipesat.solver.plan.space import enumerate_space
 from tests.solver.plan.conftest import tiny
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -130,13 +131,13 @@ def test_ray_gives_the_local_ranking() -> None:
     spec = tiny()
     local = LocalExecutor(2)
     try:
-        expected = plan(spec, local, time_budget=20, seed=1)
+        expected = plan(spec, local, PlanOptions(time_budget=20, seed=1))
     finally:
         local.close()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         executor = make_executor("ray", 2, 1)
-        found = plan(spec, executor, time_budget=20, seed=1)
+        found = plan(spec, executor, PlanOptions(time_budget=20, seed=1))
         executor.close()  # connected to the test's Ray: leaves it running
         assert ray.is_initialized()
     finally:
@@ -146,6 +147,49 @@ def test_ray_gives_the_local_ranking() -> None:
         (r.config, r.outcome, r.measure, r.status) for r in expected.results
     ]
     assert found.best_schedule is not None and found.best_schedule.ops == expected.best_schedule.ops
+
+
+def _tuned_bounds() -> tuple[list[AssessTask], list[float], list[float]]:
+    """Bound tasks carrying a tuning whose knapsacks do not search (`knapsack_nodes` 0: their
+    fractional bounds), and the bounds they give here, and with the default tuning: lower on some
+    configurations of this memory-tight spec, so that a worker that read the default would differ."""
+    spec = tiny(cluster={"gpu_memory": "256MiB"}, training={"global_batch": 8})
+    configs, _ = enumerate_space(spec)
+    tuned = Tuning(knapsack_nodes=0)
+    tasks = [AssessTask(spec=spec, config=config, tuning=tuned) for config in configs]
+    here = [bound(task).makespan_bound for task in tasks]
+    default = [bound(AssessTask(spec=spec, config=config)).makespan_bound for config in configs]
+    assert here != default
+    return tasks, here, default
+
+
+def test_a_tuning_reaches_the_pool_workers() -> None:
+    tasks, here, _ = _tuned_bounds()
+    executor = LocalExecutor(2)
+    try:
+        found = executor.run(bound, tasks)
+    finally:
+        executor.close()
+    assert [assessment.makespan_bound for assessment in found if assessment is not None] == here
+
+
+@pytest.mark.skipif(not HAS_RAY, reason=RAY_HINT)
+def test_a_tuning_reaches_the_ray_workers() -> None:
+    # Ray's workers are processes of their own that import pipesat afresh: module state set here
+    # would not reach them, the tasks' tuning does.
+    import ray
+
+    tasks, here, _ = _tuned_bounds()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        executor = make_executor("ray", 2, 1)
+        try:
+            found = executor.run(bound, tasks)
+        finally:
+            executor.close()
+    finally:
+        ray.shutdown()
+    assert [assessment.makespan_bound for assessment in found if assessment is not None] == here
 
 
 @pytest.mark.skipif(not HAS_RAY, reason=RAY_HINT)

@@ -26,7 +26,7 @@ def config(d: int, t: int = 1, zero: int = 0, recompute: str = "none") -> Config
 
 
 def found_measure(spec: PlanSpec, chosen: Configuration) -> Measure:
-    found = assess(AssessTask(spec, chosen)).found
+    found = assess(AssessTask(spec=spec, config=chosen)).found
     assert found is not None
     return found.measure
 

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from pipesat.models import InstanceError
+from pipesat.models import InstanceError, Tuning
 from pipesat.models.plan_result import Configuration, Outcome, PlanResult
 from pipesat.models.tolerance import fits, same
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.plan.executors import LocalExecutor
-from pipesat.solver.plan.search import RANKED_MARGIN, AssessTask, Found, assess, bound, brute_force, plan
+from pipesat.solver.plan.search import RANKED_MARGIN, AssessTask, Found, PlanOptions, assess, bound, brute_force, plan
 from pipesat.solver.plan.space import enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
-from pipesat.solver.report.plan_text import no_best_text
+from pipesat.solver.report.plan_text import no_best_text, plan_document
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import MOE, tiny
 
@@ -49,7 +49,9 @@ def plan_and_brute_force(spec: PlanSpec, time_budget: float, time_limit: float) 
     """The plan of `spec` and every configuration of it scheduled (brute force), on two local workers."""
     executor = LocalExecutor(2)
     try:
-        return plan(spec, executor, time_budget=time_budget, seed=0), brute_force(spec, executor, time_limit=time_limit)
+        return plan(spec, executor, PlanOptions(time_budget=time_budget, seed=0)), brute_force(
+            spec, executor, time_limit=time_limit
+        )
     finally:
         executor.close()
 
@@ -86,7 +88,7 @@ def test_schedules_are_made_lowest_bound_first_and_only_where_they_can_matter() 
     spec = tiny(training={"recompute": ["none", "full"], "zero": [0, 1], "chunks": [2, 4]})
     executor = Recording(1)
     try:
-        result = plan(spec, executor, time_budget=30, seed=0)
+        result = plan(spec, executor, PlanOptions(time_budget=30, seed=0))
     finally:
         executor.close()
     names = [name for name, _ in executor.runs]
@@ -110,16 +112,16 @@ def test_schedules_are_made_lowest_bound_first_and_only_where_they_can_matter() 
 def test_a_bound_is_what_the_assessment_proves() -> None:
     spec = tiny()
     config = Configuration(1, 2, 2, 2, "interleaved", 1, 2, zero=1)
-    bounded, assessed = bound(AssessTask(spec, config)), assess(AssessTask(spec, config))
+    bounded, assessed = bound(AssessTask(spec=spec, config=config)), assess(AssessTask(spec=spec, config=config))
     assert bounded.found is None and assessed.found is not None
     assert (bounded.makespan_bound, bounded.fixed_ms) == (assessed.makespan_bound, assessed.fixed_ms)
     assert bounded.iteration_bound == assessed.found.iteration_bound > 0
-    given = assess(AssessTask(spec, config, makespan_bound=1.0))  # a bound proven before is used as it is
+    given = assess(AssessTask(spec=spec, config=config, makespan_bound=1.0))  # a bound proven before is used as it is
     assert given.found is not None and given.found.makespan_bound == 1.0
 
 
 def test_the_ranking_is_ordered_and_every_schedule_fits(tiny_spec) -> None:
-    result = plan(tiny_spec, LocalExecutor(2), time_budget=20, seed=0)
+    result = plan(tiny_spec, LocalExecutor(2), PlanOptions(time_budget=20, seed=0))
     feasible = result.feasible
     times = [item.measure.iteration_ms for item in feasible]
     assert times == sorted(times)
@@ -133,26 +135,45 @@ def test_the_ranking_is_ordered_and_every_schedule_fits(tiny_spec) -> None:
 
 def test_the_same_seed_gives_the_same_ranking(tiny_spec) -> None:
     # The waves (and so what is pruned) depend on how many solves run at once: keep it equal.
-    first = plan(tiny_spec, LocalExecutor(2), time_budget=20, seed=3)
-    second = plan(tiny_spec, LocalExecutor(2), time_budget=20, seed=3)
+    first = plan(tiny_spec, LocalExecutor(2), PlanOptions(time_budget=20, seed=3))
+    second = plan(tiny_spec, LocalExecutor(2), PlanOptions(time_budget=20, seed=3))
     assert ranking(first) == ranking(second)
+
+
+def test_the_plan_bounds_with_its_tuning_and_records_it() -> None:
+    # A memory-tight spec where knapsacks that do not search (`knapsack_nodes` 0) give lower bounds.
+    spec = tiny(cluster={"gpu_memory": "256MiB"}, training={"global_batch": 8})
+    tuned = Tuning(knapsack_nodes=0)
+    result = plan(spec, LocalExecutor(2), PlanOptions(time_budget=10, tuning=tuned))
+    assert result.tuning == tuned and plan_document(result)["run"]["tuning"] == tuned.as_dict()
+    lowered = 0
+    for item in result.results:
+        if item.makespan_bound is None:
+            continue
+        task = AssessTask(spec=spec, config=item.config, tuning=tuned)
+        bounded = bound(task).makespan_bound
+        assert item.makespan_bound >= bounded  # a solve may raise it
+        if item.search_seconds == 0:
+            assert item.makespan_bound == bounded
+            lowered += bounded < bound(AssessTask(spec=spec, config=item.config)).makespan_bound
+    assert lowered
 
 
 def test_too_little_memory_is_refused_with_the_reason() -> None:
     spec = tiny(cluster={"gpu_memory": "480MiB"}, training={"zero": [0]})  # the optimizer state whole on a GPU
-    result = plan(spec, LocalExecutor(1), time_budget=10)
+    result = plan(spec, LocalExecutor(1), PlanOptions(time_budget=10))
     refused = [item for item in result.results if item.outcome == Outcome.REFUSED]
     assert refused and all(item.measure is None for item in refused)
     assert any("model state does not fit" in item.note for item in refused)
     assert result.results[-1].outcome == Outcome.REFUSED  # refused last
-    one = assess(AssessTask(spec, Configuration(1, 1, 4, 1, "linear", 1, 1)))
+    one = assess(AssessTask(spec=spec, config=Configuration(1, 1, 4, 1, "linear", 1, 1)))
     assert one.found is None and not one.shape and one.refused
-    assert bound(AssessTask(spec, Configuration(1, 1, 4, 1, "linear", 1, 1))) == one
+    assert bound(AssessTask(spec=spec, config=Configuration(1, 1, 4, 1, "linear", 1, 1))) == one
 
 
 def test_activations_that_cannot_fit_are_refused_by_the_smallest_limit() -> None:
     spec = tiny(model={"seq_len": 8192, "hidden": 512}, cluster={"gpu_memory": "1GiB"})
-    result = plan(spec, LocalExecutor(1), time_budget=10)
+    result = plan(spec, LocalExecutor(1), PlanOptions(time_budget=10))
     notes = [item.note for item in result.results if item.outcome == Outcome.REFUSED]
     assert any("of activations (one microbatch through its stages)" in note for note in notes)
 
@@ -160,11 +181,11 @@ def test_activations_that_cannot_fit_are_refused_by_the_smallest_limit() -> None
 def test_no_configuration_at_all_is_one_line() -> None:
     spec = tiny(training={"global_batch": 1}, cluster={"gpus": 2})
     with pytest.raises(InstanceError, match="no configuration of 2 GPUs"):
-        plan(spec, LocalExecutor(1), time_budget=5)
+        plan(spec, LocalExecutor(1), PlanOptions(time_budget=5))
 
 
 def test_nothing_that_fits_is_a_plan_without_a_best() -> None:
-    result = plan(tiny(cluster={"gpu_memory": "1MiB"}), LocalExecutor(1), time_budget=10)
+    result = plan(tiny(cluster={"gpu_memory": "1MiB"}), LocalExecutor(1), PlanOptions(time_budget=10))
     assert result.best is None and result.best_schedule is None and not result.interrupted
     # 18 configurations, 2 of them shapes the flat model refuses (the embedding alone on a stage).
     assert result.count(Outcome.REFUSED) == len(result.results) == 16
@@ -173,7 +194,7 @@ def test_nothing_that_fits_is_a_plan_without_a_best() -> None:
 
 def test_a_model_the_cost_model_refuses_is_its_reason() -> None:
     with pytest.raises(InstanceError, match=r"^hidden 500 is not divisible by heads 8"):
-        plan(tiny(model={"hidden": 500}), LocalExecutor(1), time_budget=10)
+        plan(tiny(model={"hidden": 500}), LocalExecutor(1), PlanOptions(time_budget=10))
 
 
 def test_a_share_cut_to_the_wall_time_left_is_no_timing_note_when_every_solve_finishes() -> None:
@@ -183,7 +204,7 @@ def test_a_share_cut_to_the_wall_time_left_is_no_timing_note_when_every_solve_fi
     spec = tiny(training=training | {"recompute": ["none"]})
     executor = LocalExecutor(2)
     try:
-        result = plan(spec, executor, time_budget=5, seed=0)
+        result = plan(spec, executor, PlanOptions(time_budget=5, seed=0))
     finally:
         executor.close()
     assert result.best_gap == 0 and not result.timing_dependent
@@ -193,7 +214,7 @@ def test_the_assessments_stop_at_the_end_of_the_budget() -> None:
     spec = load_spec(ROOT / "instances/plan/llama3-405b-8192gpu.yaml")  # its bounds alone: about 2 s on 2 cores
     executor = LocalExecutor(2)
     try:
-        result = plan(spec, executor, time_budget=2)
+        result = plan(spec, executor, PlanOptions(time_budget=2))
     finally:
         executor.close()
     assert result.wall_seconds <= 2 and not result.interrupted and result.timing_dependent
@@ -215,7 +236,7 @@ def test_a_signal_ends_the_plan_with_what_it_has() -> None:
     timer = threading.Timer(8, interrupt)
     timer.start()
     try:
-        result = plan(spec, executor, time_budget=120)
+        result = plan(spec, executor, PlanOptions(time_budget=120))
     finally:
         timer.cancel()
         executor.close()
@@ -233,7 +254,7 @@ def test_a_mixture_of_experts_plan_ranks_its_expert_parallel_degrees_and_validat
     )
     executor = LocalExecutor(2)
     try:
-        result = plan(spec, executor, time_budget=10, seed=0)
+        result = plan(spec, executor, PlanOptions(time_budget=10, seed=0))
     finally:
         executor.close()
     ranked = [item for item in result.results if item.measure is not None]
@@ -244,7 +265,7 @@ def test_a_mixture_of_experts_plan_ranks_its_expert_parallel_degrees_and_validat
     assert result.best_schedule is not None and validate(result.best_schedule) == []
     # An EP configuration's assessment tries the overlapped schedules and keeps a valid best.
     chosen = next(item.config for item in result.results if item.config.expert_parallel == 2)
-    found = assess(AssessTask(spec, chosen)).found
+    found = assess(AssessTask(spec=spec, config=chosen)).found
     assert found is not None and validate(found.schedule) == []
 
 
@@ -262,14 +283,14 @@ def test_a_bidirectional_pipeline_is_planned_when_named_with_twice_the_parameter
     pairs = [(c, dataclasses.replace(c, placement="vshape")) for c in configs if c.placement == "bidirectional"]
     assert pairs and all(v in configs for _, v in pairs)
     for bidirectional, vshape in pairs:
-        two = assess(AssessTask(named, bidirectional)).found
-        one = assess(AssessTask(named, vshape)).found
+        two = assess(AssessTask(spec=named, config=bidirectional)).found
+        one = assess(AssessTask(spec=named, config=vshape)).found
         assert two is not None and one is not None and validate(two.schedule) == []
         state = [found.schedule.instance.metadata["model_state_mib"] for found in (two, one)]
         assert two.schedule.instance.bidirectional and sum(state[0]) == pytest.approx(2 * sum(state[1]))
         assert two.measure.exchange_ms > one.measure.exchange_ms  # twice the gradients to reduce
         assert two.made_by in {"dualpipe", "periodic", "one-at-a-time"}
-    assert any(assess(AssessTask(named, c)).found.made_by == "dualpipe" for c, _ in pairs)
+    assert any(assess(AssessTask(spec=named, config=c)).found.made_by == "dualpipe" for c, _ in pairs)
 
 
 def test_with_the_all_to_all_the_bounds_still_hold_against_brute_force() -> None:
