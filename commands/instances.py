@@ -8,18 +8,11 @@ from typing import Any
 
 import click
 
-from pipesat.cli_keys import key_options
-from pipesat.cli_options import (
-    FILE,
-    MODEL_OPTIONS,
-    PipesatGroup,
-    check_writes,
-    dataclass_from_options,
-    instance_options,
-    options,
-    reads,
-)
-from pipesat.cli_output import emit_instance
+from pipesat.commands.checks import check_writes, reads
+from pipesat.commands.frame import PipesatGroup
+from pipesat.commands.keys import key_options
+from pipesat.commands.options import FILE, MODEL_OPTIONS, dataclass_from_options, instance_options, options
+from pipesat.commands.output import emit_instance
 from pipesat.models import Instance
 from pipesat.solver.instances.calibration import calibration_lines, load_calibration
 from pipesat.solver.instances.description import MOE_KEYS, Hardware, Pipeline, Training, Transformer

@@ -1,42 +1,34 @@
-"""The parts of the command line that every command shares: the error frame (one `error:` line and
-an exit code, printed by `echo_error`), space-separated list options, the option sets several
-commands take (one meaning per flag everywhere: tests/test_cli_flags.py), and the live progress line.
-The commands themselves are in `cli.py`."""
+"""The option sets several commands share, one meaning per flag everywhere (tests/test_cli_flags.py):
+the instance options, the solver's and CP-SAT's, what a command prints and draws, the caps on work;
+with the callbacks that read them and `dataclass_from_options`, which fills a record from them. The
+types of their values are in `values`."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import inspect
-import math
-import os
-import shutil
-import signal
-import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from pipesat.cli_keys import key_options
+from pipesat.commands.checks import reads
+from pipesat.commands.keys import key_options
+from pipesat.commands.values import FiniteFloat, FormatChoice, TimeWindow
 from pipesat.models import TIME_OBJECTIVES, Objective
-from pipesat.models.errors import InputError, InstanceError, PipesatError
+from pipesat.models.errors import InstanceError
 from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
-from pipesat.models.log import log_shown, show_log
+from pipesat.models.log import show_log
 from pipesat.models.placement import PLACEMENTS
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning, load_tuning
 from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs
 from pipesat.solver.cpsat.search import available_cores
 from pipesat.solver.instances.description import DENSE_KEYS, Pipeline, Transformer
 from pipesat.solver.instances.from_options import build_instance
-from pipesat.solver.io.output_file import DefaultName, check_outputs
 from pipesat.solver.report.figures import PICTURE_SUFFIXES
-from pipesat.solver.report.schedule_plot import Window
-from pipesat.solver.report.solve_text import progress_text
-from pipesat.solver.torch import import_schedule as torch_import
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -44,101 +36,6 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound="DataclassInstance")
 E = TypeVar("E", bound=Enum)
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT_INVALID = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
-"""Ctrl-C or SIGTERM ended the command (the shell's 128 + SIGINT); what it had is printed and saved."""
-
-# Options that take a space-separated list, as the earlier tool's argparse `nargs="+"` did.
-LIST_OPTIONS = ("-f", "--forward-times", "-bw", "--backward-times", "-w", "--weight-times")
-
-
-def _is_numbers(token: str) -> bool:
-    """Whether a token is one number or a comma-separated list of numbers."""
-    try:
-        return bool([float(part) for part in token.replace(",", " ").split()])
-    except ValueError:
-        return False
-
-
-def join_list_options(args: list[str]) -> list[str]:
-    """Turn `-f 1 2 3` into `-f "1 2 3"` so that click sees one value per list option."""
-    joined: list[str] = []
-    i = 0
-    while i < len(args):
-        joined.append(args[i])
-        i += 1
-        if joined[-1] in LIST_OPTIONS:
-            values = []
-            while i < len(args) and _is_numbers(args[i]):
-                values.append(args[i])
-                i += 1
-            if values:
-                joined.append(" ".join(values))
-    return joined
-
-
-# Raised by click >= 8.2 for a group called with no command; pipesat shows its help then.
-NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
-
-
-class PipesatCommand(click.Command):
-    """A command whose list options accept space-separated numbers."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, join_list_options(args))
-
-
-def echo_error(message: object) -> None:
-    """Report an error the one way pipesat does: one `error: ...` line on standard error (a message
-    of several lines is joined into one). The caller chooses the exit code."""
-    text = " ".join(line.strip() for line in str(message).splitlines() if line.strip())
-    click.echo(f"error: {text}", err=True)
-
-
-class PipesatGroup(click.Group):
-    """Turns pipesat's errors into one line on stderr and an exit code (a traceback with --debug)."""
-
-    command_class = PipesatCommand
-    group_class = type
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except PipesatError as error:
-            if ctx.find_root().params.get("debug"):
-                raise
-            echo_error(error)
-            ctx.exit(EXIT_BAD_INPUT if isinstance(error, InputError) else EXIT_INVALID)
-
-    def main(
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        """As click's main, but a usage error is one `error:` line too (click prints three)."""
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        try:
-            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except NO_ARGS_IS_HELP as error:
-            click.echo(error.ctx.get_help() if error.ctx else str(error))
-            sys.exit(0)
-        except click.UsageError as error:
-            where = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
-            message = " ".join(error.format_message().split())  # click lists choices on lines of their own
-            echo_error(f"{message}{where}")
-            sys.exit(EXIT_BAD_INPUT)
-        except click.ClickException as error:
-            echo_error(error.format_message())
-            sys.exit(error.exit_code)
-        except click.Abort:
-            echo_error("interrupted")
-            sys.exit(EXIT_INTERRUPTED)
-        sys.exit(result if isinstance(result, int) else 0)
 
 
 def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
@@ -150,25 +47,6 @@ def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
         return command
 
     return apply
-
-
-class FiniteFloat(click.FloatRange):
-    """A float option that refuses `nan` and `inf` (click's float takes both), within an optional range."""
-
-    name = "number"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            number = float(value)  # as click's FloatParamType, before the range check
-        except ValueError:
-            self.fail(f"{value!r} is not a valid {self.name}.", param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return super().convert(number, param, ctx)
-
-    def _describe_range(self) -> str:
-        # click describes an unbounded range as "x<=None"; say nothing instead.
-        return "" if self.min is None and self.max is None else super()._describe_range()
 
 
 NUMBER = FiniteFloat()
@@ -210,24 +88,9 @@ FORCE_OPTION = click.option(
     is_flag=True,
     help="Replace output files you named that already exist (a default picture is replaced without it).",
 )
-INPUTS = "pipesat.inputs"
 MAX_WORKERS = 256
 WORKER_COUNT = click.IntRange(1, MAX_WORKERS)
 """A count of workers (CP-SAT's, or plan's solves at once): each is a process or a thread with its memory."""
-
-
-def reads(**inputs: Path | None) -> None:
-    """Note the files this command reads (by what they are: `schedule file=...`), which it may not write."""
-    click.get_current_context().meta.setdefault(INPUTS, {}).update(inputs)
-
-
-def check_writes(force: bool, outputs: Mapping[str, Path | DefaultName | None]) -> None:
-    """Check the files this command will write (by option: `{"--save": path}`) against the one output
-    policy (`solver.io.output_file`) before any work: never an input, never twice, never over an
-    existing file the user named without --force (a `DefaultName`, the command's own choice, may be
-    replaced), only where it can be written."""
-    files = {name: path for name, path in outputs.items() if path != Path("-")}  # `-`: standard output
-    check_outputs(files, click.get_current_context().meta.get(INPUTS, {}), force)
 
 
 def instance_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -273,13 +136,6 @@ FORMAT_WORDS = {
 }
 
 
-class FormatChoice(click.Choice):
-    """`--format`'s words; `table`, the rows commands' earlier word for text, still means text."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        return super().convert("text" if value == "table" else value, param, ctx)
-
-
 def format_option(*words: str, callback: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """`--format WORD`, offering `words` of FORMAT_WORDS; text by default."""
     return click.option(
@@ -315,55 +171,12 @@ def output_option(help_text: str) -> Callable[..., Any]:
     return click.option("-o", "--output", type=FILE, callback=picture_path, help=help_text)
 
 
-def picture_output(picture: Path | None, output: Path | None) -> Path | DefaultName | None:
-    """The picture a command draws, as an output for `check_writes`: the file named with -o (`output`)
-    as it is, never replaced without --force; a name the command chose itself as a `DefaultName`, which
-    may replace the picture of an earlier run (so that `pipesat schedule 1f1b -s 4 -b 8` can be run again)."""
-    return DefaultName(picture) if picture is not None and output is None else picture
-
-
-class TimeWindow(click.ParamType):
-    """`START:END`, a time range from the schedule's first start; an end left out is the schedule's."""
-
-    name = "START:END"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Window:
-        if isinstance(value, tuple):
-            return value
-        first, colon, second = str(value).partition(":")
-        start, end = _time(first, 0.0), _time(second, math.inf)
-        if not colon or start is None or end is None:
-            self.fail(f"{value!r} is not START:END; give two times from the schedule's start, like 100:250", param, ctx)
-        if start < 0:
-            self.fail(f"{value} starts before the schedule does; times count from its start, 0", param, ctx)
-        if end <= start:
-            self.fail(f"{value} ends before it starts; give START:END with START < END", param, ctx)
-        return (start, end)
-
-
-def _time(text: str, default: float) -> float | None:
-    """A finite number, `default` for an empty text, None when it is neither."""
-    if not text.strip():
-        return default
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 WINDOW_OPTION = click.option(
     "--window",
     type=TimeWindow(),
     help="Draw only this time range, START:END in the instance's time unit from the schedule's start "
     "(:100 and 300: leave an end open): zooms into a large schedule.",
 )
-
-
-def check_window(window: Window | None, picture: Path | None) -> None:
-    """--window zooms the picture: refuse it, before any work, where none is drawn."""
-    if window is not None and picture is None:
-        raise InputError("--window zooms the picture, but no picture is drawn (see -o)")
 
 
 PROGRESS_OPTION = click.option(
@@ -445,55 +258,6 @@ SOLVER_OPTIONS = options(
 )
 
 
-def terminal_columns() -> int:
-    """The width of the terminal: $COLUMNS when set, else that of standard error's terminal (where the
-    progress line goes), else shutil's answer (standard output's terminal, or 80)."""
-    if not os.environ.get("COLUMNS"):
-        with contextlib.suppress(AttributeError, OSError, ValueError):
-            columns = os.get_terminal_size(sys.stderr.fileno()).columns
-            if columns > 0:
-                return columns
-    return shutil.get_terminal_size().columns
-
-
-class ProgressLine:
-    """The one live progress line on standard error, for every command that shows one: rewritten in
-    place, cut to the terminal's width so that it never wraps, cleared at the end; off unless enabled.
-    Called as the solver's callback, `(elapsed, best, bound)`, it shows the `elapsed best bound gap`
-    line; `show` writes any other text (plan's bar)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.width = 0  # the characters on the line now
-
-    def __call__(self, elapsed: float, best: float | None, bound: float | None) -> None:
-        self.show(progress_text(elapsed, best, bound))
-
-    def show(self, text: str) -> None:
-        if not self.enabled:
-            return
-        room = max(1, terminal_columns() - 1)  # a line filling the last column wraps on some terminals
-        text = text[:room]
-        click.echo("\r" + text.ljust(min(self.width, room)), nl=False, err=True)
-        self.width = len(text)
-
-    def clear(self) -> None:
-        if self.width:
-            click.echo("\r" + " " * min(self.width, max(1, terminal_columns() - 1)) + "\r", nl=False, err=True)
-            self.width = 0
-
-
-@contextlib.contextmanager
-def live_progress(enabled: bool | None) -> Iterator[ProgressLine]:
-    """The progress line: shown when standard error is a terminal and no log is printed there (or as
-    `enabled`, from --progress/--no-progress, says), cleared after."""
-    line = ProgressLine(sys.stderr.isatty() and not log_shown() if enabled is None else enabled)
-    try:
-        yield line
-    finally:
-        line.clear()
-
-
 def _placements(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[str, ...]:
     """`--placements linear,vshape`: named placements, each once."""
     if value is None:
@@ -536,46 +300,6 @@ MODEL_OPTIONS = options(
     ),
     FORCE_OPTION,
 )
-
-
-def exit_without_torch() -> None:
-    """Refuse, as bad input (one `error:` line, exit 2), with the install line when torch (the optional
-    extra) is not installed."""
-    try:
-        torch_import.require_torch()
-    except torch_import.TorchMissing as error:
-        raise InputError(str(error)) from None
-
-
-def defaults_from_csv(ctx: click.Context, param: click.Parameter, value: Path) -> Any:
-    """Read the CSV first (an eager argument): its rows set the devices, microbatches and placement,
-    which become the defaults of the instance options (click's default_map)."""
-    torch_orders = torch_import.read_torch_csv(value)
-    chunks, placement = torch_import.placement_options(torch_orders.placement, torch_orders.num_devices)
-    ctx.default_map = {
-        "num_devices": torch_orders.num_devices,
-        "num_microbatches": torch_orders.num_microbatches,
-        "chunks": chunks,
-        "placement": placement,
-    }
-    return value
-
-
-def stop_on_sigterm() -> None:
-    """Make SIGTERM stop a command as Ctrl-C does: a solve returns its best schedule so far, which is
-    printed and saved (the CP-SAT child resets SIGTERM to its default)."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-
-def exit_if_interrupted(interrupted: bool) -> None:
-    """End with EXIT_INTERRUPTED when Ctrl-C or SIGTERM stopped the work; call it once what the work
-    had is printed and saved."""
-    if interrupted:
-        click.get_current_context().exit(EXIT_INTERRUPTED)
 
 
 # The caps on work every command takes (`models.limits`).

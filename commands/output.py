@@ -1,5 +1,5 @@
 """What the commands print and write: fields, schedules (validated, then saved, drawn and printed),
-the files of `--save-dir DIR`, and instance files. The commands are in `cli.py`."""
+the files of `--save-dir DIR`, and instance files."""
 
 from __future__ import annotations
 

@@ -11,24 +11,23 @@ from typing import Any
 
 import click
 
-from pipesat.cli_keys import spec_overrides
-from pipesat.cli_options import (
+from pipesat.commands.checks import check_writes, reads
+from pipesat.commands.frame import exit_if_interrupted
+from pipesat.commands.keys import spec_overrides
+from pipesat.commands.options import (
     CPSAT_OPTIONS,
     FILE,
     FORCE_OPTION,
     FORMAT_OPTION,
     PROGRESS_OPTION,
     WORKER_COUNT,
-    FiniteFloat,
-    check_writes,
     dataclass_from_options,
-    exit_if_interrupted,
-    live_progress,
     options,
     output_option,
-    reads,
 )
-from pipesat.cli_output import give_stdout_to_data, say
+from pipesat.commands.output import give_stdout_to_data, say
+from pipesat.commands.progress import live_progress
+from pipesat.commands.values import FiniteFloat
 from pipesat.models.errors import ScheduleError
 from pipesat.models.plan_result import Configuration, PlanResult
 from pipesat.models.schedule import Schedule

@@ -1,5 +1,5 @@
-"""The PyTorch commands (the torch extra): profile, calibrate, export, import and torch-run. Registered
-on the `pipesat` group by `cli.py`."""
+"""The PyTorch commands (the torch extra): profile, calibrate, import torch and torch-run. Registered
+on the `pipesat` group (import torch on `files.import_group`) by `cli.py`."""
 
 from __future__ import annotations
 
@@ -9,26 +9,22 @@ from typing import Any
 
 import click
 
-from pipesat.cli_keys import spec_overrides
-from pipesat.cli_options import (
-    EXIT_INVALID,
+from pipesat.commands.checks import check_writes, exit_without_torch, reads
+from pipesat.commands.frame import EXIT_INVALID, PipesatCommand
+from pipesat.commands.keys import spec_overrides
+from pipesat.commands.options import (
     FILE,
     FORCE_OPTION,
     MODEL_OPTIONS,
     OBJECTIVE_OPTION,
     PICTURE_OPTIONS,
     SCHEDULE_FILE,
-    FiniteFloat,
-    PipesatGroup,
-    check_writes,
     dataclass_from_options,
-    defaults_from_csv,
-    exit_without_torch,
     instance_options,
     options,
-    reads,
 )
-from pipesat.cli_output import emit_instance, emit_schedule
+from pipesat.commands.output import emit_instance, emit_schedule
+from pipesat.commands.values import FiniteFloat
 from pipesat.models import Instance, Objective
 from pipesat.models.errors import InstanceError
 from pipesat.solver.heuristics import NotApplicable
@@ -42,13 +38,10 @@ from pipesat.solver.instances.calibration import (
     unlike_measured,
 )
 from pipesat.solver.instances.description import Training, Transformer
-from pipesat.solver.io.chrome_trace import export_chrome_trace
 from pipesat.solver.io.schedule_file import load_schedule
 from pipesat.solver.plan.space import description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
-from pipesat.solver.report.text import chrome_trace_line, torch_csv_lines
 from pipesat.solver.torch import import_schedule as torch_import
-from pipesat.solver.torch.export import export_torch_csv
 from pipesat.solver.torch.profile import calibrate, profile_instance
 from pipesat.solver.torch.profile_report import calibration_table, profile_lines
 from pipesat.solver.torch.profile_spec import DTYPES, ProfileSpec
@@ -149,33 +142,7 @@ def _calibration_comments(spec_file: Path, calibration: Calibration) -> list[str
     ]
 
 
-@click.command("export")
-@SCHEDULE_FILE
-@click.option(
-    "--to", "target", type=click.Choice(["torch-csv", "chrome-trace"]), required=True, help="The format to write."
-)
-@click.argument("out", type=FILE)
-@FORCE_OPTION
-def export_command(schedule_file: Path, target: str, out: Path, force: bool) -> None:
-    """Write a schedule file as torch's compute_only CSV or as a Chrome trace (Perfetto, chrome://tracing).
-
-    Only a valid schedule whose order cannot deadlock is written.
-    """
-    reads(**{"schedule file": schedule_file})
-    check_writes(force, {"OUT": out})
-    schedule = load_schedule(schedule_file)
-    if target == "torch-csv":
-        click.echo("\n".join(torch_csv_lines(export_torch_csv(schedule, out), schedule)))
-    else:
-        click.echo(chrome_trace_line(export_chrome_trace(schedule, out)))
-
-
-@click.group("import", cls=PipesatGroup)
-def import_group() -> None:
-    """Time PyTorch's schedules on an instance: torch's built-ins, or any torch schedule CSV."""
-
-
-@import_group.command("torch", epilog="Schedules: " + ", ".join(torch_import.TORCH_SCHEDULES) + ".")
+@click.command("torch", cls=PipesatCommand, epilog="Schedules: " + ", ".join(torch_import.TORCH_SCHEDULES) + ".")
 @click.argument("name")
 @instance_options
 @OBJECTIVE_OPTION
@@ -194,25 +161,6 @@ def import_torch_command(
         schedule = torch_import.import_torch_schedule(name, instance)
     except NotApplicable as error:
         raise InstanceError(str(error)) from None
-    emit_schedule(schedule, objective, save, None, show_ascii, title=schedule.name)
-
-
-@import_group.command("csv")
-@click.argument("csv_file", type=FILE, is_eager=True, callback=defaults_from_csv)
-@instance_options
-@OBJECTIVE_OPTION
-@PICTURE_OPTIONS
-@FORCE_OPTION
-def import_csv_command(
-    csv_file: Path, instance: Instance, objective: Objective, save: Path | None, show_ascii: bool, force: bool
-) -> None:
-    """A torch schedule CSV (one row per rank), timed with the instance's durations and validated.
-
-    The CSV gives the devices, microbatches and placement; the instance options give the times.
-    """
-    reads(**{"CSV file": csv_file})
-    check_writes(force, {"--save": save})
-    schedule = torch_import.import_torch_csv(csv_file, instance)
     emit_schedule(schedule, objective, save, None, show_ascii, title=schedule.name)
 
 

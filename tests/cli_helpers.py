@@ -5,7 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner, Result
 
 from pipesat.cli import cli
-from pipesat.cli_options import EXIT_BAD_INPUT
+from pipesat.commands.frame import EXIT_BAD_INPUT
 
 
 def run_cli(*args: object) -> Result:

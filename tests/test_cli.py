@@ -18,7 +18,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from pipesat.cli_options import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_INVALID
+from pipesat.commands.frame import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_INVALID
 from pipesat.models import Instance
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retime_for_span

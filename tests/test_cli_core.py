@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import Result
 
-from pipesat.cli_options import EXIT_BAD_INPUT, EXIT_INVALID
+from pipesat.commands.frame import EXIT_BAD_INPUT, EXIT_INVALID
 from pipesat.models import Instance, InstanceError
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.io.schedule_file import save_schedule

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipesat.cli_options import EXIT_BAD_INPUT
+from pipesat.commands.frame import EXIT_BAD_INPUT
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.conftest import linked_file
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipesat.cli_options import EXIT_BAD_INPUT
+from pipesat.commands.frame import EXIT_BAD_INPUT
 from pipesat.models import Instance, load_instance
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics import run_heuristic

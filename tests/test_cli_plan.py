@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipesat.cli_options import EXIT_INTERRUPTED, EXIT_INVALID
+from pipesat.commands.frame import EXIT_INTERRUPTED, EXIT_INVALID
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.io.schedule_file import load_schedule
 from tests.cli_helpers import cli_error, cli_ok, run_cli

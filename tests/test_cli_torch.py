@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipesat.cli_options import EXIT_BAD_INPUT, EXIT_INVALID
+from pipesat.commands.frame import EXIT_BAD_INPUT, EXIT_INVALID
 from pipesat.models import Instance, Op, Schedule
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.io.schedule_file import load_schedule, save_schedule

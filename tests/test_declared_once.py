@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from pipesat.cli import cli
-from pipesat.cli_instances import instance
-from pipesat.cli_keys import KeyType, key_options
-from pipesat.cli_options import dataclass_from_options, options
-from pipesat.cli_plan import OVERRIDES, plan_command
+from pipesat.commands.instances import instance
+from pipesat.commands.keys import KeyType, key_options
+from pipesat.commands.options import dataclass_from_options, options
+from pipesat.commands.plan import OVERRIDES, plan_command
 from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, option_name
 from pipesat.solver.instances.kinds import WHOLE, Number, Whole, Wholes

@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "solver.studies": BELOW_SOLVE | {"solver.solve", "solver.report", "solver.torch"},
     "solver.plan": BELOW_SOLVE | {"solver.solve", "solver.instances"},
 }
-"""What each layer may import of pipesat besides itself; `cli.py` and `cli_options.py` may import all."""
+"""What each layer may import of pipesat besides itself; `cli.py` and `commands/` may import all."""
 
 
 def layer_of(module: str) -> str:

@@ -14,7 +14,7 @@ import pytest
 import pipesat
 from tests.conftest import ROOT
 
-GENERIC = {"models", "solver", "cli", "tests", "benchmarks"}
+GENERIC = {"commands", "models", "solver", "cli", "tests", "benchmarks"}
 
 
 def test_the_distribution_installs_only_pipesat_at_the_top_level() -> None:
@@ -28,10 +28,15 @@ def test_every_folder_of_the_code_is_a_declared_subpackage() -> None:
     assert "py-modules" not in setuptools
     folders = {
         ".".join(("pipesat", *init.parent.relative_to(ROOT).parts))
-        for top in ("models", "solver")
+        for top in ("commands", "models", "solver")
         for init in ROOT.joinpath(top).rglob("__init__.py")
     }
     assert set(setuptools["packages"]) == folders | {"pipesat"}
+
+
+def test_the_root_holds_only_the_api_and_the_entry_point() -> None:
+    """The command line's modules live in commands/; the root keeps `cli.py`, pyproject's script."""
+    assert sorted(path.name for path in ROOT.glob("*.py")) == ["__init__.py", "cli.py"]
 
 
 def test_the_public_api_is_at_the_top() -> None:

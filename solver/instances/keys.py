@@ -3,7 +3,7 @@
 The records that describe a run (`Transformer`, `Training`, `Hardware` and `Pipeline` in
 `cost_model`, the plan's `Cluster` and `PlanSpec`) make their fields with `key(...)` and derive from
 `Keyed`, which checks every key on construction. The plan spec's sections (`solver.plan.spec`) and the
-command-line options (`cli_keys`) are read off the same declarations, so a key added to a record is
+command-line options (`commands.keys`) are read off the same declarations, so a key added to a record is
 a spec key and an option at once, with the same checks and the same one-line errors:
 
     <name> must be <what the key takes>, got <value>

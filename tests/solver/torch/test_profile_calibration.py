@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipesat.cli_options import EXIT_BAD_INPUT
+from pipesat.commands.frame import EXIT_BAD_INPUT
 from pipesat.models import InstanceError, load_instance
 from pipesat.solver.instances.calibration import MeasuredLayer, layer_shape, load_calibration
 from pipesat.solver.instances.cost_model import head_cost, stage_times
