@@ -81,7 +81,7 @@ def defaults_from_csv(ctx: click.Context, param: click.Parameter, value: Path) -
     return value
 
 
-@click.command("export")
+@click.command("export", cls=PipesatCommand)
 @SCHEDULE_FILE
 @click.option(
     "--to", "target", type=click.Choice(["torch-csv", "chrome-trace"]), required=True, help="The format to write."

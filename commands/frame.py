@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
+from pipesat.commands.flags import with_flags
 from pipesat.models.errors import InputError, PipesatError
 
 EXIT_INVALID = 1
@@ -51,11 +53,20 @@ def join_list_options(args: list[str]) -> list[str]:
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
+RUNNING = "pipesat.running"
+"""The context of the command that runs (`ctx.meta`, which every context of a command line shares)."""
+
+
 class PipesatCommand(click.Command):
-    """A command whose list options accept space-separated numbers."""
+    """A command whose list options accept space-separated numbers, and whose errors name the flags
+    of the keys they name (`PipesatGroup`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, join_list_options(args))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        ctx.meta[RUNNING] = ctx
+        return super().invoke(ctx)
 
 
 def echo_error(message: object) -> None:
@@ -65,8 +76,26 @@ def echo_error(message: object) -> None:
     click.echo(f"error: {text}", err=True)
 
 
+def shown(error: PipesatError, ctx: click.Context) -> str:
+    """An error's message as the command line shows it: the keys it names as the flags of the
+    command that ran in `ctx` and of the groups above it (`commands.flags`)."""
+    taken: set[str] = set()
+    given: set[str] = set()
+    context: click.Context | None = ctx
+    while context is not None:
+        for param in context.command.params:
+            if isinstance(param, click.Option):
+                flags = {*param.opts, *param.secondary_opts}
+                taken |= flags
+                if param.name is not None and context.get_parameter_source(param.name) == ParameterSource.COMMANDLINE:
+                    given |= flags
+        context = context.parent
+    return with_flags(str(error), taken, given)
+
+
 class PipesatGroup(click.Group):
-    """Turns pipesat's errors into one line on stderr and an exit code (a traceback with --debug)."""
+    """Turns pipesat's errors into one line on stderr, naming the flags of the keys it names
+    (`commands.flags`), and an exit code (a traceback with --debug)."""
 
     command_class = PipesatCommand
     group_class = type
@@ -77,7 +106,7 @@ class PipesatGroup(click.Group):
         except PipesatError as error:
             if ctx.find_root().params.get("debug"):
                 raise
-            echo_error(error)
+            echo_error(shown(error, ctx.meta.get(RUNNING, ctx)))
             ctx.exit(EXIT_BAD_INPUT if isinstance(error, InputError) else EXIT_INVALID)
 
     def main(

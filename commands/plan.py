@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from pipesat.commands.checks import check_writes, reads
-from pipesat.commands.frame import exit_if_interrupted
+from pipesat.commands.frame import PipesatCommand, exit_if_interrupted
 from pipesat.commands.keys import spec_overrides
 from pipesat.commands.options import (
     CPSAT_OPTIONS,
@@ -91,7 +91,7 @@ def _limit_options() -> list[Any]:
     ]
 
 
-@click.command("plan")
+@click.command("plan", cls=PipesatCommand)
 @click.argument("spec_file", metavar="SPEC", type=FILE)
 @options(*spec_overrides(OVERRIDES))
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the ranked table.")

@@ -61,7 +61,7 @@ CALIBRATE_OVERRIDES = ("training.tensor_parallel", "training.microbatch_sizes")
 """The plan's spec keys `calibrate` takes as options, to measure fewer shapes than the plan's."""
 
 
-@click.command("profile")
+@click.command("profile", cls=PipesatCommand)
 @MODEL_OPTIONS
 @REPEATS_OPTION
 @DEVICE_OPTION
@@ -77,7 +77,7 @@ def profile_command(**options: Any) -> None:
     emit_instance(instance, ["measured by: pipesat profile", *lines], options["output"])
 
 
-@click.command("calibrate")
+@click.command("calibrate", cls=PipesatCommand)
 @click.argument("spec_file", metavar="SPEC", type=FILE)
 @options(*spec_overrides(CALIBRATE_OVERRIDES))
 @click.option(
@@ -164,7 +164,7 @@ def import_torch_command(
     emit_schedule(schedule, objective, save, None, show_ascii, title=schedule.name)
 
 
-@click.command("torch-run")
+@click.command("torch-run", cls=PipesatCommand)
 @SCHEDULE_FILE
 @click.option("--timeout", type=FiniteFloat(min=1), default=300.0, show_default=True, help="Seconds to wait.")
 def torch_run_command(schedule_file: Path, timeout: float) -> None:

@@ -188,7 +188,7 @@ _KINDS = {
 def writable_target(path: Path, name: str = "") -> Path:
     """The file that writing `path` makes or replaces: `path`, or the file its symbolic link points to.
     Refused (one `InputError` line, `name` the option that gives the path) when something other than a
-    regular file is there, whatever --force says: a folder, a device, a FIFO, a socket."""
+    regular file is there, whatever `force` says: a folder, a device, a FIFO, a socket."""
     try:
         target = path.resolve() if path.is_symlink() else path
         mode = target.stat().st_mode if target.exists() else stat.S_IFREG

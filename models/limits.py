@@ -3,11 +3,11 @@ before anything is built.
 
 A few bytes of input can ask for billions of ops (`num_microbatches: 1e9`), which would fill the
 machine's memory long before any message. Every instance is measured when it is made: above
-`max_ops()` ops it is refused with one line that names the way to raise the cap
-(`pipesat --max-ops N ...`, or `allow_ops` in code). A CP-SAT model takes far more memory per op
+`max_ops()` ops it is refused with one line that names the cap, `max_ops` (`set_max_ops`, `allow_ops`;
+the command line's option of that name). A CP-SAT model takes far more memory per op
 (benchmarks/experiments/2026-11-24_cpsat-model-memory), so a solve refuses a model of more than
-`max_model_ops()` ops before building it (`pipesat --max-model-ops N ...`), where the machine's
-memory would otherwise run out first.
+`max_model_ops()` ops before building it (the cap `max_model_ops`), where the machine's memory would
+otherwise run out first.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ def max_model_ops() -> int:
 
 
 def set_max_ops(ops: int, model_ops: int = DEFAULT_MAX_MODEL_OPS) -> None:
-    """Set the caps for the rest of this context (the command line's `--max-ops`, `--max-model-ops`)."""
+    """Set the caps for the rest of this context (the command line's options of their names)."""
     if ops < 1 or model_ops < 1:
-        raise InputError(f"--max-ops and --max-model-ops must be at least 1, got {ops} and {model_ops}")
+        raise InputError(f"`max_ops` and `max_model_ops` must be at least 1, got {ops} and {model_ops}")
     _MAX_OPS.set(ops)
     _MAX_MODEL_OPS.set(model_ops)
 
@@ -59,7 +59,7 @@ def check_work(num_devices: int, chunks: int, num_microbatches: int, kinds: int)
         sizes = f"{_count(num_devices)} devices x {_count(chunks)} chunks x {_count(num_microbatches)} microbatches"
         raise InstanceError(
             f"{_count(ops)} ops ({sizes} x {kinds} kinds) is more than the limit of {max_ops():,}; "
-            "check the sizes, or raise the limit with `pipesat --max-ops N`"
+            "check the sizes, or raise the limit `max_ops`"
         )
 
 
@@ -73,6 +73,6 @@ def check_model_size(ops: int) -> None:
     if ops > max_model_ops():
         raise InstanceError(
             f"the CP-SAT model would have {_count(ops)} ops, more than the limit of {max_model_ops():,} "
-            "(about 7.5 KB of memory an op); `pipesat schedule` and `compare --no-solve` need no model, "
-            "or raise the limit with `pipesat --max-model-ops N`"
+            "(about 7.5 KB of memory an op); the handwritten schedules need no model (`pipesat schedule`, "
+            "a comparison without the solver), or raise the limit `max_model_ops`"
         )

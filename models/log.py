@@ -4,7 +4,7 @@ Every module logs to its own logger under `pipesat` (`logging.getLogger(__name__
 decisions at INFO (the starting schedules tried and the one kept, the lower bound and where it came
 from, the phases of a span solve, why a search stopped), CP-SAT's search log at DEBUG
 (`pipesat.solver.cpsat.child`, relayed line by line from the search's child process). Nothing is
-printed unless a handler is attached: `show_log()` attaches one to standard error (what `--log`
+printed unless a handler is attached: `show_log()` attaches one to standard error (what the command line's log option
 does), or configure `logging` as usual (`logging.basicConfig(level=logging.DEBUG)`). CP-SAT writes
 its log only when DEBUG is enabled for it, so a solve without a log pays nothing for it.
 """

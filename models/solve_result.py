@@ -38,8 +38,8 @@ class StopReason(str, Enum):
     BOUNDS = "bounds"  # no search: a start met the lower bound (or was within the gap), or no schedule can fit
     PROOF = "proof"  # CP-SAT proved the value optimal, or that no schedule fits
     GAP = "gap"  # CP-SAT reached the gap asked for
-    TIME_LIMIT = "time limit"  # the time limit ran out (CP-SAT's deterministic one with --deterministic)
-    WALL_CLOCK = "wall clock"  # with --deterministic: the wall clock stopped CP-SAT at its factor of the limit
+    TIME_LIMIT = "time limit"  # the time limit ran out (CP-SAT's deterministic one in a deterministic solve)
+    WALL_CLOCK = "wall clock"  # a deterministic solve: the wall clock stopped CP-SAT at its factor of the limit
     INTERRUPT = "interrupt"  # Ctrl-C or SIGTERM
     MODEL_INVALID = "model invalid"  # CP-SAT refused the model or its parameters
     CRASH = "crash"  # the CP-SAT process died without its result

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,7 +278,8 @@ class BadCommand:
 @dataclass(frozen=True)
 class BadSpace:
     """The tiny plan spec with `changes` (by section), refused with `message` before any work: by
-    `enumerate_space(spec, PlanLimits(**limits))`, and by `pipesat plan CASE.yaml --max-...` (exit 2)."""
+    `enumerate_space(spec, PlanLimits(**limits))`, and by `pipesat plan CASE.yaml --max-...` (exit 2),
+    whose line names the option of the cap where the API names the cap (`max_gpus`: `--max-gpus`)."""
 
     case: str
     changes: dict[str, dict[str, Any]]
@@ -291,33 +293,30 @@ class BadSpace:
     @property
     def command(self) -> BadCommand:
         options = [part for name, value in self.limits.items() for part in ("--" + name.replace("_", "-"), value)]
-        return BadCommand(f"plan-{self.case}", ("plan", f"{self.case}.yaml", *options), self.message)
+        shown = re.sub(r"`(max_\w+)`", lambda cap: "--" + cap[1].replace("_", "-"), self.message)
+        return BadCommand(f"plan-{self.case}", ("plan", f"{self.case}.yaml", *options), shown)
 
 
-def _cap(key: str, value: int, cap: int, option: str) -> str:
-    return (
-        f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, or raise the limit with "
-        f"`pipesat plan {option} N`"
-    )
+def _cap(key: str, value: int, cap: int, name: str) -> str:
+    return f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, or raise the limit `{name}`"
 
 
 BAD_SPACES = [
-    BadSpace("gpus-1e9", {"cluster": {"gpus": 10**9}}, _cap("cluster.gpus", 10**9, 2**20, "--max-gpus")),
-    BadSpace("gpus-2-63", {"cluster": {"gpus": 2**63}}, _cap("cluster.gpus", 2**63, 2**20, "--max-gpus")),
+    BadSpace("gpus-1e9", {"cluster": {"gpus": 10**9}}, _cap("cluster.gpus", 10**9, 2**20, "max_gpus")),
+    BadSpace("gpus-2-63", {"cluster": {"gpus": 2**63}}, _cap("cluster.gpus", 2**63, 2**20, "max_gpus")),
     BadSpace(
         "global-batch-1e12",
         {"training": {"global_batch": 10**12}},
-        _cap("training.global_batch", 10**12, 2**20, "--max-global-batch"),
+        _cap("training.global_batch", 10**12, 2**20, "max_global_batch"),
     ),
-    BadSpace("layers-1e6", {"model": {"layers": 10**6}}, _cap("model.layers", 10**6, 10_000, "--max-layers")),
-    BadSpace("gpus-over-a-lowered-cap", {}, _cap("cluster.gpus", 4, 2, "--max-gpus"), {"max_gpus": 2}),
+    BadSpace("layers-1e6", {"model": {"layers": 10**6}}, _cap("model.layers", 10**6, 10_000, "max_layers")),
+    BadSpace("gpus-over-a-lowered-cap", {}, _cap("cluster.gpus", 4, 2, "max_gpus"), {"max_gpus": 2}),
     BadSpace(
         "configurations",
         {},
         "the plan has more than 3 configurations; narrow the training section's lists (tensor_parallel, "
         "pipeline_parallel, chunks, microbatch_sizes, placements, recompute, recompute_layers, zero), or raise the "
-        "limit with "
-        "`pipesat plan --max-configurations N`",
+        "limit with `max_configurations`",
         {"max_configurations": 3},
     ),
     BadSpace(

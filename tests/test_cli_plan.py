@@ -94,7 +94,10 @@ def test_progress_goes_to_stderr(spec_file: Path, monkeypatch: pytest.MonkeyPatc
         (("--gpu-memory", "40"), "--gpu-memory must be a positive amount with a unit, such as 80GiB, got '40'"),
         (("--efficiency", "2"), "--efficiency must be in (0, 1] (the fraction of peak throughput reached), got 2"),
         (("--tensor-parallel", "1,x"), "--tensor-parallel must be whole numbers separated by commas, such as 1,2"),
-        (("--executor", "local", "--ray-address", "h:1"), "--ray-address goes with --executor ray"),
+        (
+            ("--executor", "local", "--ray-address", "h:1"),
+            "--ray-address goes with the ray executor, not the local one",
+        ),
         (("-o", "plan.txt"), "name the picture .png, .svg or .pdf"),
     ],
 )

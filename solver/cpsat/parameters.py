@@ -1,4 +1,4 @@
-"""CP-SAT's own parameters for experts (`--cpsat-param KEY=VALUE`, `solve(cpsat_params=...)`).
+"""CP-SAT's own parameters for experts (`solve(cpsat_params=...)`, KEY=VALUE on the command line).
 
 Each KEY is a field of CP-SAT's `SatParameters` and each VALUE its value as protobuf's text format
 writes it: a number, `true`/`false`, an enum value's name (`search_branching=FIXED_SEARCH`), a string

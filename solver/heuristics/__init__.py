@@ -57,7 +57,7 @@ SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
 """Every schedule pipesat makes without a search, in the one order they are listed and tried.
 
 The handwritten schedules come in this order wherever they are listed (`compare`'s rows of equal
-value, `pipesat schedule --help`, the names an unknown name is told to choose from, the Pareto
+value, `pipesat schedule`'s help, the names an unknown name is told to choose from, the Pareto
 table) and are tried in it. The starting schedules (one-at-a-time, periodic, memory-gated) are not handwritten:
 they are never listed with them, and the solver makes them itself, after the handwritten ones.
 

@@ -2,7 +2,7 @@
 
 It holds at most one microbatch's activations of each stage, the smallest peak any schedule can have
 (`solver.evaluate.bounds.minimum_memory_limit`), so it fits every feasible memory limit. The solver uses it as
-the starting point when no heuristic fits a tight limit, and as the answer to `--minimize memory`
+the starting point when no heuristic fits a tight limit, and as the answer to a solve that minimizes memory
 when no time cap rules it out.
 """
 

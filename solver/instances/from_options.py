@@ -1,7 +1,9 @@
 """An instance from command-line options: an instance file's keys, overridden by the options given.
 
-Options arrive as text (`-f "1 2 3"`, `--placement 0,1,1,0`); this module turns them into the
-values `Instance.from_dict` takes and names the option when one cannot be read.
+Options arrive as text (`"1 2 3"` for the forward times, `"0,1,1,0"` for a placement); this module
+turns them into the values `Instance.from_dict` takes. A value given here that is wrong is blamed on
+its key, in backticks (`` `num_devices` must be at least 1 ``), not on the instance file; the command
+line names the key's option instead (`commands.flags`).
 """
 
 from __future__ import annotations
@@ -12,32 +14,18 @@ from pathlib import Path
 from pipesat.models import Instance, InstanceError, load_instance
 
 
-def parse_numbers(option: str, text: str | None) -> list[float] | float | None:
-    """A list option's value: one number (for every stage) or several, space- or comma-separated."""
+def parse_numbers(key: str, text: str | None) -> list[float] | float | None:
+    """A list key's value as text: one number (for every stage) or several, space- or comma-separated."""
     if text is None:
         return None
     tokens = text.replace(",", " ").split()
     if not tokens:
-        raise InstanceError(f"{option} needs at least one number")
+        raise InstanceError(f"`{key}` needs at least one number")
     try:
         numbers = [float(token) for token in tokens]
     except ValueError:
-        raise InstanceError(f"{option} takes numbers, got {text!r}") from None
+        raise InstanceError(f"`{key}` takes numbers, got {text!r}") from None
     return numbers[0] if len(numbers) == 1 else numbers
-
-
-# The command-line option that sets each instance key.
-OPTION_NAMES = {
-    "num_devices": "--num-stages/-s",
-    "num_microbatches": "--num-batches/-b",
-    "forward_times": "--forward-times/-f",
-    "backward_times": "--backward-times/-bw",
-    "weight_times": "--weight-times/-w",
-    "p2p_time": "--p2p-time",
-    "chunks": "--chunks",
-    "placement": "--placement",
-    "memory_limit": "--memory-limit",
-}
 
 
 def build_instance(
@@ -54,16 +42,17 @@ def build_instance(
     placement: str | None = None,
     memory_limit: str | None = None,
 ) -> Instance:
-    """An instance from a file (INSTANCE or --config) and/or options; the options win over the file's keys."""
+    """An instance from a file (`instance_file` or `config`, one name for it) and/or options; the options
+    win over the file's keys."""
     if instance_file and config and instance_file != config:
-        raise InstanceError(f"give the instance once: both {instance_file} and --config {config}")
+        raise InstanceError(f"give the instance once: both {instance_file} and `config` {config}")
     path = instance_file or config
     options = {
         "num_devices": num_devices,
         "num_microbatches": num_microbatches,
-        "forward_times": parse_numbers("--forward-times", forward_times),
-        "backward_times": parse_numbers("--backward-times", backward_times),
-        "weight_times": parse_numbers("--weight-times", weight_times),
+        "forward_times": parse_numbers("forward_times", forward_times),
+        "backward_times": parse_numbers("backward_times", backward_times),
+        "weight_times": parse_numbers("weight_times", weight_times),
         "p2p_time": p2p_time,
         "chunks": chunks,
         "placement": _placement(placement),
@@ -71,7 +60,7 @@ def build_instance(
     }
     given = {key: value for key, value in options.items() if value is not None}
     if path is None and ("num_devices" not in given or "num_microbatches" not in given):
-        raise InstanceError("give an instance file, or at least --num-stages/-s and --num-batches/-b")
+        raise InstanceError("give an instance file, or at least `num_devices` and `num_microbatches`")
     try:
         return Instance.from_dict(given) if path is None else load_instance(path, **given)
     except InstanceError as error:
@@ -79,12 +68,12 @@ def build_instance(
 
 
 def _blame_option(error: InstanceError, path: Path | None, given: Mapping[str, object]) -> InstanceError:
-    """The error, naming the command-line option when a value given there is what is wrong (the
-    instance file is not to blame for it)."""
+    """The error, naming the key in backticks (not the instance file) when a value given here is what
+    is wrong."""
     text = str(error).removeprefix(f"{path}: " if path is not None else "")
     for key in given:
         if text.startswith((f"{key} ", f"{key}:", f"{key}[")):
-            return InstanceError(OPTION_NAMES[key] + text[len(key) :])
+            return InstanceError(f"`{key}`" + text[len(key) :])
     return error
 
 
@@ -95,4 +84,4 @@ def _placement(text: str | None) -> str | list[int] | None:
     try:
         return [int(device) for device in text.split(",")]
     except ValueError:
-        raise InstanceError(f"--placement list must be device numbers, got {text!r}") from None
+        raise InstanceError(f"`placement` list must be device numbers, got {text!r}") from None

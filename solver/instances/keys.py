@@ -8,7 +8,7 @@ a spec key and an option at once, with the same checks and the same one-line err
 
     <name> must be <what the key takes>, got <value>
 
-where the name is the field's (`heads`), the spec's (`model.heads`) or the option's (`--heads`).
+where the name is the field's (`heads`), the spec's (`model.heads`) or, on the command line, its option's.
 Each key is checked alone; how keys fit together (heads dividing the hidden size) is
 `cost_model.check_description`'s.
 """
@@ -30,7 +30,7 @@ KEY = "pipesat.key"
 @dataclass(frozen=True)
 class Key:
     """One key: its kind, default (MISSING: required), help, unit, allowed range, a short option
-    besides `--name` (`-p`), and `default_from`, another key of the record whose value a key left at
+    besides the long one (`short`), and `default_from`, another key of the record whose value a key left at
     None takes (the link within a node is the link across nodes unless given)."""
 
     kind: Kind
@@ -94,9 +94,10 @@ class Key:
         return f"{'above' if self.above is not None else 'at least'} {low:g}"
 
     def option_text(self, name: str, value: Any) -> str:
-        """The option that gives `value` on the command line: `--kv-heads 8`, `-p 4`, `--no-causal`."""
+        """The option that gives `value` on the command line and the value as written: the short
+        option if there is one; for a flag, its option alone when true, the option of `no_NAME` when false."""
         if isinstance(self.kind, Flag):
-            return option_name(name) if value else f"--no-{option_name(name)[2:]}"
+            return option_name(name if value else f"no_{name}")
         return f"{self.short or option_name(name)} {self.kind.text(value)}"
 
 
@@ -122,7 +123,7 @@ def keys(record: type, leave_out: Sequence[str] = ()) -> dict[str, Key]:
 
 
 def option_name(name: str) -> str:
-    """A key's option: `seq_len` -> `--seq-len`."""
+    """A key's option on the command line: its name, dashes for underscores, after two dashes."""
     return "--" + name.replace("_", "-")
 
 

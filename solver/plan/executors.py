@@ -41,9 +41,9 @@ WATCH_SECONDS = 0.05
 """How often a task's watcher looks for the stop."""
 STOP_WAIT = STOP_GRACE + 0.25
 """Seconds a stopped task has to hand in its result before its worker is killed."""
-RAY_HINT = "--executor ray needs Ray: pip install -e '.[ray]' (or pip install 'ray==2.60.0')"
+RAY_HINT = "the ray executor needs Ray: pip install -e '.[ray]' (or pip install 'ray==2.60.0')"
 RAY_TIMEOUT = 10.0
-"""Seconds to reach a Ray cluster's head (`--ray-timeout`)."""
+"""Seconds to reach a Ray cluster's head (`make_executor`'s `timeout`)."""
 RAY_PORT = 6379
 RAY_CLOSING = {"started": 2.0, "connected": 0.6, "given": 0.0}
 """Seconds to stop a Ray started here (its processes end one after another), to leave a cluster
@@ -406,7 +406,7 @@ def check_reachable(address: str, timeout: float) -> None:
         why = error.strerror or str(error) or type(error).__name__
         raise InputError(
             f"cannot reach the Ray cluster at {address} within {timeout:g} s: {why}; start it with "
-            f"`ray start --head`, or check --ray-address (HEAD:{RAY_PORT}) and --ray-timeout"
+            f"Ray's `ray start` on the head node, or check `address` (HEAD:{RAY_PORT}) and `timeout`"
         ) from None
 
 
@@ -418,7 +418,7 @@ def _host_and_port(address: str) -> tuple[str, int]:
         host, port = where, str(RAY_PORT)
     host = host.strip("[]")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InputError(f"--ray-address {address!r} is not HEAD:PORT; give the head's address, such as 10.0.0.1:6379")
+        raise InputError(f"`address` {address!r} is not HEAD:PORT; give the head's address, such as 10.0.0.1:6379")
     return host, int(port)
 
 
@@ -428,7 +428,7 @@ def make_executor(
     """`local` or `ray` (an address, reached within `timeout` seconds, only with ray)."""
     if name == "local":
         if address is not None:
-            raise InputError("--ray-address goes with --executor ray")
+            raise InputError("`address` goes with the ray executor, not the local one")
         return LocalExecutor(parallel)
     if name == "ray":
         return RayExecutor(parallel, cpus_per_task, address, timeout)

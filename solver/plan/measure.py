@@ -183,7 +183,7 @@ def measure(spec: PlanSpec, config: Configuration, derivation: Derivation, sched
 
 def iteration_lines(spec: PlanSpec, config: Configuration, derivation: Derivation, schedule: Schedule) -> list[str]:
     """How a configuration's schedule became its iteration and where the time goes, as readable lines
-    (`pipesat plan --explain`, for the best configuration)."""
+    (what `pipesat plan` explains of the best configuration)."""
     described = description(spec, config)
     training, hardware = described.training, described.hardware
     measured = measure(spec, config, derivation, schedule)

@@ -7,7 +7,7 @@ a device; for p ≥ 2, V with two and interleaved with each chunk count v of `ch
 microbatch size b dividing the global batch's share of a replica, global_batch/d, that leaves
 m = global_batch/(d·b) ≥ p microbatches, every recomputation setting, every ZeRO stage (0 alone
 with one replica) and, for a mixture-of-experts model, every expert-parallel degree EP dividing the
-experts and d (its GPUs are data-parallel replicas; ZeRO 3 of experts is not modelled). The layers are split by `--balance` (the split that makes the slowest stage
+experts and d (its GPUs are data-parallel replicas; ZeRO 3 of experts is not modelled). The layers are split by `pipeline.balance` (the split that makes the slowest stage
 fastest; the first and the last stage may hold only the embedding or the head). A shape the cost
 model refuses (a stage without work, heads that t does not divide) is left out with the reason; one
 whose model state does not fit is kept: it is refused by memory.
@@ -47,7 +47,7 @@ EDGE_SLOTS = 2
 
 @dataclass(frozen=True)
 class PlanLimits:
-    """The most a plan takes on; each has a `pipesat plan` option of its name (`--max-gpus`)."""
+    """The most a plan takes on; each has a `pipesat plan` option of its name."""
 
     max_gpus: int = 1 << 20
     max_global_batch: int = 1 << 20
@@ -87,16 +87,15 @@ def _prime_factors(n: int) -> list[tuple[int, int]]:
 
 
 def check_limits(spec: PlanSpec, limits: PlanLimits) -> None:
-    """Refuse, with one line naming the cap and its option, a spec whose counts exceed `limits`."""
-    for key, value, cap, option in (
-        ("cluster.gpus", spec.cluster.gpus, limits.max_gpus, "--max-gpus"),
-        ("training.global_batch", spec.global_batch, limits.max_global_batch, "--max-global-batch"),
-        ("model.layers", spec.model.layers, limits.max_layers, "--max-layers"),
+    """Refuse, with one line naming the cap, a spec whose counts exceed `limits`."""
+    for key, value, cap, name in (
+        ("cluster.gpus", spec.cluster.gpus, limits.max_gpus, "max_gpus"),
+        ("training.global_batch", spec.global_batch, limits.max_global_batch, "max_global_batch"),
+        ("model.layers", spec.model.layers, limits.max_layers, "max_layers"),
     ):
         if value > cap:
             raise InputError(
-                f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, "
-                f"or raise the limit with `pipesat plan {option} N`"
+                f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, or raise the limit `{name}`"
             )
 
 
@@ -127,7 +126,7 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
                             f"the plan has more than {limits.max_configurations:,} configurations; narrow the "
                             "training section's lists (tensor_parallel, pipeline_parallel, chunks, microbatch_sizes, "
                             "placements, recompute, recompute_layers, zero), or raise the limit with "
-                            "`pipesat plan --max-configurations N`"
+                            "`max_configurations`"
                         )
     if found:
         _check_largest(max(found, key=_ops))

@@ -145,7 +145,7 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
     if elided:
         lines.append(
             f"{elided} of {len(drawn)} ops are too short for a column at this width and not drawn; "
-            "a picture (-o FILE.png) draws every op"
+            "a picture (a .png file) draws every op"
         )
     peak_device = max(range(p), key=lambda d: metrics.peak_memory[d])
     units = units_of(instance)

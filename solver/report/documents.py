@@ -1,4 +1,4 @@
-"""JSON documents for programs: one document per command (`--format json`), every amount in the
+"""JSON documents for programs: one document per command (its JSON format), every amount in the
 instance's own units, which the document names under `units`.
 
 `schedule` and `solve` give one schedule's numbers (and the solve's proof); `compare` one row per
@@ -53,12 +53,12 @@ def schedule_numbers(schedule: Schedule) -> dict[str, Any]:
 
 
 def schedule_document(schedule: Schedule, objective: Objective) -> dict[str, Any]:
-    """`pipesat schedule --format json`."""
+    """`pipesat schedule`'s JSON document."""
     return _frame(schedule.instance, objective) | schedule_numbers(schedule)
 
 
 def solve_document(result: SolveResult, instance: Instance, objective: Objective) -> dict[str, Any]:
-    """`pipesat solve --format json`: the proof (status, value, bound, gap) and the schedule's numbers."""
+    """`pipesat solve`'s JSON document: the proof (status, value, bound, gap) and the schedule's numbers."""
     document = _frame(instance, objective) | _proof(result)
     best, start = result.best_heuristic, result.starting_point
     document |= {
@@ -92,7 +92,7 @@ def comparison_document(
     reference_kind: str | None,
     reference: float | None,
 ) -> dict[str, Any]:
-    """`pipesat compare --format json`: one row per schedule, and what its gap is measured against."""
+    """`pipesat compare`'s JSON document: one row per schedule, and what its gap is measured against."""
     return _frame(instance, objective) | {
         "gap_to": None if reference_kind is None else {"kind": reference_kind, "value": reference},
         "rows": list(rows),
@@ -106,7 +106,7 @@ def pareto_document(
     memory: Sequence[SolveResult],
     heuristics: Sequence[tuple[str, float, float]],
 ) -> dict[str, Any]:
-    """`pipesat pareto --format json`: each point's limit (or breakpoint memory) with its proof, and
+    """`pipesat pareto`'s JSON document: each point's limit (or breakpoint memory) with its proof, and
     the handwritten schedules at their own peak memory."""
     rows = []
     reference = instance.one_f_one_b_peak()

@@ -190,13 +190,13 @@ def no_best_text(result: PlanResult) -> str:
         assessed = len(result.results) - unfinished
         return f"none of the {assessed} configurations assessed fits the GPUs' memory, {unfinished} were not: {why}"
     return (
-        "no configuration fits the GPUs' memory; give more GPUs or memory (--gpus, --gpu-memory), "
+        "no configuration fits the GPUs' memory; give more GPUs or memory (`cluster.gpus`, `cluster.gpu_memory`), "
         "or a smaller model or global batch"
     )
 
 
 def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
-    """The plan for programs (`--format json`)."""
+    """The plan for programs (its JSON document)."""
     best = result.best
     return {
         "format": FORMAT,

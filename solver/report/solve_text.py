@@ -36,7 +36,7 @@ def no_schedule_text(result: SolveResult, units: Units = Units()) -> str:  # noq
             return f"no schedule fits device {why.device}'s memory limit of {limit}; it needs at least {least}"
         return f"no schedule fits: {infeasibility_text(why, units)}"
     longer = result.stopped_by in (None, StopReason.TIME_LIMIT, StopReason.WALL_CLOCK)
-    hint = "; raise --time-limit" if longer else ""
+    hint = "; raise `time_limit`" if longer else ""
     return f"the solver found no schedule ({result.status}) ({outcome_text(result, units)}){hint}"
 
 

@@ -78,7 +78,7 @@ def saved_files_text(count: int, directory: Path, not_saved: int = 0) -> str:
 
 
 def torch_csv_lines(path: Path, schedule: Schedule) -> list[str]:
-    """What `export --to torch-csv` wrote, and how torch reads it."""
+    """What the export to torch's CSV wrote, and how torch reads it."""
     return [
         field_line("torch CSV", f"{path} ({schedule.instance.num_devices} ranks, {len(schedule.ops)} actions)"),
         "load it with _PipelineScheduleRuntime._load_csv(path, format='compute_only') (torch 2.13)",
@@ -86,5 +86,5 @@ def torch_csv_lines(path: Path, schedule: Schedule) -> list[str]:
 
 
 def chrome_trace_line(path: Path) -> str:
-    """What `export --to chrome-trace` wrote."""
+    """What the export to a Chrome trace wrote."""
     return field_line("Chrome trace", f"{path} (one track per device, memory counters; 1 time unit = 1 ms)")

@@ -216,7 +216,7 @@ def compare_placements(
 
 
 def with_torch_rows(comparison: Comparison) -> Comparison:
-    """`compare --with-torch`: the comparison with one row per torch built-in schedule after pipesat's.
+    """The comparison with one row per torch built-in schedule after pipesat's.
 
     Like the heuristics, torch's schedules are timed without the memory limit and then judged
     against it ("fits"), with gaps to the same optimum or bound.

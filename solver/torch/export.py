@@ -54,7 +54,7 @@ def orders_to_rows(instance: Instance, orders: Sequence[Sequence[Step]]) -> Rows
     if instance.bidirectional:
         raise InputError(
             "torch's pipelining runs every microbatch through every stage, so a bidirectional (DualPipe) "
-            "schedule has no form there; export the V-shape cut's DualPipeV (--placement vshape) instead"
+            "schedule has no form there; export the V-shape cut's DualPipeV (`placement` vshape) instead"
         )
     schedule = simulate(instance, orders, name="orders")
     ensure_valid(schedule)

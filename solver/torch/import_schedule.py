@@ -214,7 +214,7 @@ def read_torch_csv(path: str | Path) -> TorchOrders:
 
 
 def placement_options(placement: Sequence[int], num_devices: int) -> tuple[int, str]:
-    """The chunks and `--placement` value (a name, else an explicit list) that give this placement."""
+    """The chunks and the `placement` value (a name, else an explicit list) that give this placement."""
     chunks = len(placement) // num_devices
     for name in ("linear", "interleaved", "vshape"):
         try:
@@ -235,13 +235,13 @@ def schedule_from_orders(torch_orders: TorchOrders, instance: Instance, name: st
     if (instance.num_devices, instance.num_microbatches) != (p, m):
         raise InstanceError(
             f"{name} has {p} devices and {m} microbatches but the instance has {instance.num_devices} and "
-            f"{instance.num_microbatches}; give -s {p} -b {m}"
+            f"{instance.num_microbatches}; give `num_devices` {p} `num_microbatches` {m}"
         )
     if instance.placement != torch_orders.placement:
         chunks, placement = placement_options(torch_orders.placement, p)
         raise InstanceError(
             f"{name} places stages on devices {list(torch_orders.placement)} but the instance places them on "
-            f"{list(instance.placement)}; give --chunks {chunks} --placement {placement}"
+            f"{list(instance.placement)}; give `chunks` {chunks} `placement` {placement}"
         )
     schedule = simulate(instance, torch_orders.orders, name=name, source=source)
     return ensure_valid(schedule)

@@ -54,10 +54,12 @@ INSTALL_HINT = "pipesat profile and calibrate need torch: pip install -e '.[torc
 # Texts of the RuntimeErrors torch raises when the memory runs out (besides torch.OutOfMemoryError).
 OUT_OF_MEMORY = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "can't allocate memory")
 LOWER = (
-    "lower --seq-len, --microbatch-size or --hidden, or put fewer layers on each stage (fewer --layers, "
-    "or more -p or --chunks)"
+    "lower `seq_len`, `microbatch_size` or `hidden`, or put fewer layers on each stage (fewer `layers`, "
+    "or more `devices` or `chunks`)"
 )
-LOWER_LAYER = "leave it out with --tensor-parallel or --microbatch-sizes, or measure on a larger device"
+LOWER_LAYER = (
+    "leave it out with `training.tensor_parallel` or `training.microbatch_sizes`, or measure on a larger device"
+)
 CPU_MAX_FORWARD_FLOPS = 5e9
 """The most FLOPs a layer's forward may take to be measured on the CPU: at some tens of GFLOP/s a core,
 a sample (F, B, W, then F and the whole backward: about 6 forwards) takes a second or two, and a shape
@@ -72,7 +74,7 @@ def profile_instance(spec: ProfileSpec, name: str = "") -> Instance:
     _check_spec(spec)
     pipeline = Pipeline(spec.devices, spec.microbatches, spec.chunks)
     check_pipeline(pipeline)
-    split = even_split(spec.model, pipeline, f"choose --layers as a multiple of {spec.devices * spec.chunks}")
+    split = even_split(spec.model, pipeline, f"choose `layers` as a multiple of {spec.devices * spec.chunks}")
     torch = _import_torch()
     device = _torch_device(torch, spec.device)
     stages = [_profile_or_explain(torch, spec, device, s, split) for s in range(len(split))]
@@ -100,7 +102,7 @@ def profile_instance(spec: ProfileSpec, name: str = "") -> Instance:
             "repeats": spec.repeats,
             "rounds": [st.rounds for st in stages],
             "stable_medians": all(st.stable for st in stages),
-            "p2p_time": "not measured (one device); set it with --p2p-time when you use the instance",
+            "p2p_time": "not measured (one device); set it when you use the instance",
         },
     }
     if spec.placement is not None:
@@ -197,7 +199,7 @@ def _check_measurable(torch: Any, device: Any, spec: ProfileSpec, shape: LayerSh
     if device.type == "cpu" and forward > CPU_MAX_FORWARD_FLOPS:
         raise InstanceError(
             f"{what}: its forward is {forward / 1e9:.3g} GFLOP, more than the {CPU_MAX_FORWARD_FLOPS / 1e9:g} GFLOP "
-            f"a CPU measures in reasonable time; {LOWER_LAYER} (--device cuda)"
+            f"a CPU measures in reasonable time; {LOWER_LAYER} (`device` cuda)"
         )
     size = DTYPE_BYTES[spec.dtype_name]
     whole = dataclasses.replace(training, recompute="none", bytes_per_value=size)
@@ -243,7 +245,7 @@ def _torch_device(torch: Any, name: str) -> Any:
     if name not in ("cpu", "cuda"):
         raise InstanceError(f"device must be cpu or cuda, got {name!r}")
     if name == "cuda" and not torch.cuda.is_available():
-        raise InstanceError("device cuda asked for but torch sees no CUDA device; use --device cpu")
+        raise InstanceError("device cuda asked for but torch sees no CUDA device; use `device` cpu")
     return torch.device(name)
 
 
@@ -276,6 +278,6 @@ def _explained(
             reason = text.strip().splitlines()[0]
             raise InstanceError(
                 f"torch {torch.__version__} cannot run the model in {spec.dtype_name} on {spec.device} ({reason}); "
-                "choose another --dtype"
+                "choose another `dtype`"
             ) from None
         raise

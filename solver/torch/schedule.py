@@ -94,5 +94,5 @@ def _check_stage(instance: Instance, position: int, stage: Any) -> None:
     if stage.group_size != instance.num_devices:
         raise InputError(
             f"the process group has {stage.group_size} ranks but the schedule has {instance.num_devices} devices; "
-            f"run {instance.num_devices} processes (torchrun --nproc-per-node {instance.num_devices})"
+            f"run {instance.num_devices} processes (torchrun's nproc-per-node {instance.num_devices})"
         )

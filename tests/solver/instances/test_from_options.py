@@ -12,17 +12,18 @@ from tests.conftest import INSTANCES_DIR
 
 
 def test_parse_numbers_one_or_many() -> None:
-    assert parse_numbers("-f", None) is None
-    assert parse_numbers("-f", "2") == 2.0
-    assert parse_numbers("-f", "1 2,3") == [1.0, 2.0, 3.0]
+    assert parse_numbers("forward_times", None) is None
+    assert parse_numbers("forward_times", "2") == 2.0
+    assert parse_numbers("forward_times", "1 2,3") == [1.0, 2.0, 3.0]
 
 
 @pytest.mark.parametrize(
-    ("text", "message"), [("", "-f needs at least one number"), ("1 x", "-f takes numbers, got '1 x'")]
+    ("text", "message"),
+    [("", "`forward_times` needs at least one number"), ("1 x", "`forward_times` takes numbers, got '1 x'")],
 )
-def test_parse_numbers_names_the_option(text: str, message: str) -> None:
+def test_parse_numbers_names_the_key(text: str, message: str) -> None:
     with pytest.raises(InstanceError, match=message):
-        parse_numbers("-f", text)
+        parse_numbers("forward_times", text)
 
 
 def test_build_instance_from_options() -> None:
@@ -41,9 +42,9 @@ def test_build_instance_options_override_the_file() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({}, "give an instance file, or at least --num-stages/-s and --num-batches/-b"),
+        ({}, "give an instance file, or at least `num_devices` and `num_microbatches`"),
         ({"num_devices": 4}, "give an instance file"),
-        ({"num_devices": 4, "num_microbatches": 8, "placement": "0,x"}, "--placement list must be device numbers"),
+        ({"num_devices": 4, "num_microbatches": 8, "placement": "0,x"}, "`placement` list must be device numbers"),
         ({"instance_file": Path("a.yaml"), "config": Path("b.yaml")}, "give the instance once"),
     ],
 )
@@ -55,12 +56,12 @@ def test_build_instance_refuses(arguments: dict, message: str) -> None:
 @pytest.mark.parametrize(
     ("limit", "message"),
     [
-        ("20GiB,20GiB", "--memory-limit lists 2 limits but there are 5 devices"),
-        ("20XB", "--memory-limit '20XB': 'XB' is not a memory unit"),
-        ("-1", "--memory-limit must be positive"),
+        ("20GiB,20GiB", "`memory_limit` lists 2 limits but there are 5 devices"),
+        ("20XB", "`memory_limit` '20XB': 'XB' is not a memory unit"),
+        ("-1", "`memory_limit` must be positive"),
     ],
 )
-def test_a_bad_option_is_named_not_the_file(limit: str, message: str) -> None:
+def test_a_bad_option_is_blamed_on_its_key_not_the_file(limit: str, message: str) -> None:
     path = INSTANCES_DIR / "sample_config.yaml"
     with pytest.raises(InstanceError) as raised:
         build_instance(path, memory_limit=limit)

@@ -1,4 +1,4 @@
-"""The output policy (never an input, never twice, never over a file without --force, only where it can
+"""The output policy (never an input, never twice, never over a file without `force`, only where it can
 be written) and atomic writes: a failed write leaves the old file whole and no temporary file behind."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_a_written_file_has_the_usual_permissions(tmp_path: Path) -> None:
         ),
         ({"OUT": "./in.json"}, {"schedule file": "in.json"}, "OUT in.json is the schedule file this command reads"),
         ({"--save": "x.png", "-o": "sub/../x.png"}, {}, "is both --save and -o; give each output its own file"),
-        ({"--save": "exists.json"}, {}, "exists.json already exists; add --force to replace it"),
+        ({"--save": "exists.json"}, {}, "exists.json already exists; add `force` to replace it"),
         ({"-o": "folder"}, {}, "-o folder is a folder, not a regular file; name a file to write"),
         ({"-o": "plain/deeper/x.png"}, {}, "cannot write in"),
     ],
@@ -103,7 +103,7 @@ def test_a_default_name_may_be_replaced_but_keeps_every_other_rule(tmp_path: Pat
     existing = tmp_path / "pipeline_1f1b.png"
     existing.write_text("an earlier picture")
     check_outputs({"the picture": DefaultName(existing)}, {}, force=False)
-    with pytest.raises(InputError, match="already exists; add --force"):
+    with pytest.raises(InputError, match="already exists; add `force`"):
         check_outputs({"-o": existing}, {}, force=False)  # the same file, named by the user
     with pytest.raises(InputError, match="is the schedule file this command reads"):
         check_outputs({"the picture": DefaultName(existing)}, {"schedule file": existing}, force=False)
@@ -141,7 +141,7 @@ def test_a_device_is_never_an_output() -> None:
 
 def test_a_link_is_followed_its_target_replaced_and_the_link_kept(tmp_path: Path) -> None:
     link, target = linked_file(tmp_path)
-    with pytest.raises(InputError, match=r"latest\.json already exists; add --force"):
+    with pytest.raises(InputError, match=r"latest\.json already exists; add `force`"):
         check_outputs({"--save": link}, {}, force=False)
     check_outputs({"--save": link}, {}, force=True)
     assert write_output(link, "new") == link

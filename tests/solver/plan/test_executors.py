@@ -106,7 +106,7 @@ def test_local_tasks_stop_at_the_deadline_and_on_a_signal_and_no_worker_is_left(
 def test_bad_executor_choices_are_one_line() -> None:
     with pytest.raises(InputError, match="unknown executor"):
         make_executor("dask", 1, 1)
-    with pytest.raises(InputError, match="--ray-address goes with --executor ray"):
+    with pytest.raises(InputError, match="`address` goes with the ray executor"):
         make_executor("local", 1, 1, "head:6379")
 
 

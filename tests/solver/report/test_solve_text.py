@@ -58,7 +58,7 @@ def test_outcome_and_error_without_a_schedule() -> None:
     unknown = _result(status=Status.UNKNOWN)
     assert outcome_text(unknown) == "unknown: no schedule found in 2 s"
     assert no_schedule_text(unknown) == (
-        "the solver found no schedule (unknown) (unknown: no schedule found in 2 s); raise --time-limit"
+        "the solver found no schedule (unknown) (unknown: no schedule found in 2 s); raise `time_limit`"
     )
     interrupted = _result(status=Status.INTERRUPTED)
     assert outcome_text(interrupted) == "interrupted before any schedule was found"
@@ -103,7 +103,7 @@ def test_a_solve_without_a_schedule_says_why_and_hints_only_at_what_helps() -> N
     late = _result(status=Status.UNKNOWN, stopped_by=StopReason.TIME_LIMIT, reason="the time limit ran out")
     assert outcome_text(late) == "unknown: no schedule found in 2 s (the time limit ran out)"
     assert no_schedule_text(late).endswith(
-        "(unknown: no schedule found in 2 s (the time limit ran out)); raise --time-limit"
+        "(unknown: no schedule found in 2 s (the time limit ran out)); raise `time_limit`"
     )
     invalid = "CP-SAT refused the model: var #0 has no domain()"
     refused = _result(status=Status.UNKNOWN, stopped_by=StopReason.MODEL_INVALID, reason=invalid)
@@ -113,7 +113,7 @@ def test_a_solve_without_a_schedule_says_why_and_hints_only_at_what_helps() -> N
     )
     died = "the CP-SAT process was killed by signal SIGKILL; it last wrote: F0101 check failed"
     crashed = _result(status=Status.UNKNOWN, stopped_by=StopReason.CRASH, reason=died)
-    assert died in no_schedule_text(crashed) and "--time-limit" not in no_schedule_text(crashed)
+    assert died in no_schedule_text(crashed) and "time_limit" not in no_schedule_text(crashed)
 
 
 def test_goal_and_progress_line() -> None:

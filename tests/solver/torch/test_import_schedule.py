@@ -107,9 +107,9 @@ def test_exported_csv_imports_to_the_same_schedule(tmp_path: Path, name: str, sh
 def test_csv_import_names_the_options_that_match(tmp_path: Path) -> None:
     path = export_torch_csv(run_heuristic("zb-v", Instance.from_dict(VSHAPE_SPLIT)), tmp_path / "v.csv")
     assert read_torch_csv(path).placement == (0, 1, 2, 3, 3, 2, 1, 0)
-    with pytest.raises(InstanceError, match="give --chunks 2 --placement vshape"):
+    with pytest.raises(InstanceError, match="give `chunks` 2 `placement` vshape"):
         import_torch_csv(path, Instance.from_dict(INTERLEAVED_SPLIT))
-    with pytest.raises(InstanceError, match="give -s 4 -b 8"):
+    with pytest.raises(InstanceError, match="give `num_devices` 4 `num_microbatches` 8"):
         import_torch_csv(path, Instance.from_dict({**VSHAPE_SPLIT, "num_microbatches": 6}))
 
 

@@ -65,8 +65,8 @@ def test_a_shape_too_large_to_measure_is_refused_before_any_is_measured(monkeypa
     assert str(error.value) == (
         "the layer of t1 (hidden 32, 4 heads (2 key/value) of 8, SwiGLU 48, sequence 8, microbatch 4, recompute "
         f"none): its forward is {4 * forward / 1e9:.3g} GFLOP, more than the {2 * forward / 1e9:g} GFLOP a CPU "
-        "measures in reasonable time; leave it out with --tensor-parallel or --microbatch-sizes, or measure on a "
-        "larger device (--device cuda)"
+        "measures in reasonable time; leave it out with `training.tensor_parallel` or `training.microbatch_sizes`, "
+        "or measure on a larger device (`device` cuda)"
     )
     monkeypatch.setattr(profile_module, "_free_bytes", lambda torch, device: 1000.0)
     with pytest.raises(
@@ -85,8 +85,8 @@ def test_a_layer_that_runs_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyP
         calibrate([(MODEL, Training(tensor_parallel=2))], repeats=1, dtype="bf16")
     assert str(error.value) == (
         "the layer of t2 (hidden 32, 2 heads (1 key/value) of 8, SwiGLU 24, sequence 8, microbatch 1, recompute "
-        "none, bf16) ran out of memory on cpu; leave it out with --tensor-parallel or --microbatch-sizes, or measure "
-        "on a larger device"
+        "none, bf16) ran out of memory on cpu; leave it out with `training.tensor_parallel` or "
+        "`training.microbatch_sizes`, or measure on a larger device"
     )
 
 
