@@ -462,7 +462,7 @@ BAD_COMMANDS = [
     BadCommand(
         "plan-ray-unreachable",
         (*PLAN, "--executor", "ray", "--ray-address", "127.0.0.1:1", "--ray-timeout", "2"),
-        "cannot reach the Ray cluster at 127.0.0.1:1 within 2 s" if HAS_RAY else "--executor ray needs Ray",
+        "cannot reach the Ray cluster at 127.0.0.1:1 within 2 s" if HAS_RAY else "the ray executor needs Ray",
     ),
 ]
 """Run in a folder holding `cfg.yaml` (an instance), `s.json` (a valid schedule), `plan.yaml` (the tiny
