@@ -1,5 +1,6 @@
 """The frame every command runs in: pipesat's errors and click's usage errors as one `error:` line on
-standard error (`echo_error`, the one printer of errors) and an exit code, the list options that take
+standard error (`echo_error`, the one printer of errors; the keys a message of the layers below names
+shown as the command's flags, `commands.flags`) and an exit code, the list options that take
 space-separated numbers (the earlier tool's `-f 1 2 3`), and the exits for Ctrl-C and SIGTERM."""
 
 from __future__ import annotations
