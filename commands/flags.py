@@ -2,12 +2,13 @@
 shows it.
 
 `models` and `solver` speak to a Python caller and a spec's author, so a message names keys, not
-flags. A key to change is in backticks: `` `training.tensor_parallel` ``, `` `num_devices` ``,
-`` `time_limit` ``; the command line says its flag in its place (`--tensor-parallel`) where the
-command that failed takes that flag (`pipesat plan` takes `--tensor-parallel` but no `--zero`, so its
-messages keep `training.zero`, which its spec gives). A dotted key as it stands names where a value
-came from (`cluster.gpus 4 is more than ...`): it becomes the flag only where the user gave that
-flag, not the spec.
+flags: a description or spec key by its dotted name (`training.tensor_parallel`), an instance key or
+a parameter of the Python API in backticks (`` `num_devices` ``, `` `time_limit` ``). The command line
+says the flag in a key's place (`--tensor-parallel`) where the command that failed takes that flag
+(`pipesat plan` takes `--tensor-parallel` but no `--zero`, so its messages keep `training.zero`,
+which its spec gives). The key a message starts with, after a file's name (`cluster.gpus 4 is more
+than ...`, `plan.yaml: model.layers must be ...`), is the value it is about: it becomes the flag only
+where the user gave that flag, not a file.
 """
 
 from __future__ import annotations
@@ -78,18 +79,22 @@ FLAGS: dict[str, str] = {
 """A key, as a message below the command line names it, -> the flag that gives it (the first of
 `--num-stages/-s` is the one a command is asked for)."""
 
-_MENTION = re.compile(r"`(?P<change>[a-z][a-z0-9_.]*)`|(?<![\w.`])(?P<value>[a-z]+\.[a-z0-9_]+)(?![\w`])")
-"""A key in backticks (one to change), or a dotted one as it stands (where a value came from)."""
+_MENTION = re.compile(r"`(?P<quoted>[a-z][a-z0-9_.]*)`|(?<![\w.`])(?P<dotted>[a-z]+\.[a-z0-9_]+)(?![\w`])")
+"""A key in backticks, or a dotted one as it stands."""
+_FILE = re.compile(r"\S+: ")
+"""The file a message may start with (`plan.yaml: `)."""
 
 
 def with_flags(message: str, taken: Collection[str], given: Collection[str]) -> str:
-    """`message` with each key to change whose flag is in `taken` (the flags of the command that
-    failed), and each key of a value whose flag is in `given` (those the user gave), written as
-    that flag; every other word as it is."""
+    """`message` with each key it names written as its flag where that flag is in `taken` (the flags
+    of the command that failed); the key it starts with, the value it is about, only where the flag
+    is in `given` (those the user gave). Every other word as it is."""
+    prefix = _FILE.match(message)
+    subject = prefix.end() if prefix is not None else 0
 
     def flag(mention: re.Match[str]) -> str:
-        shown = FLAGS.get(mention["change"] or mention["value"])
-        if shown is None or shown.split("/")[0] not in (taken if mention["change"] else given):
+        shown = FLAGS.get(mention["quoted"] or mention["dotted"])
+        if shown is None or shown.split("/")[0] not in (given if mention.start() == subject else taken):
             return mention[0]
         return shown
 

@@ -391,7 +391,7 @@ BAD_COMMANDS = [
     BadCommand(
         "expert-parallel-without-experts",
         (*SMALL_MODEL, "--expert-parallel", "2", "--data-parallel", "2"),
-        "expert parallelism 2 needs experts; give model.experts, or training.expert_parallel 1",
+        "expert parallelism 2 needs experts; give --experts, or --expert-parallel 1",
     ),
     BadCommand(
         "top-k-without-experts", (*SMALL_MODEL, "--top-k", "2"), "top_k is given but experts is 0 (a dense model)"
@@ -399,13 +399,13 @@ BAD_COMMANDS = [
     BadCommand(
         "zero-3-with-experts",
         (*SMALL_MODEL, "--experts", "8", "--data-parallel", "2", "--zero", "3"),
-        "ZeRO 3 with experts is not modelled; give training.zero 0, 1 or 2",
+        "ZeRO 3 with experts is not modelled; give --zero 0, 1 or 2",
     ),
     BadCommand("experts-negative", (*SMALL_MODEL, "--experts", "-1"), "--experts must be at least 0, got -1"),
     BadCommand(
         "recompute-layers-without-full",
         (*SMALL_MODEL, "--recompute-layers", "2"),
-        "recompute_layers counts layers recomputed in full, but recompute is none; give training.recompute full",
+        "recompute_layers counts layers recomputed in full, but recompute is none; give --recompute full",
     ),
     BadCommand("picture-suffix", ("solve", *SMALL, "-o", "x.jpg"), "name the picture .png, .svg or .pdf"),
     BadCommand(

@@ -91,7 +91,7 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        (["--layers=30"], "30 layers do not split evenly over 4 x 1 = 4 stages; set pipeline.balance"),
+        (["--layers=30"], "30 layers do not split evenly over 4 x 1 = 4 stages; set --balance"),
         (["--gpu-memory", "80"], "--gpu-memory must be a positive amount with a unit, such as 80GiB, got '80'"),
         (["--gpu-memory", "80 gigs"], "'gigs' is not a memory unit"),
         (
@@ -112,7 +112,7 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path) -> None:
         (["--tensor-parallel", "3"], "tensor parallelism 3 does not divide heads 32"),
         (
             ["--balance", "--layers-per-stage", "8,8,8,8"],
-            "give pipeline.balance or pipeline.layers_per_stage, not both",
+            "give --balance or --layers-per-stage, not both",
         ),
         (["--layers-per-stage", "3,x"], "--layers-per-stage must be whole numbers separated by commas, such as 1,2"),
         (["--placement", "zigzag"], "unknown placement 'zigzag'"),

@@ -16,16 +16,6 @@ from tests.conftest import ROOT
 FLAG = re.compile(r"--[a-z]")
 TEXT = {tokenize.STRING, tokenize.COMMENT, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
 """The tokens that hold words: string literals (docstrings, messages, f-strings' text) and comments."""
-NOT_YET = {
-    "solver/instances/calibration.py",
-    "solver/instances/cost_model.py",
-    "solver/instances/explain.py",
-    "solver/instances/gpus.py",
-    "solver/instances/layer_balance.py",
-    "solver/instances/model_state.py",
-}
-"""The rest of solver/instances/, whose messages another branch of issue 43 moves to keys (with the
-split of cost_model.py); empty this set once it is merged."""
 SOURCES = sorted(path for top in ("models", "solver") for path in ROOT.joinpath(top).rglob("*.py"))
 
 
@@ -38,11 +28,9 @@ def flags_in(source: str) -> list[tuple[int, str]]:
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_flag_is_named_below_the_command_line(path: Path) -> None:
     found = flags_in(path.read_text(encoding="utf-8"))
-    name = str(path.relative_to(ROOT))
-    if name in NOT_YET:
-        assert found, f"{name} names no flag any more; take it out of NOT_YET"
-    else:
-        assert not found, f"{name}:{found[0][0]} names a flag ({found[0][1]}); name the key (commands/flags.py)"
+    assert not found, (
+        f"{path.relative_to(ROOT)}:{found[0][0]} names a flag ({found[0][1]}); name the key (commands/flags.py)"
+    )
 
 
 def test_the_search_finds_a_flag_in_a_message_a_comment_and_a_docstring_but_not_in_code() -> None:

@@ -11,7 +11,7 @@ import click
 from pipesat.cli import cli
 from pipesat.commands.flags import FLAGS, with_flags
 from pipesat.models import limits
-from pipesat.solver.instances.cost_model import Hardware, Pipeline, Training, Transformer
+from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.from_options import build_instance
 from pipesat.solver.instances.keys import keys
 from pipesat.solver.io.output_file import check_outputs
@@ -19,7 +19,7 @@ from pipesat.solver.plan.executors import make_executor
 from pipesat.solver.plan.space import PlanLimits
 from pipesat.solver.plan.spec import Cluster, PlanSpec
 from pipesat.solver.solve import solve
-from pipesat.solver.torch.profile import ProfileSpec
+from pipesat.solver.torch.profile_spec import ProfileSpec
 from tests.cli_helpers import cli_error, run_cli
 
 SECTIONS = {
@@ -64,19 +64,24 @@ def test_every_flag_of_the_table_is_an_option_of_some_command() -> None:
         assert set(shown.split("/")) <= flags, f"{key}: {shown}"
 
 
-def test_a_key_to_change_is_its_flag_where_the_command_takes_it() -> None:
-    message = "give `training.tensor_parallel` 2 or more, or `training.zero` 0"
-    assert with_flags(message, {"--tensor-parallel"}, set()) == "give --tensor-parallel 2 or more, or `training.zero` 0"
-    assert (
-        with_flags("`num_devices` must be at least 1", {"--num-stages"}, set()) == "--num-stages/-s must be at least 1"
-    )
+def test_a_key_is_its_flag_where_the_command_takes_it() -> None:
+    message = "ZeRO 1 shards over data parallelism; give training.data_parallel 2 or more, or `training.zero` 0"
+    shown = "ZeRO 1 shards over data parallelism; give --data-parallel 2 or more, or `training.zero` 0"
+    assert with_flags(message, {"--data-parallel"}, set()) == shown
+    assert with_flags("give `num_devices` 4", {"--num-stages"}, set()) == "give --num-stages/-s 4"
     assert with_flags("an `unknown` key, `chunks: 2`", {"--chunks"}, set()) == "an `unknown` key, `chunks: 2`"
 
 
-def test_a_key_of_a_value_is_its_flag_only_where_the_user_gave_it() -> None:
-    message = "cluster.gpus 9 is more than 8; see plan.yaml, or spec.cluster.gpus"
-    assert with_flags(message, {"--gpus"}, set()) == message
-    assert with_flags(message, {"--gpus"}, {"--gpus"}) == "--gpus 9 is more than 8; see plan.yaml, or spec.cluster.gpus"
+def test_the_key_a_message_is_about_is_its_flag_only_where_the_user_gave_it() -> None:
+    message = "cluster.gpus 9 is more than 8; see spec.cluster.gpus, or raise `max_gpus`"
+    kept = "cluster.gpus 9 is more than 8; see spec.cluster.gpus, or raise --max-gpus"
+    assert with_flags(message, {"--gpus", "--max-gpus"}, set()) == kept
+    assert with_flags(message, {"--gpus", "--max-gpus"}, {"--gpus"}) == kept.replace("cluster.gpus 9", "--gpus 9")
+    in_a_file = "plan.yaml: cluster.gpus must be at least 1, got 0"
+    assert with_flags(in_a_file, {"--gpus"}, set()) == in_a_file
+    assert (
+        with_flags("`num_devices` must be at least 1", set(), {"--num-stages"}) == "--num-stages/-s must be at least 1"
+    )
 
 
 def test_the_command_line_says_the_flag_where_the_api_says_the_key() -> None:
