@@ -5,7 +5,7 @@ workers, the bounds) and is part of every result.
 The defaults are pipesat's; a field's docstring says what it trades and where it was measured (the
 benchmark, its results file and the experiment's folder). Experts give another `Tuning` to `solve`
 (`tuning=`), to a plan (`PlanOptions.tuning`), or to the command line in a TOML or YAML file
-(`--tuning FILE`, read by `load_tuning`): one `field = value` a line, the fields named as here.
+(a file given to its `tuning` option, read by `load_tuning`): one `field = value` a line, the fields named as here.
 Settings that are facts rather than trades (CP-SAT's subsolver names, float noise, the two-worker
 shape of the proof portfolio, `solver.cpsat.search.PROOF_PORTFOLIO_WORKERS`) stay where they are used.
 """
