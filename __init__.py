@@ -27,7 +27,7 @@ from pipesat.models.log import show_log
 from pipesat.models.plan_result import PlanResult
 from pipesat.models.solve_result import SolveResult, StopReason
 from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
-from pipesat.solver.evaluate.validator import Violation, ensure_valid, validate
+from pipesat.solver.evaluate.validator import Rule, Violation, ensure_valid, validate
 from pipesat.solver.heuristics import all_heuristics, run_heuristic
 from pipesat.solver.io.schedule_file import load_schedule, save_schedule
 from pipesat.solver.plan.executors import LocalExecutor, RayExecutor
@@ -57,6 +57,7 @@ __all__ = [
     "PlanResult",
     "PlanSpec",
     "RayExecutor",
+    "Rule",
     "Schedule",
     "ScheduleError",
     "SolveResult",

@@ -3,17 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import NamedTuple
 
 from pipesat.models.instance import Instance
 
-KINDS = ("F", "B", "W")
+
+class Kind(StrEnum):
+    """An op's kind. A `StrEnum`: it prints, and files hold it, as its letter (`f"{Kind.F}2"` is `F2`),
+    and it equals that letter, so a kind read from a file is `Kind(text)`."""
+
+    F = "F"
+    """The forward."""
+    B = "B"
+    """The backward: the input gradient, or the whole backward where there are no separate Ws."""
+    W = "W"
+    """The weight gradient, split out of the backward."""
+
+
+KINDS = tuple(Kind)
+"""Every kind, in the order ops of one time are listed."""
+
+
+def backward_kinds(split_backward: bool) -> tuple[Kind, ...]:
+    """The ops a microbatch's backward of a stage runs as: B then W, or one B without separate Ws."""
+    return (Kind.B, Kind.W) if split_backward else (Kind.B,)
+
+
+def last_kind(split_backward: bool) -> Kind:
+    """The kind of a microbatch's last op on a stage: its W, or its B without separate Ws."""
+    return backward_kinds(split_backward)[-1]
+
+
+def op_kinds(split_backward: bool) -> tuple[Kind, ...]:
+    """The kinds of a schedule's ops: F and the backward's (`backward_kinds`)."""
+    return (Kind.F, *backward_kinds(split_backward))
 
 
 class OpKey(NamedTuple):
     """An op's identity: (kind, stage, microbatch). A tuple: equal to, and hashed as, the plain one."""
 
-    kind: str
+    kind: Kind
     stage: int
     microbatch: int
 
@@ -24,11 +54,11 @@ def op_label(key: OpKey) -> str:
     return f"{kind}(stage {stage}, mb {microbatch})"
 
 
-def op_duration(instance: Instance, kind: str, stage: int, split_backward: bool) -> float:
+def op_duration(instance: Instance, kind: Kind, stage: int, split_backward: bool) -> float:
     """An op's length. A B in a schedule without separate Ws is the whole backward (B + W)."""
-    if kind == "F":
+    if kind == Kind.F:
         return instance.forward_times[stage]
-    if kind == "W":
+    if kind == Kind.W:
         return instance.weight_times[stage] if instance.weight_times is not None else 0.0
     if split_backward or instance.weight_times is None:
         return instance.backward_times[stage]
@@ -49,7 +79,7 @@ class Pair(NamedTuple):
 
     def op_keys(self) -> tuple[OpKey, ...]:
         """The ops in the pair: F, B, and the B's W when it is inside."""
-        weight = (OpKey("W", self.backward.stage, self.backward.microbatch),) if self.with_weight else ()
+        weight = (OpKey(Kind.W, self.backward.stage, self.backward.microbatch),) if self.with_weight else ()
         return (self.forward, self.backward, *weight)
 
 
@@ -67,8 +97,8 @@ def split_out_weight(step: Step) -> list[Step]:
     its B then its W; a pair's whole backward keeps its W inside the pair."""
     if isinstance(step, Pair):
         return [step._replace(with_weight=True)]
-    if step.kind == "B":
-        return [step, step._replace(kind="W")]
+    if step.kind == Kind.B:
+        return [step, step._replace(kind=Kind.W)]
     return [step]
 
 
@@ -76,7 +106,7 @@ def pair_error(pair: Pair) -> str | None:
     """Why `pair` cannot run as an overlapped pair, or None when it can: the rule, in one place (an F
     and a B of different microbatches; a W inside is always the B's own)."""
     forward, backward = pair.forward, pair.backward
-    if forward.kind != "F" or backward.kind != "B":
+    if forward.kind != Kind.F or backward.kind != Kind.B:
         return f"a pair runs an F with a B, not {op_label(forward)} with {op_label(backward)}"
     if forward.microbatch == backward.microbatch:
         return f"{pair_label(pair)} pairs one microbatch with itself; a pair needs two microbatches"
@@ -88,9 +118,9 @@ def pair_label(pair: Pair) -> str:
     return " with ".join(op_label(key) for key in pair.op_keys())
 
 
-def communication_time(instance: Instance, kind: str, stage: int) -> float:
+def communication_time(instance: Instance, kind: Kind, stage: int) -> float:
     """The communication part of an op (the expert all-to-all): 0 for W and without comm times."""
-    times = {"F": instance.forward_comm_times, "B": instance.backward_comm_times}.get(kind)
+    times = {Kind.F: instance.forward_comm_times, Kind.B: instance.backward_comm_times}.get(kind)
     return 0.0 if times is None else times[stage]
 
 
@@ -105,12 +135,12 @@ def pair_duration(instance: Instance, pair: Pair, split_backward: bool) -> float
     after the other. Without communication it is exactly F + B (no gain, no loss).
     """
     forward, backward = pair.forward, pair.backward
-    forward_comm = communication_time(instance, "F", forward.stage)
-    backward_comm = communication_time(instance, "B", backward.stage)
-    backward_time = op_duration(instance, "B", backward.stage, split_backward)
+    forward_comm = communication_time(instance, Kind.F, forward.stage)
+    backward_comm = communication_time(instance, Kind.B, backward.stage)
+    backward_time = op_duration(instance, Kind.B, backward.stage, split_backward)
     if pair.with_weight:
-        backward_time += op_duration(instance, "W", backward.stage, split_backward)
-    forward_compute = op_duration(instance, "F", forward.stage, split_backward) - forward_comm
+        backward_time += op_duration(instance, Kind.W, backward.stage, split_backward)
+    forward_compute = op_duration(instance, Kind.F, forward.stage, split_backward) - forward_comm
     backward_compute = backward_time - backward_comm
     return max(forward_compute, backward_comm) + max(backward_compute, forward_comm)
 
@@ -124,12 +154,12 @@ def dependency(key: OpKey, instance: Instance) -> OpKey | None:
     different devices the wait adds `p2p_time`.
     """
     kind, stage, microbatch = key
-    if kind == "W":
-        return OpKey("B", stage, microbatch)
+    if kind == Kind.W:
+        return OpKey(Kind.B, stage, microbatch)
     route = instance.route(microbatch)
-    if kind == "F":
-        return OpKey("F", stage - 1, microbatch) if stage > route.start else None
-    return OpKey("F", stage, microbatch) if stage == route.stop - 1 else OpKey("B", stage + 1, microbatch)
+    if kind == Kind.F:
+        return OpKey(Kind.F, stage - 1, microbatch) if stage > route.start else None
+    return OpKey(Kind.F, stage, microbatch) if stage == route.stop - 1 else OpKey(Kind.B, stage + 1, microbatch)
 
 
 def input_ready(key: OpKey, instance: Instance, end: Mapping[OpKey, float]) -> float | None:
@@ -145,7 +175,7 @@ def input_ready(key: OpKey, instance: Instance, end: Mapping[OpKey, float]) -> f
     return end[before] + (instance.p2p_time if across else 0.0)
 
 
-def memory_change(instance: Instance, kind: str, stage: int, split_backward: bool) -> float:
+def memory_change(instance: Instance, kind: Kind, stage: int, split_backward: bool) -> float:
     """What an op does to its device's held memory: the memory model, in one place.
 
     F allocates the stage's activation memory (M_B) at its start; B frees M_B - M_W at its end and W
@@ -154,16 +184,16 @@ def memory_change(instance: Instance, kind: str, stage: int, split_backward: boo
     """
     activation = instance.activation_memory[stage]
     weight = instance.weight_memory[stage] if split_backward else 0.0
-    if kind == "F":
+    if kind == Kind.F:
         return activation
-    if kind == "B":
+    if kind == Kind.B:
         return -(activation - weight)
     return -weight
 
 
 def expected_op_keys(instance: Instance, split_backward: bool) -> list[OpKey]:
     """Every op a complete schedule of `instance` holds, F then B then W, by stage then microbatch."""
-    kinds = KINDS if split_backward else KINDS[:2]
+    kinds = op_kinds(split_backward)
     return [
         OpKey(kind, s, j) for kind in kinds for s in range(instance.num_stages) for j in instance.microbatches_at(s)
     ]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pipesat.models.errors import InstanceError
 
-PLACEMENTS = ("linear", "interleaved", "vshape", "bidirectional")
+Placement = Literal["linear", "interleaved", "vshape", "bidirectional"]
+"""A named placement (docs/design.md, placement); `placement_devices` gives its stage-to-device list."""
+PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
+"""Every named placement, in that order (a V's before a bidirectional one's: `Instance.placement_name`)."""
 
 
 def placement_devices(placement: str, num_devices: int, chunks: int) -> tuple[int, ...]:

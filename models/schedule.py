@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.instance import Instance
-from pipesat.models.ops import KINDS, OpKey, Pair, Step, op_label, pair_error
+from pipesat.models.ops import KINDS, Kind, OpKey, Pair, Step, op_label, pair_error
 
 FORMAT = "pipesat-schedule/1"
 
@@ -18,7 +18,7 @@ FORMAT = "pipesat-schedule/1"
 class Op(NamedTuple):
     """One unit of work on a device, with its start and end time."""
 
-    kind: str
+    kind: Kind
     stage: int
     microbatch: int
     device: int
@@ -46,7 +46,7 @@ class Schedule:
     @cached_property
     def split_backward(self) -> bool:
         """Whether B and W are separate ops; without W ops every B is the whole backward."""
-        return any(op.kind == "W" for op in self.ops)
+        return any(op.kind == Kind.W for op in self.ops)
 
     def orders(self) -> list[list[Step]]:
         """Per-device steps in execution order (by start, then end): ops, and overlapped pairs.
@@ -132,7 +132,7 @@ def _parse_op(index: int, raw: Any) -> Op:
         raise ScheduleError(f"ops[{index}] lacks {', '.join(missing)}")
     kind = raw["kind"]
     if kind not in KINDS:
-        raise ScheduleError(f"ops[{index}]: kind {kind!r} is not one of F, B, W")
+        raise ScheduleError(f"ops[{index}]: kind {kind!r} is not one of {', '.join(KINDS)}")
     ints = []
     for key in ("stage", "microbatch", "device"):
         value = raw[key]
@@ -145,4 +145,4 @@ def _parse_op(index: int, raw: Any) -> Op:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ScheduleError(f"ops[{index}]: {key} must be a finite number, got {value!r}")
         times.append(float(value))
-    return Op(kind, ints[0], ints[1], ints[2], times[0], times[1])
+    return Op(Kind(kind), ints[0], ints[1], ints[2], times[0], times[1])

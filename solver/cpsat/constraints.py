@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import OpKey, Pair, dependency
+from pipesat.models import Kind, OpKey, Pair, dependency
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.variables import ModelVariables, op_name, pair_name
 
@@ -49,7 +49,7 @@ def add_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVa
         if dep is not None:
             latency = p2p if placement[dep.stage] != placement[key.stage] else 0
             precedence = model.add(variables.starts[key] >= variables.ends[dep] + latency)
-            if key.kind == "W" and key in variables.alone:
+            if key.kind == Kind.W and key in variables.alone:
                 precedence.only_enforce_if(variables.alone[key])
 
 
@@ -75,7 +75,7 @@ def add_symmetry_breaking(model: cp_model.CpModel, data: ModelData, variables: M
     if not instance.bidirectional:
         # F(0, 0) comes before every op; shifting the whole schedule puts it at 0. (Fed from both
         # ends, either copy's first forward may come first.)
-        model.add(variables.starts[OpKey("F", 0, 0)] == 0)
+        model.add(variables.starts[OpKey(Kind.F, 0, 0)] == 0)
     for kind, stage, j in data.keys:
         if j + 1 in instance.microbatches_at(stage):
             model.add(variables.starts[OpKey(kind, stage, j + 1)] >= variables.ends[OpKey(kind, stage, j)])
@@ -153,11 +153,11 @@ def _add_stage_precedences(
     tight = data.tuning.tight_precedences and weight > 0 and room < k * activation + weight
     passing = data.instance.microbatches_at(s)
     for j in range(passing.start, max(passing.start, passing.stop - k)):
-        forward = variables.starts[OpKey("F", s, j + k)]
-        model.add(forward >= variables.ends[OpKey("B", s, j)])
+        forward = variables.starts[OpKey(Kind.F, s, j + k)]
+        model.add(forward >= variables.ends[OpKey(Kind.B, s, j)])
         if tight:
             earliest = model.new_int_var(0, data.horizon, f"memory frees for F {s} {j + k}")
-            waited = [variables.ends[OpKey("W", s, j)], variables.ends[OpKey("B", s, j + 1)]]
+            waited = [variables.ends[OpKey(Kind.W, s, j)], variables.ends[OpKey(Kind.B, s, j + 1)]]
             model.add_min_equality(earliest, waited)
             model.add(forward >= earliest)
 
@@ -169,8 +169,8 @@ def _add_nested_precedences(
     if k < 1:
         return
     for j in range(passing.start, max(passing.start, passing.stop - k)):
-        model.add(variables.starts[OpKey("F", a, j + k)] >= variables.ends[OpKey("B", b, j)])
-        model.add(variables.starts[OpKey("F", b, j + k)] >= variables.ends[OpKey("B", a, j)])
+        model.add(variables.starts[OpKey(Kind.F, a, j + k)] >= variables.ends[OpKey(Kind.B, b, j)])
+        model.add(variables.starts[OpKey(Kind.F, b, j + k)] >= variables.ends[OpKey(Kind.B, a, j)])
 
 
 def memory_limit_ticks(data: ModelData, device: int) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 from ortools.sat.python.cp_model import IntVar
 
-from pipesat.models import Instance, Objective, OpKey, Pair, Step
+from pipesat.models import Instance, Kind, Objective, OpKey, Pair, Step
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.cpsat.constraints import (
     add_memory_limits,
@@ -101,10 +101,12 @@ def orders_from_starts(
 
 def _paired(keys: list[OpKey]) -> list[Step]:
     """Ops starting together on one device: an F and a B among them (with that B's W) as a pair."""
-    forwards = [key for key in keys if key.kind == "F"]
-    backwards = [key for key in keys if key.kind == "B"]
+    forwards = [key for key in keys if key.kind == Kind.F]
+    backwards = [key for key in keys if key.kind == Kind.B]
     if len(forwards) != 1 or len(backwards) != 1:
         return list(keys)
-    pair = Pair(forwards[0], backwards[0], with_weight=OpKey("W", backwards[0].stage, backwards[0].microbatch) in keys)
+    pair = Pair(
+        forwards[0], backwards[0], with_weight=OpKey(Kind.W, backwards[0].stage, backwards[0].microbatch) in keys
+    )
     rest = [key for key in keys if key not in pair.op_keys()]
     return [*rest, pair]

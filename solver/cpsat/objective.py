@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import Objective
+from pipesat.models import Kind, Objective, last_kind
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.scale import to_ticks
 from pipesat.solver.cpsat.variables import ModelVariables
@@ -39,7 +39,7 @@ def _add_makespan(model: cp_model.CpModel, data: ModelData, variables: ModelVari
     instance = data.instance
     last_only = data.symmetry_breaking
     split = data.split_backward
-    sink_kind = "W" if split else "B"
+    sink_kind = last_kind(split)
     for key in data.keys:
         kind, stage, j = key
         last = instance.microbatches_at(stage)[-1]
@@ -50,7 +50,7 @@ def _add_makespan(model: cp_model.CpModel, data: ModelData, variables: ModelVari
 def _add_max_span(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
     instance = data.instance
     last_only = data.symmetry_breaking
-    closing_kind = "W" if data.split_backward else "B"
+    closing_kind = last_kind(data.split_backward)
     for d in range(instance.num_devices):
         # The first op on d is a forward of its first stage on a route, the last a W (or a fused B).
         first_stages = {on_route[0] for on_route in instance.route_stages(d)}
@@ -58,7 +58,7 @@ def _add_max_span(model: cp_model.CpModel, data: ModelData, variables: ModelVari
         openers = [
             variables.starts[k]
             for k in on_device
-            if k.kind == "F"
+            if k.kind == Kind.F
             and k.stage in first_stages
             and (not last_only or k.microbatch == instance.microbatches_at(k.stage).start)
         ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pipesat.models import Instance, OpKey, Pair, Step, op_duration, pair_duration
+from pipesat.models import Instance, Kind, OpKey, Pair, Step, op_duration, pair_duration
 from pipesat.solver.cpsat.scale import TickScale, to_ticks
 
 
@@ -41,13 +41,13 @@ def pair_candidates(
         for forward_stage in stages:
             for backward_stage in stages:
                 for with_weight in weight_variants:
-                    shape = Pair(OpKey("F", forward_stage, 1), OpKey("B", backward_stage, 0), with_weight)
+                    shape = Pair(OpKey(Kind.F, forward_stage, 1), OpKey(Kind.B, backward_stage, 0), with_weight)
                     length = pair_duration(instance, shape, split_backward)
-                    apart = op_duration(instance, "F", forward_stage, split_backward) + op_duration(
-                        instance, "B", backward_stage, split_backward
+                    apart = op_duration(instance, Kind.F, forward_stage, split_backward) + op_duration(
+                        instance, Kind.B, backward_stage, split_backward
                     )
                     if with_weight:
-                        weight = op_duration(instance, "W", backward_stage, split_backward)
+                        weight = op_duration(instance, Kind.W, backward_stage, split_backward)
                         without = pair_duration(instance, shape._replace(with_weight=False), split_backward)
                         if length >= without + weight:
                             continue

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import Objective, OpKey, Pair, memory_change
+from pipesat.models import Kind, Objective, OpKey, Pair, backward_kinds, memory_change
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.evaluate.device_bounds import chain_offsets
 
@@ -98,7 +98,7 @@ def make_variables(model: cp_model.CpModel, data: ModelData) -> ModelVariables:
 def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[HeldMemory]:
     """[start F, end B) holding what the B frees and [start F, end W) holding what the W frees
     (`models.ops.memory_change`), per microbatch of each of the device's stages; none for nothing held."""
-    kinds = ("B", "W") if data.split_backward else ("B",)
+    kinds = backward_kinds(data.split_backward)
     paired = {key for pair in data.pairs for key in pair.op_keys()}
     offsets = chain_offsets(data.tick_instance, data.split_backward)
     held = []
@@ -108,14 +108,14 @@ def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[
                 demand = -int(memory_change(data.tick_instance, kind, s, data.split_backward))
                 if demand <= 0:
                     continue
-                first, last = OpKey("F", s, j), OpKey(kind, s, j)
+                first, last = OpKey(Kind.F, s, j), OpKey(kind, s, j)
                 least = least_hold(data, last, paired, offsets) if data.tuning.least_holds else 0
                 size = model.new_int_var(least, data.horizon, f"held {op_name(first)}..{op_name(last)}")
                 held.append(HeldMemory(first, last, demand, size))
     return held
 
 
-def least_hold(data: ModelData, last: OpKey, paired: set[OpKey], offsets: dict[tuple[str, int], float]) -> int:
+def least_hold(data: ModelData, last: OpKey, paired: set[OpKey], offsets: dict[tuple[Kind, int], float]) -> int:
     """The shortest time from the start of its microbatch's F of the same stage to the end of `last`
     (its B or W): along its route, by `offsets` (`chain_offsets` of the model's tick instance), with
     `p2p_time` across devices; a W that may run inside a pair starts with its B at the earliest.
@@ -123,8 +123,8 @@ def least_hold(data: ModelData, last: OpKey, paired: set[OpKey], offsets: dict[t
     The held intervals' sizes start from it: CP-SAT's cumulative reasons with each interval's least
     size, and a size variable's own lower bound (0) leaves the memory-time energy of a microbatch's
     round trip out of that reasoning."""
-    starts_with = "B" if last.kind == "W" and last in paired else last.kind
-    length = round(offsets[(starts_with, last.stage)] - offsets[("F", last.stage)]) + data.durations[last]
+    starts_with = Kind.B if last.kind == Kind.W and last in paired else last.kind
+    length = round(offsets[(starts_with, last.stage)] - offsets[(Kind.F, last.stage)]) + data.durations[last]
     return min(length, data.horizon)
 
 

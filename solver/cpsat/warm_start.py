@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipesat.models import Instance, Objective, OpKey, Step
+from pipesat.models import Instance, Kind, Objective, OpKey, Step
 from pipesat.solver.cpsat.model import PipelineModel
 from pipesat.solver.cpsat.pairs import model_steps
 from pipesat.solver.cpsat.scale import ceil_ticks
@@ -91,7 +91,7 @@ def add_hint(model: PipelineModel, starts: Mapping[OpKey, int], capacity: int | 
     for pair, var in variables.paired.items():
         runs = all(starts[key] == starts[pair.forward] for key in pair.op_keys())
         if runs and not pair.with_weight:
-            weight = OpKey("W", pair.backward.stage, pair.backward.microbatch)
+            weight = OpKey(Kind.W, pair.backward.stage, pair.backward.microbatch)
             runs = weight not in starts or starts[weight] != starts[pair.forward]
         cp.add_hint(var, runs)
         if runs:
@@ -135,7 +135,7 @@ def restrict_objective(model: PipelineModel, lower: int, upper: int | None) -> N
 def _first_in_first_out(instance: Instance, starts: Mapping[OpKey, int]) -> dict[OpKey, int]:
     """The same op times with microbatches renumbered in start order per (kind, stage), among the
     microbatches that pass the stage."""
-    groups: dict[tuple[str, int], list[int]] = {}
+    groups: dict[tuple[Kind, int], list[int]] = {}
     for (kind, stage, _), start in starts.items():
         groups.setdefault((kind, stage), []).append(start)
     return {

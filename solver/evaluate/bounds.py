@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from pipesat.models import Instance, InstanceError, Objective, op_duration
+from pipesat.models import Instance, InstanceError, Kind, Objective, backward_kinds, op_duration
 from pipesat.models.tolerance import slack
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.device_bounds import (
@@ -148,18 +148,19 @@ def makespan_bound(instance: Instance, split: bool, *, tuning: Tuning = DEFAULT_
 
     def end_of_chain(stage: int) -> float:
         first = instance.route_at(stage).start
-        return offsets[("B", first)] + op_duration(instance, "B", first, split)
+        return offsets[(Kind.B, first)] + op_duration(instance, Kind.B, first, split)
 
     for d in range(instance.num_devices):
         stages = instance.stages_of(d)
-        head = min(offsets[("F", s)] for s in stages)
+        head = min(offsets[(Kind.F, s)] for s in stages)
         if split:
             tail = 0.0  # a W can be the last op of every schedule
         else:
             # The last op on d is a B whose successor on its route (if any) runs elsewhere.
             last_candidates = [s for s in stages if s == instance.route_at(s).start or placement[s - 1] != d]
             tail = min(
-                end_of_chain(s) - offsets[("B", s)] - op_duration(instance, "B", s, split) for s in last_candidates
+                end_of_chain(s) - offsets[(Kind.B, s)] - op_duration(instance, Kind.B, s, split)
+                for s in last_candidates
             )
         best = max(best, head + device_span_bound(instance, split, d, shares[d], tuning=tuning) + tail)
         best = max(best, _makespan_through_last_backward(instance, split, d, offsets, shares[d], tuning))
@@ -167,23 +168,23 @@ def makespan_bound(instance: Instance, split: bool, *, tuning: Tuning = DEFAULT_
 
 
 def _makespan_through_last_backward(
-    instance: Instance, split: bool, device: int, offsets: dict[tuple[str, int], float], share: float, tuning: Tuning
+    instance: Instance, split: bool, device: int, offsets: dict[tuple[Kind, int], float], share: float, tuning: Tuning
 ) -> float:
     """The makespan from `device`'s time up to its last B (`until_last_backward`): before it, the chain
     from the schedule's first op to the device's first stage; after it, the chain from that B (of the
     device's first stage on its route) to the last op of its microbatch."""
     lead, trail = math.inf, math.inf
-    kinds = ("B", "W") if split else ("B",)
+    kinds = backward_kinds(split)
     for on_route in instance.route_stages(device):
         first = on_route[0]
-        after_last_b = offsets[("B", first)] + op_duration(instance, "B", first, split)
+        after_last_b = offsets[(Kind.B, first)] + op_duration(instance, Kind.B, first, split)
         later = [
             offsets[(kind, s)] + op_duration(instance, kind, s, split)
             for kind in kinds
             for s in instance.route_at(first)
-            if s < first or (s == first and kind == "W")
+            if s < first or (s == first and kind == Kind.W)
         ]
-        lead = min(lead, offsets[("F", first)])
+        lead = min(lead, offsets[(Kind.F, first)])
         trail = min(trail, max(later, default=after_last_b) - after_last_b)
     spacing = forward_spacing(instance, 0, instance.stages_of(device)[0], tuning=tuning)
     return lead + until_last_backward(instance, split, device, offsets, share, spacing, tuning=tuning) + trail

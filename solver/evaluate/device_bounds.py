@@ -44,7 +44,7 @@ import functools
 import itertools
 import math
 
-from pipesat.models import Instance, op_duration
+from pipesat.models import Instance, Kind, backward_kinds, op_duration, op_kinds
 from pipesat.models.tolerance import fits, slack
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.knapsack import (
@@ -59,26 +59,26 @@ from pipesat.solver.evaluate.knapsack import (
 )
 
 
-def chain_offsets(instance: Instance, split: bool) -> dict[tuple[str, int], float]:
+def chain_offsets(instance: Instance, split: bool) -> dict[tuple[Kind, int], float]:
     """Earliest start of each op of one microbatch, `(kind, stage) -> time`, after its first forward
     starts: along its route, so each stage's offsets are those of the microbatches that pass it."""
     placement, p2p = instance.placement, instance.p2p_time
-    offsets: dict[tuple[str, int], float] = {}
+    offsets: dict[tuple[Kind, int], float] = {}
     for route in instance.routes():
         time = 0.0
         for s in route:
             if s > route.start and placement[s] != placement[s - 1]:
                 time += p2p
-            offsets[("F", s)] = time
+            offsets[(Kind.F, s)] = time
             time += instance.forward_times[s]
         for s in reversed(route):
             if s < route.stop - 1 and placement[s] != placement[s + 1]:
                 time += p2p
-            offsets[("B", s)] = time
-            time += op_duration(instance, "B", s, split)
+            offsets[(Kind.B, s)] = time
+            time += op_duration(instance, Kind.B, s, split)
         if split:
             for s in route:
-                offsets[("W", s)] = offsets[("B", s)] + instance.backward_times[s]
+                offsets[(Kind.W, s)] = offsets[(Kind.B, s)] + instance.backward_times[s]
     return offsets
 
 
@@ -123,7 +123,7 @@ def until_last_backward(
     instance: Instance,
     split: bool,
     device: int,
-    offsets: dict[tuple[str, int], float],
+    offsets: dict[tuple[Kind, int], float],
     head_share: float = 0.0,
     spacing: float = 0.0,
     *,
@@ -151,7 +151,7 @@ def until_last_backward(
     tail = math.inf
     for on_route in routes:
         first, last = on_route[0], on_route[-1]
-        reach = offsets[("B", first)] + op_duration(instance, "B", first, split) - offsets[("F", last)]
+        reach = offsets[(Kind.B, first)] + op_duration(instance, Kind.B, first, split) - offsets[(Kind.F, last)]
         forced = _backward_left(instance, split, on_route)
         window = reach - instance.forward_times[last]
         least = least_tail(items, forced, m, capacity, window, tuning=tuning)
@@ -168,7 +168,7 @@ def until_last_backward(
 
 
 def enclosure(
-    instance: Instance, split: bool, outer: int, inner: int, offsets: dict[tuple[str, int], float]
+    instance: Instance, split: bool, outer: int, inner: int, offsets: dict[tuple[Kind, int], float]
 ) -> float | None:
     """How much longer device `outer`'s span is than `inner`'s time up to its last B
     (`until_last_backward`) when `outer` encloses `inner`, else None (docs/bounds.md, "Enclosed
@@ -181,7 +181,7 @@ def enclosure(
     from that B back to the W (fused: the B) of `outer`'s first stage.
     """
     lead, trail = math.inf, math.inf
-    last_kind = "W" if split else "B"
+    last_kind = Kind.W if split else Kind.B
     for route in instance.routes():
         outside = [s for s in instance.stages_of(outer) if s in route]
         inside = [s for s in instance.stages_of(inner) if s in route]
@@ -190,15 +190,15 @@ def enclosure(
         if not outside or outside[0] >= inside[0]:
             return None
         first = inside[0]
-        after_last_b = offsets[("B", first)] + op_duration(instance, "B", first, split)
+        after_last_b = offsets[(Kind.B, first)] + op_duration(instance, Kind.B, first, split)
         ends_outside = offsets[(last_kind, outside[0])] + op_duration(instance, last_kind, outside[0], split)
-        lead = min(lead, offsets[("F", first)] - offsets[("F", outside[0])])
+        lead = min(lead, offsets[(Kind.F, first)] - offsets[(Kind.F, outside[0])])
         trail = min(trail, ends_outside - after_last_b)
     return None if outer == inner or not math.isfinite(lead) else lead + trail
 
 
 def memory_energy(
-    instance: Instance, split: bool, device: int, offsets: dict[tuple[str, int], float] | None = None
+    instance: Instance, split: bool, device: int, offsets: dict[tuple[Kind, int], float] | None = None
 ) -> float:
     """The least total of memory x time that `device` holds over all microbatches (docs/bounds.md).
 
@@ -209,9 +209,9 @@ def memory_energy(
     offsets = chain_offsets(instance, split) if offsets is None else offsets
     total = 0.0
     for s in instance.stages_of(device):
-        until_b = offsets[("B", s)] + op_duration(instance, "B", s, split) - offsets[("F", s)]
+        until_b = offsets[(Kind.B, s)] + op_duration(instance, Kind.B, s, split) - offsets[(Kind.F, s)]
         weight = instance.weight_memory[s] if split else 0.0
-        until_w = until_b + (op_duration(instance, "W", s, split) if split else 0.0)
+        until_w = until_b + (op_duration(instance, Kind.W, s, split) if split else 0.0)
         total += (instance.activation_memory[s] - weight) * until_b + weight * until_w
     return instance.stage_microbatches * total
 
@@ -239,7 +239,7 @@ def _weights_left(instance: Instance, split: bool, stages: list[int]) -> list[He
     holding M_W."""
     if not split:
         return []
-    times = [op_duration(instance, "W", s, split) for s in stages]
+    times = [op_duration(instance, Kind.W, s, split) for s in stages]
     return [(time, time, instance.weight_memory[s]) for time, s in zip(times, stages, strict=True)]
 
 
@@ -248,18 +248,20 @@ def _backward_left(instance: Instance, split: bool, stages: list[int]) -> list[H
     backward), of which its W time, holding its M_B."""
     items = []
     for s in stages:
-        weight_time = op_duration(instance, "W", s, split) if split else 0.0
-        items.append((op_duration(instance, "B", s, split) + weight_time, weight_time, instance.activation_memory[s]))
+        weight_time = op_duration(instance, Kind.W, s, split) if split else 0.0
+        items.append(
+            (op_duration(instance, Kind.B, s, split) + weight_time, weight_time, instance.activation_memory[s])
+        )
     return items
 
 
-def _tail_window(instance: Instance, split: bool, on_route: list[int], offsets: dict[tuple[str, int], float]) -> float:
+def _tail_window(instance: Instance, split: bool, on_route: list[int], offsets: dict[tuple[Kind, int], float]) -> float:
     """From the start of a device's last forward, of its last stage `on_route[-1]` on a route, to the end
     of that microbatch's last op on the device, less that forward's own time."""
     last = on_route[-1]
-    kinds = ("B", "W") if split else ("B",)
+    kinds = backward_kinds(split)
     ends = [offsets[(kind, s)] + op_duration(instance, kind, s, split) for kind in kinds for s in on_route]
-    return max(ends) - offsets[("F", last)] - instance.forward_times[last]
+    return max(ends) - offsets[(Kind.F, last)] - instance.forward_times[last]
 
 
 def _capacity(instance: Instance, device: int) -> float | None:
@@ -282,7 +284,7 @@ def forward_spacing(instance: Instance, since: int, stage: int, *, tuning: Tunin
 def _head_idle(
     instance: Instance,
     device: int,
-    offsets: dict[tuple[str, int], float],
+    offsets: dict[tuple[Kind, int], float],
     capacity: float | None,
     share: float,
     spacing: float = 0.0,
@@ -298,7 +300,7 @@ def _head_idle(
     # That B's microbatch ran its forwards of d's stages on its route in the window, from the first of
     # them (on one route: from d's first stage down and back).
     routes = instance.route_stages(device)
-    window = min(offsets[("B", s)] - offsets[("F", on_route[0])] for on_route in routes for s in on_route)
+    window = min(offsets[(Kind.B, s)] - offsets[(Kind.F, on_route[0])] for on_route in routes for s in on_route)
     # Per microbatch the forwards begun in the window are those of its first stages on the route.
     one_route = len(routes) == 1 and len(routes[0]) > 1
     times = itertools.accumulate(instance.forward_times[s] for s in routes[0])
@@ -341,6 +343,6 @@ def _windows_disjoint(instance: Instance, device: int, capacity: float | None) -
 
 def _busy(instance: Instance, split: bool, device: int) -> float:
     per_microbatch = sum(
-        op_duration(instance, kind, s, split) for s in instance.stages_of(device) for kind in ("FBW" if split else "FB")
+        op_duration(instance, kind, s, split) for s in instance.stages_of(device) for kind in op_kinds(split)
     )
     return instance.stage_microbatches * per_microbatch

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from pipesat.models import Objective, Schedule
+from pipesat.models import Kind, Objective, Schedule
 from pipesat.models.ops import memory_change
 from pipesat.models.tolerance import same
 
@@ -120,7 +120,7 @@ def memory_profiles(schedule: Schedule) -> list[MemoryProfile]:
     events: list[list[tuple[float, int, float]]] = [[] for _ in range(instance.num_devices)]
     for op in schedule.ops:
         change = memory_change(instance, op.kind, op.stage, split)
-        if op.kind == "F":
+        if op.kind == Kind.F:
             events[op.device].append((op.start, 1, change))
         else:
             events[op.device].append((op.end, 0, change))

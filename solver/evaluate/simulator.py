@@ -14,7 +14,9 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from pipesat.models import (
+    KINDS,
     Instance,
+    Kind,
     Op,
     OpKey,
     Pair,
@@ -46,7 +48,7 @@ def simulate(
     """
     split = check_orders(instance, orders)
     num_stages, placement, p2p = instance.num_stages, instance.placement, instance.p2p_time
-    durations = {kind: [op_duration(instance, kind, s, split) for s in range(num_stages)] for kind in ("F", "B", "W")}
+    durations = {kind: [op_duration(instance, kind, s, split) for s in range(num_stages)] for kind in KINDS}
     end: dict[OpKey, float] = {}
     position = [0] * instance.num_devices
     free_at = [0.0] * instance.num_devices
@@ -103,7 +105,7 @@ def check_orders(instance: Instance, orders: Sequence[Sequence[Step]]) -> bool:
             if isinstance(step, Pair) and (problem := pair_error(step)) is not None:
                 raise ScheduleError(problem)
     keys = [[key for step in order for key in step_keys(step)] for order in orders]
-    split = any(key[0] == "W" for order in keys for key in order)
+    split = any(key[0] == Kind.W for order in keys for key in order)
     if split and not instance.split_backward:
         raise ScheduleError("the orders hold W ops but the instance has no weight_times; add weight_times")
     expected = expected_op_keys(instance, split)

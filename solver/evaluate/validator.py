@@ -14,9 +14,11 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from dataclasses import dataclass
+from enum import StrEnum
 
 from pipesat.models import (
     Instance,
+    Kind,
     Op,
     OpKey,
     Pair,
@@ -40,12 +42,38 @@ Pairs = dict[OpKey, Pair]
 """The overlapped pair each paired op runs in, by the op's key."""
 
 
+class Rule(StrEnum):
+    """The rules the validator checks, one member each. A `StrEnum`: a rule equals, and prints as, its name."""
+
+    MISSING = "missing"
+    """An op the instance expects is not in the schedule."""
+    REPEATED = "repeated"
+    """An op appears more than once."""
+    UNKNOWN = "unknown"
+    """An op the instance does not have (a stage or microbatch out of range, a W without weight_times)."""
+    PLACEMENT = "placement"
+    """An op runs on a device its stage is not placed on."""
+    START = "start"
+    """An op starts before time 0."""
+    DURATION = "duration"
+    """An op does not last its time (or its overlapped pair's)."""
+    DEPENDENCY = "dependency"
+    """An op starts before the op it waits for ends (plus p2p between devices)."""
+    OVERLAP = "overlap"
+    """A device runs two ops at once that are not one overlapped pair."""
+    MEMORY = "memory"
+    """A device holds more activation memory than its limit."""
+
+
+OP_SET_RULES = frozenset({Rule.MISSING, Rule.REPEATED, Rule.UNKNOWN, Rule.PLACEMENT})
+"""The rules of which ops run where: while one is broken, held memory means nothing and is not checked."""
+
+
 @dataclass(frozen=True)
 class Violation:
-    """One broken rule. `rule` is one of: missing, repeated, unknown, placement, start, duration,
-    dependency, overlap, memory."""
+    """One broken rule, and the readable line that says how."""
 
-    rule: str
+    rule: Rule
     message: str
 
     def __str__(self) -> str:
@@ -67,7 +95,7 @@ def validate(schedule: Schedule) -> list[Violation]:
     violations += check_dependencies(instance, ops, pairs, origin)
     violations += check_overlaps(ops, pairs, origin)
     # Memory is only meaningful for a complete set of ops on their own devices (a device may not even exist).
-    if not any(v.rule in ("missing", "repeated", "unknown", "placement") for v in violations):
+    if not any(v.rule in OP_SET_RULES for v in violations):
         violations += check_memory(schedule)
     return violations
 
@@ -78,13 +106,13 @@ def check_op_set(schedule: Schedule, split: bool) -> tuple[OpSet, list[Violation
     violations: list[Violation] = []
     ops: OpSet = {}
     for op in schedule.ops:
-        if op.kind == "W" and not instance.split_backward:
-            violations.append(Violation("unknown", f"{op.label()} is a W op but the instance has no weight_times"))
+        if op.kind == Kind.W and not instance.split_backward:
+            violations.append(Violation(Rule.UNKNOWN, f"{op.label()} is a W op but the instance has no weight_times"))
             continue
         if not (0 <= op.stage < instance.num_stages and 0 <= op.microbatch < instance.num_microbatches):
             violations.append(
                 Violation(
-                    "unknown",
+                    Rule.UNKNOWN,
                     f"{op.label()} does not exist: stages are 0..{instance.num_stages - 1}, "
                     f"microbatches 0..{instance.num_microbatches - 1}",
                 )
@@ -94,19 +122,19 @@ def check_op_set(schedule: Schedule, split: bool) -> tuple[OpSet, list[Violation
             route = instance.route(op.microbatch)
             violations.append(
                 Violation(
-                    "unknown",
+                    Rule.UNKNOWN,
                     f"{op.label()} does not exist: microbatch {op.microbatch} runs stages "
                     f"{route.start}..{route.stop - 1} (one copy of a bidirectional placement)",
                 )
             )
             continue
         if op.key in ops:
-            violations.append(Violation("repeated", f"{op.label()} appears more than once"))
+            violations.append(Violation(Rule.REPEATED, f"{op.label()} appears more than once"))
             continue
         ops[op.key] = op
     for key in expected_op_keys(instance, split):
         if key not in ops:
-            violations.append(Violation("missing", f"{op_label(key)} is missing"))
+            violations.append(Violation(Rule.MISSING, f"{op_label(key)} is missing"))
     return ops, violations
 
 
@@ -121,7 +149,7 @@ def find_pairs(ops: OpSet) -> Pairs:
     pairs: Pairs = {}
     for group in together.values():
         by_kind = {op.kind: op.key for op in group}
-        forward, backward, weight = by_kind.get("F"), by_kind.get("B"), by_kind.get("W")
+        forward, backward, weight = by_kind.get(Kind.F), by_kind.get(Kind.B), by_kind.get(Kind.W)
         if len(group) not in (2, 3) or len(by_kind) != len(group) or forward is None or backward is None:
             continue
         pair = Pair(forward, backward, with_weight=weight is not None)
@@ -137,7 +165,7 @@ def check_placement(instance: Instance, op: Op) -> list[Violation]:
         return []
     return [
         Violation(
-            "placement",
+            Rule.PLACEMENT,
             f"device {op.device}: {op.label()} runs here but stage {op.stage} is placed on device {expected_device}",
         )
     ]
@@ -147,7 +175,7 @@ def check_start(op: Op) -> list[Violation]:
     """The op starts at time 0 or later."""
     if op.start >= 0:
         return []
-    return [Violation("start", f"device {op.device}: {op.label()} starts at {op.start:g}, before time 0")]
+    return [Violation(Rule.START, f"device {op.device}: {op.label()} starts at {op.start:g}, before time 0")]
 
 
 def check_duration(instance: Instance, op: Op, split: bool, pair: Pair | None = None) -> list[Violation]:
@@ -158,7 +186,7 @@ def check_duration(instance: Instance, op: Op, split: bool, pair: Pair | None = 
         return []
     return [
         Violation(
-            "duration",
+            Rule.DURATION,
             f"device {op.device}: {op.label()} lasts {op.end - op.start:g} (from {op.start:g} to {op.end:g}), "
             f"expected {duration:g}{' for its overlapped pair' if pair is not None else ''}",
         )
@@ -180,7 +208,7 @@ def check_dependencies(instance: Instance, ops: OpSet, pairs: Pairs, origin: flo
             p2p = f" + p2p {latency:g}" if latency else ""
             violations.append(
                 Violation(
-                    "dependency",
+                    Rule.DEPENDENCY,
                     f"device {op.device}: {op.label()} starts at {op.start:g} before {earlier.label()} "
                     f"ends at {earlier.end:g}{p2p}",
                 )
@@ -202,7 +230,7 @@ def check_overlaps(ops: OpSet, pairs: Pairs, origin: float) -> list[Violation]:
             if current.start < previous.end - time_slack(previous.end, origin):
                 violations.append(
                     Violation(
-                        "overlap",
+                        Rule.OVERLAP,
                         f"device {device}: {current.label()} starts at {current.start:g} while {previous.label()} "
                         f"runs until {previous.end:g}",
                     )
@@ -222,7 +250,7 @@ def check_memory(schedule: Schedule) -> list[Violation]:
             at = float(profile.times[profile.memory.argmax()])
             violations.append(
                 Violation(
-                    "memory",
+                    Rule.MEMORY,
                     f"device {device}: holds {memory_text(profile.peak, instance.memory_unit)} of activation "
                     f"memory at time {f'{at:g} {instance.time_unit}'.strip()}, over the limit "
                     f"{memory_text(limit, instance.memory_unit)}",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from pipesat.models import Instance, OpKey, Pair, Step
+from pipesat.models import Instance, Kind, OpKey, Pair, Step
 from pipesat.solver.heuristics.heuristic import StepOrders
 from pipesat.solver.heuristics.requirements import first_unmet, needs_bidirectional, needs_vshape
 
@@ -34,23 +34,23 @@ class _Rank:
     def __init__(self, stages: tuple[int, int], first: tuple[int, int], split: bool) -> None:
         self.stages = stages
         self.split = split
-        self.next = {(kind, chunk): first[chunk] for kind in "FB" for chunk in (0, 1)}
+        self.next = {(kind, chunk): first[chunk] for kind in (Kind.F, Kind.B) for chunk in (0, 1)}
         self.put_off: deque[OpKey] = deque()
         self.order: list[Step] = []
 
-    def _take(self, kind: str, chunk: int) -> OpKey:
+    def _take(self, kind: Kind, chunk: int) -> OpKey:
         microbatch = self.next[(kind, chunk)]
         self.next[(kind, chunk)] += 1
         return OpKey(kind, self.stages[chunk], microbatch)
 
     def forward(self, chunk: int) -> None:
-        self.order.append(self._take("F", chunk))
+        self.order.append(self._take(Kind.F, chunk))
 
     def backward(self, chunk: int, put_off_weight: bool = False) -> None:
-        key = self._take("B", chunk)
+        key = self._take(Kind.B, chunk)
         self.order.append(key)
         if self.split:
-            weight = key._replace(kind="W")
+            weight = key._replace(kind=Kind.W)
             if put_off_weight:
                 self.put_off.append(weight)
             else:
@@ -62,8 +62,8 @@ class _Rank:
 
     def pair(self, forward_chunk: int) -> None:
         """A forward of `forward_chunk` with the whole backward of the other chunk."""
-        forward = self._take("F", forward_chunk)
-        backward = self._take("B", 1 - forward_chunk)
+        forward = self._take(Kind.F, forward_chunk)
+        backward = self._take(Kind.B, 1 - forward_chunk)
         self.order.append(Pair(forward, backward, with_weight=self.split))
 
 

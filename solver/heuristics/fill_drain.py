@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipesat.models import Instance, OpKey
+from pipesat.models import Instance, Kind, OpKey
 from pipesat.solver.heuristics.heuristic import Orders
 
 
@@ -18,7 +18,7 @@ def gpipe_orders(instance: Instance) -> Orders:
     orders: Orders = []
     for device in range(instance.num_devices):
         stages = instance.stages_of(device)
-        forwards = [OpKey("F", s, j) for s in stages for j in range(m)]
-        backwards = [OpKey("B", s, j) for s in reversed(stages) for j in range(m)]
+        forwards = [OpKey(Kind.F, s, j) for s in stages for j in range(m)]
+        backwards = [OpKey(Kind.B, s, j) for s in reversed(stages) for j in range(m)]
         orders.append(forwards + backwards)
     return orders

@@ -11,7 +11,7 @@ Megatron-Core does with the MoE all-to-all overlapped.
 
 from __future__ import annotations
 
-from pipesat.models import Instance, OpKey
+from pipesat.models import Instance, Kind, OpKey
 from pipesat.solver.heuristics.heuristic import Orders, StepOrders
 from pipesat.solver.heuristics.phases import Phases
 from pipesat.solver.heuristics.requirements import (
@@ -43,8 +43,8 @@ def megatron_sequences(instance: Instance, rank: int) -> tuple[list[OpKey], list
     backwards: list[OpKey] = []
     for k in range(instance.num_microbatches * v):
         chunk, microbatch = _chunk_and_microbatch(k, p, v)
-        forwards.append(OpKey("F", chunk * p + rank, microbatch))
-        backwards.append(OpKey("B", (v - 1 - chunk) * p + rank, microbatch))
+        forwards.append(OpKey(Kind.F, chunk * p + rank, microbatch))
+        backwards.append(OpKey(Kind.B, (v - 1 - chunk) * p + rank, microbatch))
     return forwards, backwards
 
 

@@ -30,7 +30,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from pipesat.models import Instance, OpKey, Schedule, op_duration
+from pipesat.models import Instance, Kind, OpKey, Schedule, op_duration
 from pipesat.models.ops import input_ready, memory_change
 from pipesat.models.placement import placement_devices
 from pipesat.models.tolerance import fits
@@ -130,10 +130,10 @@ def _gated_orders(instance: Instance, split: bool, gate: Gate) -> list[list[OpKe
         end[key] = free_at[rank] = start + op_duration(instance, key.kind, key.stage, split)
         held[rank] += memory_change(instance, key.kind, key.stage, split)
         orders[rank].append(key)
-        if key.kind == "W":
+        if key.kind == Kind.W:
             weights[rank].popleft()
         else:
-            done[rank][key.kind == "B"] += 1
-        if key.kind == "B" and split:
-            weights[rank].append(OpKey("W", key.stage, key.microbatch))
+            done[rank][key.kind == Kind.B] += 1
+        if key.kind == Kind.B and split:
+            weights[rank].append(OpKey(Kind.W, key.stage, key.microbatch))
     return orders

@@ -8,7 +8,7 @@ when no time cap rules it out.
 
 from __future__ import annotations
 
-from pipesat.models import Instance, OpKey
+from pipesat.models import Instance, Kind, OpKey
 
 NAME = "one-at-a-time"
 
@@ -19,9 +19,9 @@ def one_at_a_time_orders(instance: Instance, split: bool) -> list[list[OpKey]]:
     for j in range(instance.num_microbatches):
         stages = instance.route(j)
         for s in stages:
-            orders[instance.placement[s]].append(OpKey("F", s, j))
+            orders[instance.placement[s]].append(OpKey(Kind.F, s, j))
         for s in reversed(stages):
-            orders[instance.placement[s]].append(OpKey("B", s, j))
+            orders[instance.placement[s]].append(OpKey(Kind.B, s, j))
             if split:
-                orders[instance.placement[s]].append(OpKey("W", s, j))
+                orders[instance.placement[s]].append(OpKey(Kind.W, s, j))
     return orders

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipesat.models import Instance, OpKey
+from pipesat.models import Instance, Kind, OpKey
 from pipesat.solver.heuristics.heuristic import Orders
 
 
@@ -12,9 +12,9 @@ def one_f_one_b_orders(instance: Instance) -> Orders:
     orders: Orders = []
     for rank in range(p):
         warmup = min(p - 1 - rank, m)
-        order = [OpKey("F", rank, j) for j in range(warmup)]
+        order = [OpKey(Kind.F, rank, j) for j in range(warmup)]
         for j in range(warmup, m):
-            order += [OpKey("F", rank, j), OpKey("B", rank, j - warmup)]
-        order += [OpKey("B", rank, j) for j in range(m - warmup, m)]
+            order += [OpKey(Kind.F, rank, j), OpKey(Kind.B, rank, j - warmup)]
+        order += [OpKey(Kind.B, rank, j) for j in range(m - warmup, m)]
         orders.append(order)
     return orders

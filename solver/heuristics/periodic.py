@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 
-from pipesat.models import Instance, OpKey, Schedule, op_duration
+from pipesat.models import Instance, Kind, OpKey, Schedule, op_duration
 from pipesat.solver.evaluate.device_bounds import chain_offsets, zero_bubble_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
@@ -32,9 +32,9 @@ def periodic_orders(instance: Instance, split: bool, period: float) -> list[list
     """Per-device orders by nominal time `j * period + offset` (see the module notes)."""
     offsets = chain_offsets(instance, split)
     num_stages = instance.num_stages
-    rank = {("F", s): s for s in range(num_stages)}
-    rank |= {("B", s): 2 * num_stages - 1 - s for s in range(num_stages)}
-    rank |= {("W", s): 2 * num_stages + s for s in range(num_stages)}
+    rank = {(Kind.F, s): s for s in range(num_stages)}
+    rank |= {(Kind.B, s): 2 * num_stages - 1 - s for s in range(num_stages)}
+    rank |= {(Kind.W, s): 2 * num_stages + s for s in range(num_stages)}
     keys = [OpKey(kind, stage, j) for (kind, stage) in offsets for j in instance.microbatches_at(stage)]
 
     half = instance.num_microbatches // 2

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pipesat.models import Instance, OpKey
+from pipesat.models import KINDS, Instance, Kind, OpKey
 from pipesat.models.ops import dependency, memory_change
 from pipesat.models.tolerance import fits
 from pipesat.solver.heuristics.heuristic import Orders
@@ -85,14 +85,14 @@ class _SlotLayout:
         p, m = instance.num_devices, instance.num_microbatches
         self.changes = {
             (kind, stage): memory_change(instance, kind, stage, split_backward=True)
-            for kind in "FBW"
+            for kind in KINDS
             for stage in range(instance.num_stages)
         }
         self.slot: dict[OpKey, int] = {}
         self.occupant: list[list[OpKey | None]] = []
         for i in range(p):
             chunk0, chunk1 = i, 2 * p - 1 - i
-            kinds = (("F", chunk0), ("F", chunk1), ("B", chunk1), ("B", chunk0))
+            kinds = ((Kind.F, chunk0), (Kind.F, chunk1), (Kind.B, chunk1), (Kind.B, chunk0))
             row: list[OpKey | None] = [None] * (max(offsets(p, i)) + CYCLE * (m - 1) + 1)
             for (kind, stage), offset in zip(kinds, offsets(p, i), strict=True):
                 for k in range(m):
@@ -111,8 +111,8 @@ class _SlotLayout:
                 if key is None:
                     if pending:
                         self._place(row, pending.popleft(), t)
-                elif key.kind == "B" and OpKey("W", key.stage, key.microbatch) not in self.slot:
-                    pending.append(OpKey("W", key.stage, key.microbatch))
+                elif key.kind == Kind.B and OpKey(Kind.W, key.stage, key.microbatch) not in self.slot:
+                    pending.append(OpKey(Kind.W, key.stage, key.microbatch))
             while pending:
                 row.append(None)
                 self._place(row, pending.popleft(), len(row) - 1)
@@ -130,15 +130,15 @@ class _SlotLayout:
         """
         cool_down = []
         for row in self.occupant:
-            start = max(t for t, key in enumerate(row) if key is not None and key.kind == "F")
+            start = max(t for t, key in enumerate(row) if key is not None and key.kind == Kind.F)
             cool_down.append(start)
             for t in range(start + 1, len(row)):
                 key = row[t]
-                if key is not None and key.kind == "W":
+                if key is not None and key.kind == Kind.W:
                     row[t] = None
                     del self.slot[key]
         placement = self.instance.placement
-        self.squeeze(lambda key, t: key.kind == "B" and t > cool_down[placement[key.stage]])
+        self.squeeze(lambda key, t: key.kind == Kind.B and t > cool_down[placement[key.stage]])
         self.fill_weights()
 
     def squeeze(self, movable: Callable[[OpKey, int], bool] = lambda key, t: True) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from pipesat.models import KINDS, Instance, OpKey, memory_change
+from pipesat.models import KINDS, Instance, Kind, OpKey, memory_change
 from pipesat.models.units import memory_text
 from pipesat.solver.heuristics.heuristic import Orders
 from pipesat.solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
@@ -71,12 +71,12 @@ class ListScheduler:
         self.limit = memory_limits(instance)
         weights = instance.weight_times
         assert weights is not None, "ZB-auto needs a split backward (zb_auto_requirement)"
-        self.time = {"F": instance.forward_times, "B": instance.backward_times, "W": weights}
+        self.time = {Kind.F: instance.forward_times, Kind.B: instance.backward_times, Kind.W: weights}
         self.memory = {
             kind: [memory_change(instance, kind, s, split_backward=True) for s in range(stages)] for kind in KINDS
         }
-        self.done = {kind: [0] * stages for kind in "FBW"}
-        self.end = {kind: [[0.0] * self.m for _ in range(stages)] for kind in "FB"}
+        self.done = {kind: [0] * stages for kind in KINDS}
+        self.end = {kind: [[0.0] * self.m for _ in range(stages)] for kind in (Kind.F, Kind.B)}
         self.free_at = [0.0] * stages
         self.first_start = [0.0] * stages
         self.held = [0.0] * stages
@@ -84,26 +84,26 @@ class ListScheduler:
         self.max_idle = 0.0
         self.orders: Orders = [[] for _ in range(stages)]
 
-    def input_ready(self, kind: str, stage: int, microbatch: int) -> float:
+    def input_ready(self, kind: Kind, stage: int, microbatch: int) -> float:
         """When the op's input from the neighbouring stage arrives (0 when it comes from this device)."""
-        if kind == "F" and stage > 0:
-            return self.end["F"][stage - 1][microbatch] + self.comm
-        if kind == "B" and stage < self.stages - 1:
-            return self.end["B"][stage + 1][microbatch] + self.comm
+        if kind == Kind.F and stage > 0:
+            return self.end[Kind.F][stage - 1][microbatch] + self.comm
+        if kind == Kind.B and stage < self.stages - 1:
+            return self.end[Kind.B][stage + 1][microbatch] + self.comm
         return 0.0
 
-    def put(self, kind: str, stage: int) -> None:
+    def put(self, kind: Kind, stage: int) -> None:
         done = self.done[kind]
         microbatch = done[stage]
         free = self.free_at[stage]
-        start = free if kind == "W" else max(free, self.input_ready(kind, stage, microbatch))
-        if self.done["F"][stage] == 0:
+        start = free if kind == Kind.W else max(free, self.input_ready(kind, stage, microbatch))
+        if self.done[Kind.F][stage] == 0:
             self.first_start[stage] = start
         elif start > free:
             self.idle[stage] += start - free
             self.max_idle = max(self.max_idle, self.idle[stage])
         end = start + self.time[kind][stage]
-        if kind != "W":
+        if kind != Kind.W:
             self.end[kind][stage][microbatch] = end
         self.free_at[stage] = end
         self.held[stage] += self.memory[kind][stage]
@@ -111,71 +111,71 @@ class ListScheduler:
         self.orders[stage].append(OpKey(kind, stage, microbatch))
 
     def pending_w(self, stage: int) -> int:
-        return self.done["B"][stage] - self.done["W"][stage]
+        return self.done[Kind.B][stage] - self.done[Kind.W][stage]
 
     def make_room(self, stage: int) -> None:
         """Run pending Ws until a forward fits in memory (the requirement guarantees that it then does)."""
-        while self.held[stage] + self.memory["F"][stage] > self.limit[stage] and self.pending_w(stage):
-            self.put("W", stage)
+        while self.held[stage] + self.memory[Kind.F][stage] > self.limit[stage] and self.pending_w(stage):
+            self.put(Kind.W, stage)
 
-    def fill_wait(self, kind: str, stage: int) -> None:
+    def fill_wait(self, kind: Kind, stage: int) -> None:
         """Run pending Ws in the wait for the op's input: those that fit, then maybe one that overruns it."""
         ready = self.input_ready(kind, stage, self.done[kind][stage])
-        w_time = self.time["W"][stage]
+        w_time = self.time[Kind.W][stage]
         while self.pending_w(stage) and self.free_at[stage] + w_time <= ready:
-            self.put("W", stage)
+            self.put(Kind.W, stage)
         if self.pending_w(stage) and self.free_at[stage] < ready:
             affordable = ready - self.free_at[stage] <= self.max_idle - self.idle[stage]
             if not affordable or self.policy.fill_affordable_waits:
-                self.put("W", stage)
+                self.put(Kind.W, stage)
 
     def warmup(self) -> None:
         """Microbatch 0 down and back, with as many extra forwards per stage as the policy allows."""
         last = self.stages - 1
         for stage in range(self.stages):
-            self.put("F", stage)
+            self.put(Kind.F, stage)
         extra = [0] * self.stages
-        back = self.end["F"][last][0] + self.time["B"][last]  # when B(stage + 1, 0) ends
+        back = self.end[Kind.F][last][0] + self.time[Kind.B][last]  # when B(stage + 1, 0) ends
         for stage in range(last - 1, -1, -1):
-            held, busy_until, forward = self.held[stage], self.free_at[stage], self.time["F"][stage]
+            held, busy_until, forward = self.held[stage], self.free_at[stage], self.time[Kind.F][stage]
             arrives = back + self.comm
-            while 1 + extra[stage] < self.m and held + self.memory["F"][stage] <= self.limit[stage]:
+            while 1 + extra[stage] < self.m and held + self.memory[Kind.F][stage] <= self.limit[stage]:
                 ends_late = (
                     busy_until + forward > arrives if self.policy.bubble_before_first_b else busy_until >= arrives
                 )
                 if ends_late:
                     break
-                held += self.memory["F"][stage]
+                held += self.memory[Kind.F][stage]
                 busy_until += forward
                 extra[stage] += 1
-            back = max(busy_until, arrives) + self.time["B"][stage]
+            back = max(busy_until, arrives) + self.time[Kind.B][stage]
         for stage in range(1, self.stages):
             before_covers_all = 1 + extra[stage - 1] == self.m
             extra[stage] = min(extra[stage], extra[stage - 1] if before_covers_all else max(extra[stage - 1] - 1, 0))
         for stage in range(self.stages):
             for _ in range(extra[stage]):
-                self.put("F", stage)
+                self.put(Kind.F, stage)
         for stage in range(last, -1, -1):
-            self.put("B", stage)
+            self.put(Kind.B, stage)
 
     def wants_forward(self, stage: int) -> bool:
-        if self.done["F"][stage] >= self.m:
+        if self.done[Kind.F][stage] >= self.m:
             return False
         following = stage + 1
         if not (self.policy.hold_back_forwards and following < self.stages):
             return True
-        if self.done["F"][stage] < self.done["F"][following] + 2:
+        if self.done[Kind.F][stage] < self.done[Kind.F][following] + 2:
             return True
         # Far ahead of the next stage: run the forward only if it ends before that stage's next B can be back.
-        back = self.free_at[following] + self.time["F"][following] + self.time["B"][following] + self.comm
+        back = self.free_at[following] + self.time[Kind.F][following] + self.time[Kind.B][following] + self.comm
         if self.free_at[stage] >= back:
             return False
-        room_time, held, pending = 0.0, self.held[stage] + self.memory["F"][stage], self.pending_w(stage)
+        room_time, held, pending = 0.0, self.held[stage] + self.memory[Kind.F][stage], self.pending_w(stage)
         while held > self.limit[stage] and pending:
-            room_time += self.time["W"][stage]
-            held += self.memory["W"][stage]
+            room_time += self.time[Kind.W][stage]
+            held += self.memory[Kind.W][stage]
             pending -= 1
-        if self.free_at[stage] + self.time["F"][stage] + room_time <= back:
+        if self.free_at[stage] + self.time[Kind.F][stage] + room_time <= back:
             return True
         return back - self.free_at[stage] > self.max_idle - self.idle[stage]
 
@@ -187,14 +187,14 @@ class ListScheduler:
         for stage in range(self.stages):
             if wants[stage]:
                 self.make_room(stage)
-                self.fill_wait("F", stage)
-                self.put("F", stage)
+                self.fill_wait(Kind.F, stage)
+                self.put(Kind.F, stage)
         for stage in range(self.stages - 1, -1, -1):
-            self.fill_wait("B", stage)
-            if stage == 0 and self.done["F"][0] == self.m:
+            self.fill_wait(Kind.B, stage)
+            if stage == 0 and self.done[Kind.F][0] == self.m:
                 while self.pending_w(0):
-                    self.put("W", 0)
-            self.put("B", stage)
+                    self.put(Kind.W, 0)
+            self.put(Kind.B, stage)
 
     def build(self) -> tuple[float, Orders]:
         """The orders and their max span."""
@@ -203,7 +203,7 @@ class ListScheduler:
             self.steady()
         for stage in range(self.stages):
             while self.pending_w(stage):
-                self.put("W", stage)
+                self.put(Kind.W, stage)
         span = max(end - start for start, end in zip(self.first_start, self.free_at, strict=True))
         return span, self.orders
 

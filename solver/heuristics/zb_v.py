@@ -36,7 +36,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
-from pipesat.models import Instance, OpKey, dependency, memory_change, op_duration
+from pipesat.models import KINDS, Instance, Kind, OpKey, dependency, memory_change, op_duration
 from pipesat.models.ops import input_ready
 from pipesat.models.tolerance import fits
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -113,20 +113,20 @@ class _Run:
     def stage(self, device: int, chunk: int) -> int:
         return device if chunk == 0 else 2 * self.instance.num_devices - 1 - device
 
-    def count(self, device: int, kind: str, chunk: int) -> int:
+    def count(self, device: int, kind: Kind, chunk: int) -> int:
         return self.done.get((device, kind, chunk), 0)
 
-    def next_key(self, device: int, kind: str, chunk: int) -> OpKey:
+    def next_key(self, device: int, kind: Kind, chunk: int) -> OpKey:
         return OpKey(kind, self.stage(device, chunk), self.count(device, kind, chunk))
 
-    def arrived(self, device: int, kind: str, chunk: int) -> float | None:
+    def arrived(self, device: int, kind: Kind, chunk: int) -> float | None:
         """When the input of the device's next (kind, chunk) op is ready, or None while it is not placed."""
         return input_ready(self.next_key(device, kind, chunk), self.instance, self.end)
 
-    def duration(self, kind: str, stage: int) -> float:
+    def duration(self, kind: Kind, stage: int) -> float:
         return op_duration(self.instance, kind, stage, True)
 
-    def put(self, device: int, kind: str, chunk: int) -> None:
+    def put(self, device: int, kind: Kind, chunk: int) -> None:
         key = self.next_key(device, kind, chunk)
         if key.microbatch >= self.instance.num_microbatches:
             raise NotApplicable(f"ZB-V: device {device} ran out of {kind} ops while placing; {self.limit_hint()}")
@@ -138,17 +138,17 @@ class _Run:
             raise NotApplicable(f"ZB-V: the warm-up does not fit the memory limit; {self.limit_hint()}")
         earliest = self.free_at[device]
         start = max(earliest, ready)
-        if self.count(device, "F", 0) > 0:
+        if self.count(device, Kind.F, 0) > 0:
             self.idle[device] += start - earliest
         self.end[key] = self.free_at[device] = start + self.duration(kind, key.stage)
         self.held[device] += change
         self.orders[device].append(key)
         self.done[(device, kind, chunk)] = key.microbatch + 1
-        if kind == "B":
+        if kind == Kind.B:
             self.pending_w[device].append(chunk)
 
     def put_w(self, device: int) -> None:
-        self.put(device, "W", self.pending_w[device].popleft())
+        self.put(device, Kind.W, self.pending_w[device].popleft())
 
     def limit_hint(self) -> str:
         return "it needs a memory limit of at least the 1F1B peak and enough microbatches"
@@ -169,7 +169,7 @@ class _Run:
         pending = self.pending_w[device]
         if ready is None:
             return
-        while pending and ready >= self.free_at[device] + self.duration("W", self.stage(device, pending[0])):
+        while pending and ready >= self.free_at[device] + self.duration(Kind.W, self.stage(device, pending[0])):
             self.put_w(device)
         if pending and extra and ready - self.free_at[device] > self.affordable(device):
             self.put_w(device)
@@ -179,7 +179,7 @@ class _Run:
     def place(self) -> _Run:
         p, m = self.instance.num_devices, self.instance.num_microbatches
         for device in range(p):
-            self.put(device, "F", 0)
+            self.put(device, Kind.F, 0)
         self.warm_up()
         self.balance_forwards()
         for _ in range(2 * m):
@@ -195,32 +195,32 @@ class _Run:
         activation = self.instance.activation_memory
         for device in reversed(range(p)):
             if device < p - 1:
-                turn = self.arrived(device, "F", 1)
+                turn = self.arrived(device, Kind.F, 1)
                 assert turn is not None  # device + 1's first chunk-1 forward is placed
                 room = (device + 1) * (activation[self.stage(device, 0)] + activation[self.stage(device, 1)])
                 while (
                     fits(self.held[device] + room, self.limit[device])
-                    and self.free_at[device] + self.duration("F", device) <= turn
-                    and self.count(device, "F", 0) < m
+                    and self.free_at[device] + self.duration(Kind.F, device) <= turn
+                    and self.count(device, Kind.F, 0) < m
                 ):
                     for upstream in range(device + 1):
-                        self.put(upstream, "F", 0)
-            self.put(device, "F", 1)
+                        self.put(upstream, Kind.F, 0)
+            self.put(device, Kind.F, 1)
 
     def balance_forwards(self) -> None:
         p, m = self.instance.num_devices, self.instance.num_microbatches
         chunk = 0
         for device in range(1, p):
             while self.forwards(device) < self.forwards(device - 1) or (
-                self.count(device, "F", 1) <= self.count(device - 1, "F", 1) < m
+                self.count(device, Kind.F, 1) <= self.count(device - 1, Kind.F, 1) < m
             ):
                 for other in reversed(range(device, p)):
-                    if self.count(other, "F", chunk) < m:
-                        self.put(other, "F", chunk)
+                    if self.count(other, Kind.F, chunk) < m:
+                        self.put(other, Kind.F, chunk)
                 chunk = 1 - chunk
 
     def forwards(self, device: int) -> int:
-        return self.count(device, "F", 0) + self.count(device, "F", 1)
+        return self.count(device, Kind.F, 0) + self.count(device, Kind.F, 1)
 
     def backward_round(self) -> None:
         p, m = self.instance.num_devices, self.instance.num_microbatches
@@ -231,39 +231,39 @@ class _Run:
                 self.put_w(device)
         chunk0, chunk1 = [], []
         for device in range(p):
-            if self.count(device, "B", 0) >= self.count(device, "B", 1):
+            if self.count(device, Kind.B, 0) >= self.count(device, Kind.B, 1):
                 chunk1.append(device)
-            elif device == p - 1 or self.arrived(device, "B", 0) is not None or self.count(device, "B", 1) >= m:
+            elif device == p - 1 or self.arrived(device, Kind.B, 0) is not None or self.count(device, Kind.B, 1) >= m:
                 chunk0.append(device)
             else:
                 chunk1.append(device)
         for device, chunk in [(d, 0) for d in reversed(chunk0)] + [(d, 1) for d in chunk1]:
-            self.fill_wait(device, self.arrived_across(device, "B", chunk), extra=chunk == 0 or self.fill_backward)
-            self.put(device, "B", chunk)
+            self.fill_wait(device, self.arrived_across(device, Kind.B, chunk), extra=chunk == 0 or self.fill_backward)
+            self.put(device, Kind.B, chunk)
 
     def largest_b_change(self, device: int) -> float:
-        return max(memory_change(self.instance, "B", self.stage(device, chunk), True) for chunk in (0, 1))
+        return max(memory_change(self.instance, Kind.B, self.stage(device, chunk), True) for chunk in (0, 1))
 
     def forward_round(self) -> None:
         p, m = self.instance.num_devices, self.instance.num_microbatches
         for device in range(p):
-            if self.count(device, "F", 1) >= m:
+            if self.count(device, Kind.F, 1) >= m:
                 continue
-            if self.count(device, "F", 1) >= self.count(device, "F", 0):
+            if self.count(device, Kind.F, 1) >= self.count(device, Kind.F, 0):
                 chunk = 0
-            elif device == p - 1 or self.arrived(device, "F", 1) is not None:
+            elif device == p - 1 or self.arrived(device, Kind.F, 1) is not None:
                 chunk = 1
-            elif self.count(device, "F", 0) < m and self.arrived(device, "F", 0) is not None:
+            elif self.count(device, Kind.F, 0) < m and self.arrived(device, Kind.F, 0) is not None:
                 chunk = 0
             else:
                 continue
-            allocation = memory_change(self.instance, "F", self.stage(device, chunk), True)
+            allocation = memory_change(self.instance, Kind.F, self.stage(device, chunk), True)
             while self.pending_w[device] and not fits(self.held[device] + allocation, self.limit[device]):
                 self.put_w(device)
-            self.fill_wait(device, self.arrived_across(device, "F", chunk), extra=self.fill_forward)
-            self.put(device, "F", chunk)
+            self.fill_wait(device, self.arrived_across(device, Kind.F, chunk), extra=self.fill_forward)
+            self.put(device, Kind.F, chunk)
 
-    def arrived_across(self, device: int, kind: str, chunk: int) -> float | None:
+    def arrived_across(self, device: int, kind: Kind, chunk: int) -> float | None:
         """`arrived` for an input from another device; None for one on the same device (the order covers it)."""
         key = self.next_key(device, kind, chunk)
         before = dependency(key, self.instance)
@@ -282,24 +282,24 @@ def handwritten_orders(instance: Instance) -> Orders:
 
 def _handwritten_device_order(p: int, m: int, rank: int) -> list[OpKey]:
     stage = (rank, 2 * p - 1 - rank)  # chunk 0, chunk 1
-    done = {(kind, chunk): 0 for kind in "FBW" for chunk in (0, 1)}
+    done = {(kind, chunk): 0 for kind in KINDS for chunk in (0, 1)}
     order: list[OpKey] = []
 
-    def put(*ops: tuple[str, int]) -> None:
+    def put(*ops: tuple[Kind, int]) -> None:
         for kind, chunk in ops:
             order.append(OpKey(kind, stage[chunk], done[kind, chunk]))
             done[kind, chunk] += 1
 
-    put(*[("F", 0)] * (2 * (p - rank) - 1))
-    put(*[("F", 1), ("F", 0)] * rank)
-    put(*[("F", 1), ("B", 1), ("W", 1)] * (p - rank))
+    put(*[(Kind.F, 0)] * (2 * (p - rank) - 1))
+    put(*[(Kind.F, 1), (Kind.F, 0)] * rank)
+    put(*[(Kind.F, 1), (Kind.B, 1), (Kind.W, 1)] * (p - rank))
     # Steady state: m - p rounds leave exactly the p chunk-0 and r chunk-1 backwards of the cool-down.
     for _ in range(m - p):
-        if done["F", 0] < m:
-            put(("F", 0))
-        put(("B", 0), ("W", 0), ("F", 1), ("B", 1), ("W", 1))
-    put(*[("B", 0), ("B", 1)] * rank)
-    put(*[("B", 0), ("W", 0)] * (p - rank))
+        if done[Kind.F, 0] < m:
+            put((Kind.F, 0))
+        put((Kind.B, 0), (Kind.W, 0), (Kind.F, 1), (Kind.B, 1), (Kind.W, 1))
+    put(*[(Kind.B, 0), (Kind.B, 1)] * rank)
+    put(*[(Kind.B, 0), (Kind.W, 0)] * (p - rank))
     for chunk in (1, 0):
-        put(*[("W", chunk)] * (m - done["W", chunk]))
+        put(*[(Kind.W, chunk)] * (m - done[Kind.W, chunk]))
     return order

@@ -8,7 +8,7 @@ microbatches; the remaining Ws close. c = 1 (ZB-H1) keeps 1F1B's peak p·M_B and
 
 from __future__ import annotations
 
-from pipesat.models import Instance, OpKey
+from pipesat.models import Instance, Kind, OpKey
 from pipesat.solver.heuristics.heuristic import Orders
 from pipesat.solver.heuristics.requirements import first_unmet, needs_linear, needs_split_backward
 
@@ -20,17 +20,17 @@ def zero_bubble_orders(instance: Instance, factor: int) -> Orders:
     for rank in range(p):
         warmup = min(factor * (p - 1 - rank), m)
         lag = factor * rank
-        order: list[OpKey] = [OpKey("F", rank, j) for j in range(warmup)]
+        order: list[OpKey] = [OpKey(Kind.F, rank, j) for j in range(warmup)]
         forwards, weights = warmup, 0
         for j in range(m):
             if forwards < m:
-                order.append(OpKey("F", rank, forwards))
+                order.append(OpKey(Kind.F, rank, forwards))
                 forwards += 1
-            order.append(OpKey("B", rank, j))
+            order.append(OpKey(Kind.B, rank, j))
             if j + 1 > lag:
-                order.append(OpKey("W", rank, weights))
+                order.append(OpKey(Kind.W, rank, weights))
                 weights += 1
-        order += [OpKey("W", rank, k) for k in range(weights, m)]
+        order += [OpKey(Kind.W, rank, k) for k in range(weights, m)]
         orders.append(order)
     return orders
 

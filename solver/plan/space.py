@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from pipesat.models import InputError, InstanceError
+from pipesat.models import InputError, InstanceError, op_kinds
 from pipesat.models.limits import check_model_size, check_work
 from pipesat.models.plan_result import Configuration
 from pipesat.models.training_modes import Recompute
@@ -37,7 +37,7 @@ from pipesat.solver.instances.description_checks import check_model, check_train
 from pipesat.solver.instances.from_model import Description
 from pipesat.solver.plan.spec import PlanSpec
 
-KINDS = 3
+OPS_PER_STAGE_AND_MICROBATCH = len(op_kinds(split_backward=True))
 """Ops a microbatch has on a stage: an instance of the cost model splits the backward (F, B and W)."""
 MAX_DEFAULT_CHUNKS = 4
 """The most chunk counts the default rule tries for one pipeline depth (`chunk_counts`)."""
@@ -290,13 +290,13 @@ def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list
 
 
 def _ops(config: Configuration) -> int:
-    return config.pipeline * config.chunks * config.microbatches * KINDS
+    return config.pipeline * config.chunks * config.microbatches * OPS_PER_STAGE_AND_MICROBATCH
 
 
 def _check_largest(config: Configuration) -> None:
     """Refuse a space whose largest pipeline is more than an instance or a CP-SAT model may hold."""
     try:
-        check_work(config.pipeline, config.chunks, config.microbatches, KINDS)
+        check_work(config.pipeline, config.chunks, config.microbatches, OPS_PER_STAGE_AND_MICROBATCH)
         check_model_size(_ops(config))
     except InstanceError as error:
         raise InstanceError(

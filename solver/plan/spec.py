@@ -24,17 +24,16 @@ from typing import Any
 
 from pipesat.models import InputError, InstanceError
 from pipesat.models.document import read_document
+from pipesat.models.placement import PLACEMENTS
 from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
 from pipesat.solver.instances.kinds import WHOLE, Wholes, Words
 
-PLACEMENTS = ("linear", "interleaved", "vshape")
-"""The placements the plan tries unless the spec names them: linear with one chunk a device,
-interleaved with the spec's chunks (`space.chunk_counts`), V with two."""
-PLACEMENTS_ASKED = (*PLACEMENTS, "bidirectional")
-"""Those a spec may name: also bidirectional (DualPipe's two copies, twice the parameters), tried
-only when asked for."""
+PLACEMENTS_SEARCHED = tuple(name for name in PLACEMENTS if name != "bidirectional")
+"""The placements the plan searches unless the spec names them: linear with one chunk a device,
+interleaved with the spec's chunks (`space.chunk_counts`), V with two. A spec may name any of
+`PLACEMENTS`: bidirectional (DualPipe's two copies, twice the parameters) is tried only when asked for."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +114,9 @@ class PlanSpec(Keyed):
         Wholes(distinct=True), "The microbatch sizes b to try (default: every divisor).", None, at_least=1
     )
     placements: tuple[str, ...] = key(
-        Words(PLACEMENTS_ASKED, "placements"),
+        Words(PLACEMENTS, "placements"),
         "The placements to try (bidirectional, DualPipe's, only when named).",
-        PLACEMENTS,
+        PLACEMENTS_SEARCHED,
     )
     pipeline_parallel: tuple[int, ...] | None = key(
         Wholes(distinct=True), "The pipeline depths p to try (default: every divisor).", None, at_least=1

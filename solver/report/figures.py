@@ -19,17 +19,16 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from pipesat.models import InputError
+from pipesat.models import InputError, Kind
 from pipesat.models.document import write_atomically
 
 # Okabe-Ito: blue, orange, reddish purple (their light shades stay apart too); vermillion for limits.
-KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#CC79A7"}
+KIND_COLOURS = {Kind.F: "#0072B2", Kind.B: "#E69F00", Kind.W: "#CC79A7"}
 LIMIT_COLOUR = "#D55E00"
 IDLE_COLOUR = "#E4E4E4"
 MEMORY_COLOUR = "#555555"
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 DPI = 110
-KINDS = ("F", "B", "W")
 # The smallest font drawn, in points.
 MIN_FONT = 5.0
 # Titles wrap at their separators, to no fewer than MIN_WRAP characters a line.

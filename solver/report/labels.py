@@ -12,8 +12,8 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from pipesat.models import Op
-from pipesat.solver.report.figures import DPI, KINDS, MIN_FONT
+from pipesat.models import KINDS, Op
+from pipesat.solver.report.figures import DPI, MIN_FONT
 
 # Microbatch numbers: DejaVu Sans digits are 0.636 em wide; a number keeps LABEL_PAD pixels free in
 # its box; MIN_FONT points is the smallest drawn. Numbers that spill over their box sit on a chip.

@@ -12,7 +12,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from pipesat.models import Objective, Status
+from pipesat.models import Kind, Objective, Status
 from pipesat.models.solve_result import SolveResult
 from pipesat.solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels
 from pipesat.solver.report.units import Units
@@ -49,19 +49,19 @@ def pareto_figure(
         if open_ended:
             right = max([limits[-1] * 1.1, *(peak for _, peak, _ in heuristics)])
             limits, values = [*limits, right], [*values, values[-1]]
-        axes.step(limits, values, where="post", color=KIND_COLOURS["F"], linewidth=1.2, alpha=0.6)
+        axes.step(limits, values, where="post", color=KIND_COLOURS[Kind.F], linewidth=1.2, alpha=0.6)
         for limit, value, result in solved:
             optimal = result.status == Status.OPTIMAL
             axes.plot(
                 limit,
                 value,
                 "o",
-                color=KIND_COLOURS["F"],
-                markerfacecolor=KIND_COLOURS["F"] if optimal else "white",
+                color=KIND_COLOURS[Kind.F],
+                markerfacecolor=KIND_COLOURS[Kind.F] if optimal else "white",
                 markersize=6,
             )
             if not optimal and result.bound is not None:
-                axes.vlines(limit, result.bound, value, color=KIND_COLOURS["F"], linewidth=1.0)
+                axes.vlines(limit, result.bound, value, color=KIND_COLOURS[Kind.F], linewidth=1.0)
     infeasible = [limit for limit, result in points if result.status == Status.INFEASIBLE]
     for limit in infeasible:
         axes.plot(limit, 0, "x", color=LIMIT_COLOUR, markersize=7, clip_on=False)
@@ -70,7 +70,7 @@ def pareto_figure(
     for name, peak, value in heuristics:
         labels.setdefault((peak, value), []).append(name)
     for peak, value in labels:
-        axes.plot(peak, value, "D", color=KIND_COLOURS["B"], markersize=6)
+        axes.plot(peak, value, "D", color=KIND_COLOURS[Kind.B], markersize=6)
     all_values = [value for _, value, _ in solved] + [value for _, _, value in heuristics]
     if all_values:
         axes.set_ylim(0, max(all_values) * 1.1)
@@ -84,14 +84,14 @@ def pareto_figure(
     # A legend entry for each kind of mark the plot holds.
     statuses = {result.status for _, _, result in solved}
     entries: list[tuple[bool, str, dict[str, Any], str]] = [
-        (Status.OPTIMAL in statuses, "o", {"color": KIND_COLOURS["F"]}, "solver: optimal"),
+        (Status.OPTIMAL in statuses, "o", {"color": KIND_COLOURS[Kind.F]}, "solver: optimal"),
         (
             bool(statuses - {Status.OPTIMAL}),
             "o",
-            {"color": KIND_COLOURS["F"], "markerfacecolor": "white"},
+            {"color": KIND_COLOURS[Kind.F], "markerfacecolor": "white"},
             "solver: feasible, bar to bound",
         ),
-        (bool(heuristics), "D", {"color": KIND_COLOURS["B"]}, "handwritten schedule (at its peak memory)"),
+        (bool(heuristics), "D", {"color": KIND_COLOURS[Kind.B]}, "handwritten schedule (at its peak memory)"),
         (bool(infeasible), "x", {"color": LIMIT_COLOUR}, "no schedule fits"),
     ]
     handles = [axes.plot([], [], marker, label=label, **style)[0] for shown, marker, style, label in entries if shown]

@@ -16,6 +16,7 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from pipesat.models import Kind
 from pipesat.models.plan_result import ConfigResult, Outcome, PlanResult
 from pipesat.models.units import GIB
 from pipesat.solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels, save_figure
@@ -57,7 +58,7 @@ def plan_figure(result: PlanResult, title: str = "") -> Figure:
     labels = []
     if best is not None and best.measure is not None:
         x, y = best.measure.memory_per_gpu / GIB, best.measure.tokens_per_s
-        axes.plot(x, y, "o", markersize=16, markerfacecolor="none", color=KIND_COLOURS["B"], linewidth=1.5)
+        axes.plot(x, y, "o", markersize=16, markerfacecolor="none", color=KIND_COLOURS[Kind.B], linewidth=1.5)
         labels.append((x, y, f"best: {best.config.label}"))
     usable = (feasible[0].usable_memory if feasible else 0.0) / GIB
     if usable > 0:

@@ -18,13 +18,12 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from pipesat.models import InputError, Objective, OpKey, Schedule
+from pipesat.models import KINDS, InputError, Kind, Objective, OpKey, Schedule
 from pipesat.solver.evaluate.metrics import compute_metrics, memory_profiles
 from pipesat.solver.report.figures import (
     DPI,
     IDLE_COLOUR,
     KIND_COLOURS,
-    KINDS,
     LIMIT_COLOUR,
     MEMORY_COLOUR,
     fit_text,
@@ -55,9 +54,9 @@ Window = tuple[float, float]
 """A time range (START, END) from the schedule's first start, in the instance's time unit."""
 
 
-def kind_names(split_backward: bool) -> dict[str, str]:
+def kind_names(split_backward: bool) -> dict[Kind, str]:
     backward = "backward (inputs)" if split_backward else "backward"
-    return {"F": "forward", "B": backward, "W": "weight gradient"}
+    return {Kind.F: "forward", Kind.B: backward, Kind.W: "weight gradient"}
 
 
 def schedule_title(schedule: Schedule, objective: Objective = Objective.MAKESPAN, window: Window | None = None) -> str:
@@ -177,7 +176,7 @@ def _draw_gantt(axes: Any, schedule: Schedule, boxes: Sequence[Box], shown: Wind
     p, v = instance.num_devices, instance.chunks
     for device in range(p):
         axes.broken_barh([shown], (device - BAR_HEIGHT / 2, BAR_HEIGHT), facecolors=IDLE_COLOUR, edgecolor="none")
-    groups: dict[tuple[str, int, tuple[float, float]], list[Box]] = {}
+    groups: dict[tuple[Kind, int, tuple[float, float]], list[Box]] = {}
     for box in boxes:
         groups.setdefault((box.op.kind, box.chunk, box.band), []).append(box)
     for (kind, chunk, band), members in sorted(groups.items()):
@@ -230,7 +229,7 @@ def _draw_labels(axes: Any, boxes: Sequence[Box], plan: LabelPlan, chunks: int) 
         )
 
 
-def _draw_legend(axes: Any, kinds: Sequence[str], chunks: int, names: dict[str, str], pairs: bool = False) -> None:
+def _draw_legend(axes: Any, kinds: Sequence[Kind], chunks: int, names: dict[Kind, str], pairs: bool = False) -> None:
     """One legend column per kind, one row per chunk (matplotlib fills legends column by column), and
     the pair's outline when there are pairs."""
     handles = []

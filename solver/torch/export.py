@@ -21,7 +21,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipesat.models import InputError, Instance, OpKey, Pair, Schedule, Step
+from pipesat.models import InputError, Instance, Kind, OpKey, Pair, Schedule, Step
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.io.output_file import write_output
@@ -40,9 +40,8 @@ def torch_cell(step: Step, split_backward: bool) -> str:
 
 def _action(key: OpKey, split_backward: bool) -> str:
     kind, stage, microbatch = key
-    if kind == "B" and split_backward:
-        kind = "I"
-    return f"{stage}{kind}{microbatch}"
+    letter = "I" if kind == Kind.B and split_backward else kind
+    return f"{stage}{letter}{microbatch}"
 
 
 def orders_to_rows(instance: Instance, orders: Sequence[Sequence[Step]]) -> Rows:

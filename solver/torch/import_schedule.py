@@ -30,6 +30,7 @@ from pipesat.models import (
     InputError,
     Instance,
     InstanceError,
+    Kind,
     OpKey,
     Pair,
     PipesatError,
@@ -185,11 +186,11 @@ def _actions(step: TorchStep) -> tuple[TorchAction, ...]:
 def _to_steps(step: TorchStep, split: bool) -> list[Step]:
     if isinstance(step, TorchOverlap):
         (_, f_stage, f_mb), (b_kind, b_stage, b_mb) = step
-        pair = Pair(OpKey("F", f_stage, f_mb), OpKey("B", b_stage, b_mb))
-        return split_out_weight(pair) if split and b_kind == "B" else [pair]
+        pair = Pair(OpKey(Kind.F, f_stage, f_mb), OpKey(Kind.B, b_stage, b_mb))
+        return split_out_weight(pair) if split and b_kind == Kind.B else [pair]
     kind, stage, microbatch = step
-    key = OpKey("B" if kind == "I" else kind, stage, microbatch)
-    return split_out_weight(key) if split and kind == "B" else [key]
+    key = OpKey(Kind.B if kind == "I" else Kind(kind), stage, microbatch)
+    return split_out_weight(key) if split and kind == Kind.B else [key]
 
 
 def read_torch_csv(path: str | Path) -> TorchOrders:
@@ -287,7 +288,7 @@ def import_torch_schedule(name: str, instance: Instance) -> Schedule:
     if instance.placement != torch_orders.placement:
         chunks, placement = placement_options(torch_orders.placement, instance.num_devices)
         raise NotApplicable(f"torch {canonical}: needs chunks {chunks} with {placement} placement")
-    split = any(key.kind == "W" for order in torch_orders.orders for step in order for key in step_keys(step))
+    split = any(key.kind == Kind.W for order in torch_orders.orders for step in order for key in step_keys(step))
     if split and not instance.split_backward:
         raise NotApplicable(f"torch {canonical}: needs a split backward (weight_times)")
     import torch

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,18 +11,33 @@ from hypothesis import strategies as st
 from pipesat.models import (
     KINDS,
     Instance,
+    Kind,
     OpKey,
     Pair,
     dependency,
     expected_op_keys,
+    last_kind,
     memory_change,
     op_duration,
+    op_kinds,
     pair_duration,
     step_keys,
 )
 from pipesat.models.ops import split_out_weight
 from tests.conftest import make_instance
 from tests.strategies import PROPERTY_SETTINGS, instances
+
+
+def test_a_kind_is_written_as_its_letter() -> None:
+    # Labels, schedule files and torch CSV cells hold the letter: a (str, Enum) would print `Kind.F`.
+    assert [f"{kind}2" for kind in KINDS] == ["F2", "B2", "W2"]
+    assert json.dumps([Kind.B]) == '["B"]' and Kind("W") is Kind.W and Kind.F == "F"
+
+
+def test_the_kinds_of_a_split_and_a_fused_schedule() -> None:
+    assert op_kinds(split_backward=True) == KINDS == (Kind.F, Kind.B, Kind.W)
+    assert op_kinds(split_backward=False) == (Kind.F, Kind.B)
+    assert (last_kind(True), last_kind(False)) == (Kind.W, Kind.B)
 
 
 def test_op_duration_fused_backward_is_b_plus_w(split_instance: Instance) -> None:
@@ -85,7 +102,7 @@ def test_every_dependency_is_an_op_of_the_same_microbatch_in_the_schedule(instan
 @given(instances(), st.booleans())
 def test_each_microbatch_frees_what_it_allocates(instance: Instance, split: bool) -> None:
     split = split and instance.split_backward
-    kinds = KINDS if split else KINDS[:2]
+    kinds = op_kinds(split)
     for stage in range(instance.num_stages):
         changes = {kind: memory_change(instance, kind, stage, split) for kind in kinds}
         assert changes["F"] == instance.activation_memory[stage] > 0  # F allocates M_B

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipesat.models import Instance, Op, Schedule, ScheduleError, op_label
+from pipesat.models import Instance, Kind, Op, Schedule, ScheduleError, op_label
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import run_heuristic
 from tests.strategies import assert_valid
@@ -41,9 +41,10 @@ def test_dict_round_trip(split_instance: Instance) -> None:
     data = schedule.to_dict({"makespan": 1.0})
     assert data["format"] == "pipesat-schedule/1"
     assert data["metrics"] == {"makespan": 1.0}
-    again = Schedule.from_dict(data)
+    again = Schedule.from_dict(json.loads(json.dumps(data)))
     assert again == schedule
     assert again.source == {"kind": "test"}
+    assert {type(op.kind) for op in again.ops} == {Kind}  # read back as the enum, not the file's text
 
 
 def _data(split_instance: Instance) -> dict:

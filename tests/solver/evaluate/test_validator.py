@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pipesat.models import Instance, Op, OpKey, Pair, Schedule, ScheduleError
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
-from pipesat.solver.evaluate.validator import ensure_valid, validate
+from pipesat.solver.evaluate.validator import Rule, ensure_valid, validate
 from pipesat.solver.heuristics import run_heuristic
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances_with_orders
 
@@ -38,7 +38,7 @@ def _replace(schedule: Schedule, key: tuple[str, int, int], **changes: float | i
     return dataclasses.replace(schedule, ops=ops)
 
 
-def _messages(schedule: Schedule) -> list[tuple[str, str]]:
+def _messages(schedule: Schedule) -> list[tuple[Rule, str]]:
     return [(v.rule, str(v)) for v in validate(schedule)]
 
 
@@ -46,14 +46,14 @@ def test_missing() -> None:
     schedule = _valid_two_device_schedule()
     ops = tuple(op for op in schedule.ops if op.key != ("B", 1, 0))
     # Without its B, the W ops still make the schedule split; only the missing op is reported.
-    assert _messages(dataclasses.replace(schedule, ops=ops)) == [("missing", "B(stage 1, mb 0) is missing")]
+    assert _messages(dataclasses.replace(schedule, ops=ops)) == [(Rule.MISSING, "B(stage 1, mb 0) is missing")]
 
 
 def test_repeated() -> None:
     schedule = _valid_two_device_schedule()
     ops = (*schedule.ops, Op("W", 0, 0, 0, 8.0, 9.0))
     assert _messages(dataclasses.replace(schedule, ops=ops)) == [
-        ("repeated", "W(stage 0, mb 0) appears more than once")
+        (Rule.REPEATED, "W(stage 0, mb 0) appears more than once")
     ]
 
 
@@ -61,8 +61,8 @@ def test_unknown() -> None:
     schedule = _valid_two_device_schedule()
     ops = (*schedule.ops, Op("F", 2, 0, 1, 9.0, 10.0), Op("F", 0, 3, 0, 9.0, 10.0))
     assert _messages(dataclasses.replace(schedule, ops=ops)) == [
-        ("unknown", "F(stage 2, mb 0) does not exist: stages are 0..1, microbatches 0..0"),
-        ("unknown", "F(stage 0, mb 3) does not exist: stages are 0..1, microbatches 0..0"),
+        (Rule.UNKNOWN, "F(stage 2, mb 0) does not exist: stages are 0..1, microbatches 0..0"),
+        (Rule.UNKNOWN, "F(stage 0, mb 3) does not exist: stages are 0..1, microbatches 0..0"),
     ]
 
 
@@ -81,7 +81,7 @@ def test_an_op_off_its_microbatchs_route_is_unknown() -> None:
     ops = (*schedule.ops, Op("F", 0, 1, 0, 20.0, 21.0))
     assert _messages(dataclasses.replace(schedule, ops=ops)) == [
         (
-            "unknown",
+            Rule.UNKNOWN,
             "F(stage 0, mb 1) does not exist: microbatch 1 runs stages 2..3 (one copy of a bidirectional placement)",
         )
     ]
@@ -92,20 +92,20 @@ def test_w_op_without_weight_times_is_unknown() -> None:
     schedule = assert_valid(simulate(instance, [[("F", 0, 0), ("B", 0, 0)], [("F", 1, 0), ("B", 1, 0)]]))
     ops = (*schedule.ops, Op("W", 0, 0, 0, 20.0, 21.0))
     assert _messages(dataclasses.replace(schedule, ops=ops)) == [
-        ("unknown", "W(stage 0, mb 0) is a W op but the instance has no weight_times")
+        (Rule.UNKNOWN, "W(stage 0, mb 0) is a W op but the instance has no weight_times")
     ]
 
 
 def test_placement() -> None:
     schedule = _replace(_valid_two_device_schedule(), ("W", 1, 0), device=0, start=8.0, end=9.0)
     assert _messages(schedule) == [
-        ("placement", "device 0: W(stage 1, mb 0) runs here but stage 1 is placed on device 1"),
+        (Rule.PLACEMENT, "device 0: W(stage 1, mb 0) runs here but stage 1 is placed on device 1"),
     ]
 
 
 def test_duration() -> None:
     schedule = _replace(_valid_two_device_schedule(), ("W", 0, 0), end=8.5)
-    assert _messages(schedule) == [("duration", "device 0: W(stage 0, mb 0) lasts 1.5 (from 7 to 8.5), expected 1")]
+    assert _messages(schedule) == [(Rule.DURATION, "device 0: W(stage 0, mb 0) lasts 1.5 (from 7 to 8.5), expected 1")]
 
 
 def test_fused_backward_lasts_b_plus_w() -> None:
@@ -118,14 +118,14 @@ def test_fused_backward_lasts_b_plus_w() -> None:
 def test_dependency_across_devices_names_the_p2p() -> None:
     schedule = _replace(_valid_two_device_schedule(), ("F", 1, 0), start=1.2, end=2.2)
     assert _messages(schedule) == [
-        ("dependency", "device 1: F(stage 1, mb 0) starts at 1.2 before F(stage 0, mb 0) ends at 1 + p2p 0.5"),
+        (Rule.DEPENDENCY, "device 1: F(stage 1, mb 0) starts at 1.2 before F(stage 0, mb 0) ends at 1 + p2p 0.5"),
     ]
 
 
 def test_dependency_on_the_same_device_has_no_p2p() -> None:
     schedule = _replace(_valid_two_device_schedule(), ("W", 1, 0), start=4.0, end=5.0)
     rules = _messages(schedule)
-    assert ("dependency", "device 1: W(stage 1, mb 0) starts at 4 before B(stage 1, mb 0) ends at 4.5") in rules
+    assert (Rule.DEPENDENCY, "device 1: W(stage 1, mb 0) starts at 4 before B(stage 1, mb 0) ends at 4.5") in rules
 
 
 def test_dependency_message_of_the_issue() -> None:
@@ -133,7 +133,7 @@ def test_dependency_message_of_the_issue() -> None:
     ops = (Op("F", 1, 5, 1, 9.6, 10.6), Op("F", 2, 5, 2, 11.0, 12.0))
     messages = _messages(Schedule(instance, ops))
     assert (
-        "dependency",
+        Rule.DEPENDENCY,
         "device 2: F(stage 2, mb 5) starts at 11 before F(stage 1, mb 5) ends at 10.6 + p2p 0.5",
     ) in messages
 
@@ -141,8 +141,8 @@ def test_dependency_message_of_the_issue() -> None:
 def test_overlap() -> None:
     schedule = _replace(_valid_two_device_schedule(), ("W", 0, 0), start=6.5, end=7.5)
     assert _messages(schedule) == [
-        ("dependency", "device 0: W(stage 0, mb 0) starts at 6.5 before B(stage 0, mb 0) ends at 7"),
-        ("overlap", "device 0: W(stage 0, mb 0) starts at 6.5 while B(stage 0, mb 0) runs until 7"),
+        (Rule.DEPENDENCY, "device 0: W(stage 0, mb 0) starts at 6.5 before B(stage 0, mb 0) ends at 7"),
+        (Rule.OVERLAP, "device 0: W(stage 0, mb 0) starts at 6.5 while B(stage 0, mb 0) runs until 7"),
     ]
 
 
@@ -151,7 +151,7 @@ def test_overlap_without_dependency() -> None:
     schedule = assert_valid(simulate(instance, [[("F", 0, 0), ("F", 0, 1), ("B", 0, 0), ("B", 0, 1)]]))
     moved = _replace(schedule, ("F", 0, 1), start=0.5, end=1.5)
     assert _messages(moved) == [
-        ("overlap", "device 0: F(stage 0, mb 1) starts at 0.5 while F(stage 0, mb 0) runs until 1")
+        (Rule.OVERLAP, "device 0: F(stage 0, mb 1) starts at 0.5 while F(stage 0, mb 0) runs until 1")
     ]
 
 
@@ -159,7 +159,7 @@ def test_memory_limit(one_f_one_b_instance: Instance) -> None:
     # 1F1B holds (4, 3, 2, 1) microbatches; device 0 reaches 4 when F(0, 3) starts at 3.
     limited = one_f_one_b_instance.with_changes(memory_limit=3)
     schedule = run_heuristic("1f1b", limited)
-    assert _messages(schedule) == [("memory", "device 0: holds 4 of activation memory at time 3, over the limit 3")]
+    assert _messages(schedule) == [(Rule.MEMORY, "device 0: holds 4 of activation memory at time 3, over the limit 3")]
     assert validate(run_heuristic("1f1b", one_f_one_b_instance.with_changes(memory_limit="1x"))) == []
 
 
@@ -184,14 +184,15 @@ def test_op_on_a_device_that_does_not_exist_is_a_placement_violation(
     schedule = run_heuristic("1f1b", one_f_one_b_instance.with_changes(memory_limit=1))
     moved = _replace(schedule, ("F", 1, 1), device=device)
     assert _messages(moved) == [
-        ("placement", f"device {device}: F(stage 1, mb 1) runs here but stage 1 is placed on device 1"),
+        (Rule.PLACEMENT, f"device {device}: F(stage 1, mb 1) runs here but stage 1 is placed on device 1"),
     ]
 
 
 def test_every_violation_is_returned() -> None:
     schedule = _replace(_valid_two_device_schedule(), ("F", 1, 0), device=0, start=0.0, end=3.0)
     rules = [rule for rule, _ in _messages(schedule)]
-    assert rules == ["placement", "duration", "dependency", "dependency", "overlap"]
+    assert all(type(rule) is Rule for rule in rules)
+    assert rules == [Rule.PLACEMENT, Rule.DURATION, Rule.DEPENDENCY, Rule.DEPENDENCY, Rule.OVERLAP]
 
 
 def test_rounding_noise_is_tolerated() -> None:
@@ -207,7 +208,7 @@ def test_a_start_before_time_zero_is_reported() -> None:
     shifted = dataclasses.replace(
         schedule, ops=tuple(op._replace(start=op.start - 1, end=op.end - 1) for op in schedule.ops)
     )
-    assert _messages(shifted) == [("start", "device 0: F(stage 0, mb 0) starts at -1, before time 0")]
+    assert _messages(shifted) == [(Rule.START, "device 0: F(stage 0, mb 0) starts at -1, before time 0")]
 
 
 def _with_far_last_w(schedule: Schedule, at: float) -> Schedule:
@@ -222,7 +223,7 @@ def test_an_op_far_away_does_not_widen_the_tolerance_of_the_others(far: float) -
     assert validate(schedule) == []
     # F(stage 1) 0.75 into B(stage 1)... each of these alone must still be caught.
     overlapping = _replace(schedule, ("B", 1, 0), start=2.5 - 0.75, end=4.5 - 0.75)
-    assert "overlap" in {v.rule for v in validate(overlapping)}
+    assert Rule.OVERLAP in {v.rule for v in validate(overlapping)}
     half_f = _replace(schedule, ("F", 0, 0), end=0.5)
     assert [v.rule for v in validate(half_f)] == ["duration"]
     no_p2p = _replace(schedule, ("F", 1, 0), start=1.0, end=2.0)
@@ -237,7 +238,7 @@ def test_a_schedule_shifted_far_from_zero_is_checked_as_tightly() -> None:
     )
     assert validate(shifted) == []
     overlapping = _replace(shifted, ("W", 1, 0), start=far + 4.5 - 0.75, end=far + 5.5 - 0.75)
-    assert {"dependency", "overlap"} <= {v.rule for v in validate(overlapping)}
+    assert {Rule.DEPENDENCY, Rule.OVERLAP} <= {v.rule for v in validate(overlapping)}
 
 
 def test_ensure_valid() -> None:
@@ -259,8 +260,8 @@ def test_moving_one_start_earlier_is_reported(case, rng, shift: float) -> None:
     op = rng.choice(schedule.ops)
     moved = _replace(schedule, op.key, start=op.start - shift)
     rules = {v.rule for v in validate(moved)}
-    assert "duration" in rules
-    assert rules <= {"start", "duration", "dependency", "overlap"}
+    assert Rule.DURATION in rules
+    assert rules <= {Rule.START, Rule.DURATION, Rule.DEPENDENCY, Rule.OVERLAP}
 
 
 @PROPERTY_SETTINGS
@@ -274,7 +275,7 @@ def test_moving_one_op_earlier_breaks_a_dependency_or_overlaps(case, rng, fracti
     op = rng.choice([op for op in schedule.ops if op.start > 0])
     moved = _replace(schedule, op.key, start=op.start - shift, end=op.end - shift)
     rules = {v.rule for v in validate(moved)}
-    assert rules and rules <= {"dependency", "overlap"}
+    assert rules and rules <= {Rule.DEPENDENCY, Rule.OVERLAP}
 
 
 @PROPERTY_SETTINGS
@@ -286,7 +287,7 @@ def test_memory_limit_below_the_peak_is_reported(case, fraction: float) -> None:
     assert validate(at_peak) == []
     limit = fraction * max(peaks)
     below = simulate(instance.with_changes(memory_limit=limit), orders)
-    reported = [v for v in validate(below) if v.rule == "memory"]
+    reported = [v for v in validate(below) if v.rule == Rule.MEMORY]
     assert [int(v.message.split(":")[0].removeprefix("device ")) for v in reported] == [
         d for d, peak in enumerate(peaks) if peak > limit
     ]
@@ -298,7 +299,7 @@ def test_memory_limit_in_the_instance_units(one_f_one_b_instance: Instance) -> N
     )
     schedule = run_heuristic("1f1b", in_units)
     assert _messages(schedule) == [
-        ("memory", "device 0: holds 4 GiB of activation memory at time 3 ms, over the limit 3 GiB")
+        (Rule.MEMORY, "device 0: holds 4 GiB of activation memory at time 3 ms, over the limit 3 GiB")
     ]
 
 
@@ -338,20 +339,20 @@ def test_an_overlapped_pair_is_valid(with_weight: bool) -> None:
     assert compute_metrics(schedule).busy == (8.5,)
 
 
-def _rules(ops: list[Op]) -> list[str]:
+def _rules(ops: list[Op]) -> list[Rule]:
     return [violation.rule for violation in validate(Schedule(ONE_DEVICE_MOE, tuple(ops)))]
 
 
 def test_a_pair_must_last_the_overlap_models_time() -> None:
     ops = _paired(False)
     ops[1], ops[2] = ops[1]._replace(end=4), ops[2]._replace(end=4)  # 2 instead of 2.5
-    assert "duration" in _rules(ops)
+    assert Rule.DURATION in _rules(ops)
 
 
 def test_ops_sharing_a_device_without_sharing_an_interval_are_not_a_pair() -> None:
     apart = _paired(False)
     apart[1] = apart[1]._replace(end=4.4)  # F1 starts with B0 but ends apart from it
-    assert "overlap" in _rules(apart)
+    assert Rule.OVERLAP in _rules(apart)
 
 
 def test_a_pair_of_the_same_microbatch_is_not_a_pair() -> None:
@@ -359,4 +360,4 @@ def test_a_pair_of_the_same_microbatch_is_not_a_pair() -> None:
     ops = (Op("F", 0, 0, 0, 0, 2.5), Op("B", 0, 0, 0, 0, 2.5), Op("W", 0, 0, 0, 2.5, 3.5))
     ops += (Op("F", 0, 1, 0, 3.5, 5.5), Op("B", 0, 1, 0, 5.5, 7.5), Op("W", 0, 1, 0, 7.5, 8.5))
     rules = [violation.rule for violation in validate(Schedule(instance, ops))]
-    assert "overlap" in rules and "dependency" in rules
+    assert Rule.OVERLAP in rules and Rule.DEPENDENCY in rules

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from pipesat.models import InputError, Instance, ScheduleError
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
-from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.evaluate.validator import Rule, validate
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.io.schedule_file import load_schedule, save_schedule
 from tests.strategies import PROPERTY_SETTINGS, assert_valid, instances_with_orders
@@ -105,4 +105,4 @@ def test_loaded_schedule_is_not_validated_on_load(saved: Path) -> None:
     # Loading reads any well-formed file; whether it is valid is the validator's to say (`pipesat check`).
     _rewrite(saved, lambda d: d["ops"][0].update(start=-5.0))
     loaded = load_schedule(saved)
-    assert {v.rule for v in validate(loaded)} == {"start", "duration"}
+    assert {v.rule for v in validate(loaded)} == {Rule.START, Rule.DURATION}

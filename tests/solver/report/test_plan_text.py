@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from pipesat.models.placement import PLACEMENTS
 from pipesat.models.plan_result import Breakdown, ConfigResult, Configuration, Measure, Outcome, PlanResult
-from pipesat.solver.plan.spec import PLACEMENTS_ASKED
 from pipesat.solver.report.plan_plot import plot_plan
 from pipesat.solver.report.plan_text import plan_columns, plan_document, plan_rows, plan_summary, progress_text
 from pipesat.solver.report.tables import format_rows
@@ -102,7 +102,7 @@ def test_the_document_and_the_progress_line() -> None:
     assert text.endswith("about 10 s left")
 
 
-@pytest.mark.parametrize("placement", PLACEMENTS_ASKED)
+@pytest.mark.parametrize("placement", PLACEMENTS)
 def test_the_picture_is_drawn_for_every_placement(tmp_path: Path, placement: str) -> None:
     drawn = result()
     fast = drawn.results[0]

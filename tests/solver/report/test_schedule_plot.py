@@ -9,11 +9,18 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgb
 
-from pipesat.models import InputError, Instance, Schedule
+from pipesat.models import KINDS, InputError, Instance, Schedule
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.report.figures import KIND_COLOURS, shade
-from pipesat.solver.report.schedule_plot import memory_ticks, plot_schedule, schedule_figure, schedule_title, tick_text
+from pipesat.solver.report.schedule_plot import (
+    kind_names,
+    memory_ticks,
+    plot_schedule,
+    schedule_figure,
+    schedule_title,
+    tick_text,
+)
 from pipesat.solver.report.tables import format_percent
 from tests.solver.report.helpers import gantt_labels, overlapping, scaled, within
 from tests.strategies import assert_valid
@@ -29,6 +36,12 @@ def _picture(schedule: Schedule, path: Path) -> np.ndarray:
     assert image.shape[0] > 300 and image.shape[1] > 800
     assert np.ptp(image[..., :3]) > 0.5
     return image
+
+
+def test_every_kind_has_a_colour_and_a_name() -> None:
+    # A new op kind needs both before any schedule holding it can be drawn.
+    assert tuple(KIND_COLOURS) == KINDS
+    assert all(tuple(kind_names(split)) == KINDS for split in (True, False))
 
 
 def test_kinds_have_their_colours(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipesat.models import InputError, Instance, InstanceError, ScheduleError
+from pipesat.models import InputError, Instance, InstanceError, Kind, ScheduleError
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import NotApplicable, UnknownSchedule, run_heuristic
 from pipesat.solver.heuristics.zb_v import handwritten_orders
@@ -75,6 +75,7 @@ def test_rows_give_placement_and_map_i_to_b_and_full_b_to_b_then_w() -> None:
 def test_fused_rows_keep_b_whole() -> None:
     torch_orders = rows_to_orders([["0F0", "0B0"], ["1F0", "1B0"]])
     assert torch_orders.orders == [[("F", 0, 0), ("B", 0, 0)], [("F", 1, 0), ("B", 1, 0)]]
+    assert {type(key.kind) for order in torch_orders.orders for key in order} == {Kind}
 
 
 @pytest.mark.parametrize(
