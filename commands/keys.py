@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from pipesat.solver.instances.keys import Key, keys, option_name
-from pipesat.solver.instances.kinds import Flag, Word
+from pipesat.solver.instances.value_kinds import Flag, Word
 from pipesat.solver.plan.spec import KEYS
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]

@@ -19,7 +19,7 @@ from pipesat.commands.options import dataclass_from_options, options
 from pipesat.commands.plan import OVERRIDES, plan_command
 from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, option_name
-from pipesat.solver.instances.kinds import WHOLE, Number, Whole, Wholes
+from pipesat.solver.instances.value_kinds import WHOLE, Number, Whole, Wholes
 from pipesat.solver.plan.spec import ALIASES, KEYS, SEARCHED, SECTIONS, Cluster, spec_from_dict
 from tests.conftest import ROOT
 

@@ -38,7 +38,7 @@ from pipesat.models.units import MIB
 from pipesat.solver.instances.cost_model import Cost, layer_cost
 from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.instances.keys import Keyed, key, keys
-from pipesat.solver.instances.kinds import NUMBER, TEXT, WHOLE, Word
+from pipesat.solver.instances.value_kinds import NUMBER, TEXT, WHOLE, Word
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 """The dtypes a layer is measured in, and the bytes a value each keeps (`Training.bytes_per_value`)."""

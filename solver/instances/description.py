@@ -15,7 +15,7 @@ from pipesat.models import InstanceError
 from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.gpus import CATALOGUE, GPU_NAMES
 from pipesat.solver.instances.keys import Keyed, key, keys
-from pipesat.solver.instances.kinds import AMOUNT, FLAG, NUMBER, SHARE, TEXT, WHOLE, Wholes, Word
+from pipesat.solver.instances.value_kinds import AMOUNT, FLAG, NUMBER, SHARE, TEXT, WHOLE, Wholes, Word
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import MISSING, dataclass
 from typing import Any
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.kinds import Flag, Kind, Whole, Wholes
+from pipesat.solver.instances.value_kinds import Flag, ValueKind, Whole, Wholes
 
 KEY = "pipesat.key"
 """The field metadata entry that holds a field's `Key`."""
@@ -33,7 +33,7 @@ class Key:
     besides the long one (`short`), and `default_from`, another key of the record whose value a key left at
     None takes (the link within a node is the link across nodes unless given)."""
 
-    kind: Kind
+    kind: ValueKind
     help: str
     default: Any = dataclasses.field(default_factory=lambda: MISSING)  # `= MISSING` would make it required
     unit: str = ""
@@ -101,7 +101,7 @@ class Key:
         return f"{self.short or option_name(name)} {self.kind.text(value)}"
 
 
-def key(kind: Kind, help: str, default: Any = MISSING, **limits: Any) -> Any:
+def key(kind: ValueKind, help: str, default: Any = MISSING, **limits: Any) -> Any:
     """A record's field declared by its key (see `Key` for the `limits`: unit, range, short option,
     default_from, whose key's default is None)."""
     declared = Key(kind, help, None if limits.get("default_from") else default, **limits)

@@ -28,7 +28,7 @@ from pipesat.models.placement import PLACEMENTS
 from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
-from pipesat.solver.instances.kinds import WHOLE, Wholes, Words
+from pipesat.solver.instances.value_kinds import WHOLE, Wholes, Words
 
 PLACEMENTS_SEARCHED = tuple(name for name in PLACEMENTS if name != "bidirectional")
 """The placements the plan searches unless the spec names them: linear with one chunk a device,

@@ -11,7 +11,7 @@ import pytest
 from pipesat.models import InstanceError
 from pipesat.solver.instances.description import Hardware
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
-from pipesat.solver.instances.kinds import AMOUNT, NUMBER, SHARE, WHOLE, Wholes, Word, Words
+from pipesat.solver.instances.value_kinds import AMOUNT, NUMBER, SHARE, WHOLE, Wholes, Word, Words
 
 
 @pytest.mark.parametrize(

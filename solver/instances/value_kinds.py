@@ -11,7 +11,7 @@ from typing import Any
 from pipesat.models.units import MEMORY_UNITS, memory_in
 
 
-class Kind:
+class ValueKind:
     """How values of a key are written: in a spec document (`read`), on the command line (`parse`, to
     what a document would hold), in a record (`holds`) and back as an option's text (`text`). `read`
     and `parse` raise ValueError for a value not of the kind; the key turns it into the error line.
@@ -48,7 +48,7 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-class Whole(Kind):
+class Whole(ValueKind):
     def __init__(self) -> None:
         super().__init__("a whole number", "whole number", "INTEGER")
 
@@ -59,7 +59,7 @@ class Whole(Kind):
         return int(text)
 
 
-class Number(Kind):
+class Number(ValueKind):
     def __init__(self) -> None:
         super().__init__("a number", "number", "NUMBER")
 
@@ -76,7 +76,7 @@ class Number(Kind):
         return f"{value:g}"
 
 
-class Flag(Kind):
+class Flag(ValueKind):
     def __init__(self) -> None:
         super().__init__("true or false", "flag", "BOOLEAN")
 
@@ -87,7 +87,7 @@ class Flag(Kind):
         return str(value).lower()
 
 
-class Word(Kind):
+class Word(ValueKind):
     """One word out of `choices` (the command line offers them as a choice)."""
 
     def __init__(self, choices: Sequence[str]) -> None:
@@ -98,7 +98,7 @@ class Word(Kind):
         return value in self.choices
 
 
-class Text(Kind):
+class Text(ValueKind):
     """Free text, which the record's user checks (a placement: a name or a stage-to-device list)."""
 
     def __init__(self) -> None:
@@ -108,7 +108,7 @@ class Text(Kind):
         return isinstance(value, str)
 
 
-class Amount(Kind):
+class Amount(ValueKind):
     """Memory with a unit (`80GiB`), held in bytes. A written amount is positive; a record may hold 0
     for none (`Hardware.gpu_memory`: no budgets)."""
 
@@ -156,7 +156,7 @@ class Share(Amount):
         return f"{value * 100:.12g}%" if value < 1 else super().text(value)
 
 
-class Wholes(Kind):
+class Wholes(ValueKind):
     """Whole numbers, one or a list (`[1, 2]`; `1,2` on the command line); `distinct`: a set, sorted."""
 
     def __init__(self, distinct: bool = False) -> None:
@@ -183,7 +183,7 @@ class Wholes(Kind):
         return value
 
 
-class Words(Kind):
+class Words(ValueKind):
     """Some of `choices`, called `noun` (`placements`): one or a list, held in the order of `choices`."""
 
     def __init__(self, choices: Sequence[str], noun: str) -> None:
