@@ -64,13 +64,16 @@ def _option(name: str, declared: Key) -> Decorator:
         return click.option(flags, is_flag=True, default=declared.default, show_default=True, help=declared.help)
     # A default is shown as it would be written (`10%`). One that means none (0, None; the help says
     # what) is left to the record the option fills: the option gives None.
+    # A default is passed only when there is one: click (8.3 and later) takes an explicit None as a
+    # value given, so a required option with `default=None` would never be missing.
     shown = not declared.required and bool(declared.default)
+    default = {"default": declared.kind.text(declared.default)} if shown else {}
     return click.option(
         *(declared.short, flag) if declared.short else (flag,),
         type=click.Choice(declared.kind.choices) if isinstance(declared.kind, Word) else KeyType(declared),
         required=declared.required,
-        default=declared.kind.text(declared.default) if shown else None,
         show_default=shown,
+        **default,
         metavar=declared.unit or None,
         help=declared.help,
     )

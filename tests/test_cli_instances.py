@@ -123,6 +123,15 @@ def test_bad_descriptions_exit_2_with_one_line(changes: list[str], message: str)
     assert message in cli_error(run_cli(*LLAMA_8B_TP2, *changes), EXIT_BAD_INPUT)
 
 
+@pytest.mark.parametrize("flag", ["--layers", "--hidden", "--heads", "--seq-len", "-p", "-m"])
+def test_a_required_size_left_out_is_one_line_naming_its_flag(flag: str) -> None:
+    # click 8.3 and later take an explicit `default=None` as given: the option must carry no default.
+    args = list(LLAMA_8B_TP2)
+    at = args.index(flag)
+    del args[at : at + 2]
+    assert f"Missing option '{flag}" in cli_error(run_cli(*args), EXIT_BAD_INPUT)
+
+
 @pytest.mark.parametrize("path", sorted((INSTANCES_DIR / "modern").glob("*.yaml")), ids=lambda path: path.name)
 def test_modern_instances_are_what_their_command_makes(path: Path) -> None:
     # Each file carries the from-model command that made it; running it again must give the same instance.
