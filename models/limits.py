@@ -59,7 +59,7 @@ def check_work(num_devices: int, chunks: int, num_microbatches: int, kinds: int)
         sizes = f"{_count(num_devices)} devices x {_count(chunks)} chunks x {_count(num_microbatches)} microbatches"
         raise InstanceError(
             f"{_count(ops)} ops ({sizes} x {kinds} kinds) is more than the limit of {max_ops():,}; "
-            "check the sizes, or raise the limit `max_ops`"
+            "check the sizes, or raise the limit with `max_ops`"
         )
 
 
@@ -74,5 +74,5 @@ def check_model_size(ops: int) -> None:
         raise InstanceError(
             f"the CP-SAT model would have {_count(ops)} ops, more than the limit of {max_model_ops():,} "
             "(about 7.5 KB of memory an op); the handwritten schedules need no model (`pipesat schedule`, "
-            "a comparison without the solver), or raise the limit `max_model_ops`"
+            "a comparison without the solver), or raise the limit with `max_model_ops`"
         )

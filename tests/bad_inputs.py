@@ -298,7 +298,7 @@ class BadSpace:
 
 
 def _cap(key: str, value: int, cap: int, name: str) -> str:
-    return f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, or raise the limit `{name}`"
+    return f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, or raise the limit with `{name}`"
 
 
 BAD_SPACES = [

@@ -95,7 +95,7 @@ def check_limits(spec: PlanSpec, limits: PlanLimits) -> None:
     ):
         if value > cap:
             raise InputError(
-                f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, or raise the limit `{name}`"
+                f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, or raise the limit with `{name}`"
             )
 
 

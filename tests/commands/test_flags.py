@@ -86,6 +86,6 @@ def test_the_key_a_message_is_about_is_its_flag_only_where_the_user_gave_it() ->
 
 def test_the_command_line_says_the_flag_where_the_api_says_the_key() -> None:
     with_flag = cli_error(run_cli("--max-ops", "5", "solve", "-s", "2", "-b", "2"))
-    assert with_flag.endswith("check the sizes, or raise the limit --max-ops")
+    assert with_flag.endswith("check the sizes, or raise the limit with --max-ops")
     given = cli_error(run_cli("solve", "-s", "0", "-b", "2"))
     assert given == "error: --num-stages/-s must be at least 1, got 0"
