@@ -32,7 +32,7 @@ from pipesat.cli_output import give_stdout_to_data, say
 from pipesat.models.errors import ScheduleError
 from pipesat.models.plan_result import Configuration, PlanResult
 from pipesat.models.schedule import Schedule
-from pipesat.solver.cpsat.search import available_cores
+from pipesat.solver.cpsat.search_parameters import available_cores
 from pipesat.solver.instances.calibration import Calibration, coverage_line, load_calibration
 from pipesat.solver.instances.explain import explain
 from pipesat.solver.instances.from_model import derive

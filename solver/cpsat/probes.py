@@ -27,7 +27,7 @@ optimal) and may take all the time left; the next ones are at the middle of what
 best value and below every probe left open, so that after an open probe the next goes towards the
 bound, where refutations come easier. They stop when the bound meets the best value (proven optimal), when a probe at the bound
 itself stays open, at the gap asked for, or when their time is spent. On two workers a probe runs
-CP-SAT's default_lp beside the same search branching on precedences (`solver.cpsat.search`,
+CP-SAT's default_lp beside the same search branching on precedences (`solver.cpsat.search_parameters`,
 `Tuning.probe_precedences`): finding a schedule at a tight value is where that branching helps; a third
 thread runs that search with each device's no-overlap propagated by CP-SAT's strong disjunctive
 reasoning (`Tuning.strong_probes`), which refutes tight values the default propagation leaves open.
