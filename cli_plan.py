@@ -39,7 +39,8 @@ from pipesat.solver.instances.from_model import derive
 from pipesat.solver.io.schedule_file import save_schedule
 from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.measure import iteration_lines
-from pipesat.solver.plan.search import PlanOptions, PlanProgress, plan
+from pipesat.solver.plan.progress import PlanProgress
+from pipesat.solver.plan.search import PlanOptions, plan
 from pipesat.solver.plan.space import PlanLimits, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.plan_plot import plot_plan
