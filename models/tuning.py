@@ -33,7 +33,7 @@ SHARES = ("makespan_phase", "first_device_phase", "periodic_share", "opening_sha
 class Tuning:
     """The settings that change a search or a bound (module notes); `Tuning()` is pipesat's default."""
 
-    # The solve's phases and starts (`solver.solve`).
+    # The solve's phases and starts (`solver.solve`, `solver.span_phases`).
     makespan_phase: float = 1 / 3
     """Share of the time a max-span solve of more than `proof_small_ops` ops (not on a V placement,
     unless `makespan_phase_on_v`) first spends on the makespan, whose model CP-SAT searches far better
