@@ -47,9 +47,9 @@ from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.instances.from_model import Derivation, Description, derive
 from pipesat.solver.instances.gpus import CATALOGUE
 from pipesat.solver.plan.measure import measure, model_flops
-from pipesat.solver.plan.search import activation_refusal
 from pipesat.solver.plan.space import description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, spec_from_dict
+from pipesat.solver.plan.tasks import activation_refusal
 from pipesat.solver.report.tables import Column, format_percent, format_rows
 
 DATA = Path(__file__).resolve().parent / "data" / "published_runs.yaml"

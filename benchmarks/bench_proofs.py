@@ -9,7 +9,7 @@ weight memory 0.5 a chunk, limits in those units, the max-span objective), and l
 p = 8, m = 32 at 0.5x, 60 s) and its misses. A variant is a set of CP-SAT parameters given through
 `solve(cpsat_params=...)`: with few workers CP-SAT leaves out its bound-raising subsolvers, so the
 variants add them back in different ways (pipesat's default with 2 workers is
-`solver.cpsat.search.PROOF_PORTFOLIO_WORKERS`); or pipesat's default with one of its own settings
+`solver.cpsat.search_parameters.PROOF_PORTFOLIO_WORKERS`); or pipesat's default with one of its own settings
 off (`SETTINGS`, a `Tuning` given through `solve(tuning=...)`): `no-probes` without the bisection probes after a stall (`solver.cpsat.probes`),
 `no-opening` without the opening probe at the bound, `no-first-device` without the span solve's
 phase 0 (the bound from stage 0's device proven first, `solver.solve`), `no-tight` without the tight

@@ -67,7 +67,7 @@ def _option(name: str, declared: Key) -> Decorator:
     # A default is passed only when there is one: click (8.3 and later) takes an explicit None as a
     # value given, so a required option with `default=None` would never be missing.
     shown = not declared.required and bool(declared.default)
-    default = {"default": declared.kind.text(declared.default)} if shown else {}
+    default: dict[str, Any] = {"default": declared.kind.text(declared.default)} if shown else {}
     return click.option(
         *(declared.short, flag) if declared.short else (flag,),
         type=click.Choice(declared.kind.choices) if isinstance(declared.kind, Word) else KeyType(declared),

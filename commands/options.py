@@ -25,7 +25,7 @@ from pipesat.models.log import show_log
 from pipesat.models.placement import PLACEMENTS
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning, load_tuning
 from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs
-from pipesat.solver.cpsat.search import available_cores
+from pipesat.solver.cpsat.search_parameters import available_cores
 from pipesat.solver.instances.description import DENSE_KEYS, Pipeline, Transformer
 from pipesat.solver.instances.from_options import build_instance
 from pipesat.solver.report.figures import PICTURE_SUFFIXES

@@ -31,14 +31,15 @@ from pipesat.commands.values import FiniteFloat
 from pipesat.models.errors import ScheduleError
 from pipesat.models.plan_result import Configuration, PlanResult
 from pipesat.models.schedule import Schedule
-from pipesat.solver.cpsat.search import available_cores
+from pipesat.solver.cpsat.search_parameters import available_cores
 from pipesat.solver.instances.calibration import Calibration, coverage_line, load_calibration
 from pipesat.solver.instances.explain import explain
 from pipesat.solver.instances.from_model import derive
 from pipesat.solver.io.schedule_file import save_schedule
 from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.measure import iteration_lines
-from pipesat.solver.plan.search import PlanOptions, PlanProgress, plan
+from pipesat.solver.plan.progress import PlanProgress
+from pipesat.solver.plan.search import PlanOptions, plan
 from pipesat.solver.plan.space import PlanLimits, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.plan_plot import plot_plan

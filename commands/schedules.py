@@ -41,7 +41,7 @@ from pipesat.commands.values import FiniteFloat
 from pipesat.models import Instance, Minimize, Objective, OptionError, Status, Tuning, expected_op_keys
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.limits import check_model_size
-from pipesat.solver.cpsat.search import cpsat_workers
+from pipesat.solver.cpsat.search_parameters import cpsat_workers
 from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import check_memory, ensure_valid
 from pipesat.solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic

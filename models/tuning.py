@@ -7,7 +7,7 @@ benchmark, its results file and the experiment's folder). Experts give another `
 (`tuning=`), to a plan (`PlanOptions.tuning`), or to the command line in a TOML or YAML file
 (a file given to its `tuning` option, read by `load_tuning`): one `field = value` a line, the fields named as here.
 Settings that are facts rather than trades (CP-SAT's subsolver names, float noise, the two-worker
-shape of the proof portfolio, `solver.cpsat.search.PROOF_PORTFOLIO_WORKERS`) stay where they are used.
+shape of the proof portfolio, `solver.cpsat.search_parameters.PROOF_PORTFOLIO_WORKERS`) stay where they are used.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ SHARES = ("makespan_phase", "first_device_phase", "periodic_share", "opening_sha
 class Tuning:
     """The settings that change a search or a bound (module notes); `Tuning()` is pipesat's default."""
 
-    # The solve's phases and starts (`solver.solve`).
+    # The solve's phases and starts (`solver.solve`, `solver.span_phases`).
     makespan_phase: float = 1 / 3
     """Share of the time a max-span solve of more than `proof_small_ops` ops (not on a V placement,
     unless `makespan_phase_on_v`) first spends on the makespan, whose model CP-SAT searches far better
@@ -61,7 +61,7 @@ class Tuning:
     against time for the search. Not measured apart; bench_suite (benchmarks/results/suite.txt) runs
     with it."""
 
-    # The search's CP-SAT portfolios and probes (`solver.cpsat.search`, `solver.cpsat.probes`).
+    # The search's CP-SAT portfolios and probes (`solver.cpsat.search_parameters`, `solver.cpsat.probes`).
     proof_small_ops: int = 150
     """On two workers a model of at most this many ops runs CP-SAT's objective lower-bound search as a
     second full search in place of LNS (proofs are expected there), a larger one as a third thread

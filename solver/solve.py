@@ -14,7 +14,7 @@ simulator for the makespan, `retime` for the max span) and validated; the value 
 search does not beat it, that schedule is returned with the search's bound. A max-span solve first
 runs a shorter makespan solve (not on a V placement) and starts from its order too; where every
 schedule's max span is its makespan (`span_is_makespan`) the makespan solve is the whole solve, and
-on one route with W apart it may first prove a bound (`_Solve._first_device_phase_applies` says
+on one route with W apart it may first prove a bound (`solver.span_phases` says
 where): the optimum makespan of the instance whose makespan is at most stage 0's device's span
 (`first_device_instance`), a model CP-SAT settles far sooner than the span's. The smallest feasible
 memory limit is known exactly (`minimum_memory_limits`), so an impossible limit is reported without a
@@ -42,31 +42,19 @@ from pipesat.models import (
 )
 from pipesat.models.limits import check_model_size
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
-from pipesat.models.tolerance import fits, same
+from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
-from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.parameters import cpsat_parameters
-from pipesat.solver.cpsat.search import (
-    INTERRUPTED,
-    Progress,
-    SearchOptions,
-    available_cores,
-    search,
-)
+from pipesat.solver.cpsat.record import Progress
+from pipesat.solver.cpsat.search import INTERRUPTED, search
+from pipesat.solver.cpsat.search_parameters import SearchOptions, available_cores
 from pipesat.solver.cpsat.warm_start import tick_value, warm_start
 from pipesat.solver.evaluate.bounds import (
-    critical_path_bound,
     first_device_instance,
-    first_device_span_bound,
-    lower_bound,
-    minimum_memory_limits,
     resolve_split,
     span_is_makespan,
-    without_communication,
 )
-from pipesat.solver.evaluate.device_bounds import zero_bubble_bound
-from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.heuristics import handwritten_schedules
 from pipesat.solver.portfolio import (
     Candidate,
@@ -78,6 +66,9 @@ from pipesat.solver.portfolio import (
     preferred,
     starting_candidates,
 )
+from pipesat.solver.problem_bounds import bound_origin, bounds_infeasibility
+from pipesat.solver.result import meets, no_schedule, schedule_result
+from pipesat.solver.span_phases import first_device_phase_applies, makespan_phase_applies
 
 MINIMIZE = tuple(Minimize)
 MAKESPAN_PHASE_NAME = "cp-sat (makespan)"
@@ -146,12 +137,12 @@ def solve(
     )
     parameters = cpsat_parameters(cpsat_params or {})
     LOG.info("tuning: %s", tuning.describe())
-    why = _infeasibility(problem)
+    why = bounds_infeasibility(problem)
     if why is not None:
         LOG.info("no search: the analytic bounds show that no schedule fits (%s)", why.reason)
         smallest = why.least if why.reason == InfeasibleReason.MEMORY_LIMIT else None
         reason = "shown by the analytic bounds; no search ran"
-        return _no_schedule(problem, Status.INFEASIBLE, clock, StopReason.BOUNDS, reason, why, smallest)
+        return no_schedule(problem, Status.INFEASIBLE, clock, StopReason.BOUNDS, reason, why, smallest)
     options = SearchOptions(
         workers=workers,
         seed=seed,
@@ -197,33 +188,13 @@ def _check_options(
         raise OptionError(f"the makespan cap must be positive, got {cap:g}")
 
 
-def _infeasibility(problem: Problem) -> Infeasibility | None:
-    """Why no schedule exists, when the analytic bounds show it: the memory limit below the smallest
-    feasible one, or the time cap below the time objective's lower bound."""
-    instance = problem.instance
-    limits = instance.memory_limit
-    if limits is not None:
-        uniform = len(set(limits)) == 1
-        smallest = minimum_memory_limits(instance)
-        if uniform and not fits(max(smallest), limits[0]):
-            return Infeasibility(InfeasibleReason.MEMORY_LIMIT, problem.objective, limits[0], max(smallest))
-        for device, (least, limit) in enumerate(zip(smallest, limits, strict=True)):
-            if not fits(least, limit):
-                return Infeasibility(InfeasibleReason.MEMORY_LIMIT, problem.objective, limit, least, device)
-    if problem.time_cap is not None:
-        time_bound = lower_bound(instance, problem.objective, problem.split, tuning=problem.tuning)
-        if not fits(time_bound, problem.time_cap):
-            return Infeasibility(InfeasibleReason.TIME_CAP, problem.objective, problem.time_cap, time_bound)
-    return None
-
-
 @dataclass(frozen=True)
 class _Solve:
     """One solve: what it solves, how long and how it searches, its clock (`time.monotonic()` when it
     began) and progress callback, and what it starts from: the handwritten (name, schedule) pairs,
     then the other schedules given. The span's makespan phase is the same solve with another problem,
     deadline, clock and progress. The problem is known feasible as far as the analytic bounds tell
-    (`_infeasibility`)."""
+    (`bounds_infeasibility`)."""
 
     problem: Problem
     options: SearchOptions
@@ -241,7 +212,7 @@ class _Solve:
         bound = problem.lower_bound()
         if LOG.isEnabledFor(logging.INFO):
             label = problem.result_objective.label
-            LOG.info("lower bound on the %s: %g, %s", label, bound, _bound_origin(problem, bound))
+            LOG.info("lower bound on the %s: %g, %s", label, bound, bound_origin(problem, bound))
         candidates = starting_candidates(problem, handwritten, self.others, self.clock)
         self.found.extend(candidates)
         best_handwritten = preferred([candidate for candidate in candidates if candidate.handwritten])
@@ -272,7 +243,7 @@ class _Solve:
         problem, options = self.problem, self.options
         share = problem.tuning.first_device_phase
         best = preferred(candidates)
-        if not self._first_device_phase_applies(best, bound):
+        if not first_device_phase_applies(problem, best, bound, options.gap):
             return self._search_from(candidates, bound, handwritten)
         phase = self._phase(
             dataclasses.replace(problem, instance=first_device_instance(problem.instance), known_bound=None),
@@ -292,33 +263,6 @@ class _Solve:
             rest = dataclasses.replace(self, options=options.share(1 - share))
         return rest._search_from(candidates, bound, handwritten)
 
-    def _first_device_phase_applies(self, best: Candidate | None, bound: float) -> bool:
-        """Whether a max-span solve proves a bound from stage 0's device first: on one route with W
-        apart (fused, the span solve is the makespan solve), on a model of more than
-        `Tuning.proof_small_ops` ops under a memory limit below the 1F1B peak, where that device's
-        analytic bound is the analytic bound and the times are coarse (`Tuning.first_device_most_ticks`),
-        unless the best start meets the bound. Elsewhere (a small model, another device holding the
-        max span back, memory forcing little idle, fine-grained times) the phase's time was measured
-        lost (docs/manual.md)."""
-        problem = self.problem
-        if problem.tuning.first_device_phase <= 0 or problem.objective != Objective.SPAN or problem.minimize_memory:
-            return False
-        instance = problem.instance
-        if not problem.split or instance.bidirectional or instance.memory_limit is None:
-            return False
-        if all(fits(instance.one_f_one_b_peak(), limit) for limit in instance.memory_limit):
-            return False
-        if self._proves_itself():
-            return False
-        if best is not None and _meets(best.value, bound, self.options.gap):
-            return False
-        if not fits(bound, first_device_span_bound(instance, problem.split, tuning=problem.tuning)):
-            return False
-        relaxed = model_data(
-            first_device_instance(instance), objective=Objective.MAKESPAN, split_backward=problem.split
-        )
-        return relaxed.horizon <= problem.tuning.first_device_most_ticks
-
     def _search_from(
         self, candidates: list[Candidate], bound: float, handwritten: Sequence[tuple[str, Schedule]]
     ) -> SolveResult:
@@ -326,7 +270,7 @@ class _Solve:
         room, a makespan phase for the span of a larger model, then the search."""
         problem, options = self.problem, self.options
         best = preferred(candidates)
-        if best is None or not _meets(best.value, bound, options.gap):
+        if best is None or not meets(best.value, bound, options.gap):
             # The heuristics leave room: a periodic schedule may fill it (it does under tight limits),
             # and of a linear or interleaved pipeline the memory-gated one. Deterministic runs try every
             # period; others stop at their share of the time.
@@ -348,10 +292,10 @@ class _Solve:
                     self.progress(time.monotonic() - self.clock, best.value, bound)
                 except KeyboardInterrupt:
                     return self._result(best, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=False)
-            if _meets(best.value, bound, options.gap):
+            if meets(best.value, bound, options.gap):
                 return self._meets_bound(best, best, bound, "no search", searched=False)
         lead, search = best, self
-        if self._makespan_phase_applies():
+        if makespan_phase_applies(problem):
             phase = self._makespan_phase(best, bound, handwritten)
             if options.deterministic:  # the search gets the rest of the time limit, whatever the wall clock says
                 search = dataclasses.replace(self, options=options.share(1 - problem.tuning.makespan_phase))
@@ -363,7 +307,7 @@ class _Solve:
                 self.found.append(found)
             if phase.status == Status.INTERRUPTED:
                 return self._interrupted_in_phase(lead, best, bound)
-            if lead is not None and _meets(lead.value, bound, options.gap):
+            if lead is not None and meets(lead.value, bound, options.gap):
                 return self._meets_bound(lead, best, bound, "no phase 2", searched=True)
             LOG.info("span solve, phase 2: the max span, from %s", "no schedule" if lead is None else lead.name)
         return search._search(best, lead, bound)
@@ -382,25 +326,6 @@ class _Solve:
         if chosen is None:
             return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
         return self._result(chosen, start, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
-
-    def _makespan_phase_applies(self) -> bool:
-        """Whether a max-span solve first spends `Tuning.makespan_phase` of its time on the makespan: not
-        on a model of at most `Tuning.proof_small_ops` ops, where the span's own search runs the proof portfolio and
-        proves the span itself (there the phase's third of the time was measured lost), nor on a V
-        placement (unless `Tuning.makespan_phase_on_v`), where its schedule led the span's search to
-        better values in 2 of 18 pairs of runs and worse in 7 (the makespan is stage 0's device's span;
-        on a V the devices at the turn hold the max span back) (docs/manual.md, "Proofs on two cores")."""
-        problem = self.problem
-        if problem.objective != Objective.SPAN or problem.minimize_memory:
-            return False
-        on_v = problem.instance.placement_name() == "vshape"
-        return not self._proves_itself() and (problem.tuning.makespan_phase_on_v or not on_v)
-
-    def _proves_itself(self) -> bool:
-        """Whether the model has at most `Tuning.proof_small_ops` ops, where the search runs the proof
-        portfolio, whose bound search proves it as a full search (`solver.cpsat.search`)."""
-        problem = self.problem
-        return len(expected_op_keys(problem.instance, problem.split)) <= problem.tuning.proof_small_ops
 
     def _makespan_phase(
         self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]
@@ -528,105 +453,12 @@ class _Solve:
         time_to_first: float | None = None,
         resolution: float | None = None,
     ) -> SolveResult:
-        """The result returning `chosen`, proven to `bound`, `start` being the best starting schedule,
-        ended as `stopped_by` and `reason` say (interrupted when they say so).
-
-        `resolution` (a tick, in instance units) says CP-SAT proved the chosen order optimal for the
-        times in whole ticks; it makes the result optimal at that resolution when the value is not
-        equal to the bound (the model floors inexact times, so the bound is a tick-sum below).
-        """
-        problem = self.problem
-        value = chosen.value
-        if not fits(bound, value):
-            raise RuntimeError(f"internal error: lower bound {bound!r} exceeds the value {value!r} of a valid schedule")
-        exact = fits(value, bound)
-        optimal = exact or resolution is not None
-        if exact:
-            bound, resolution = value, None
-        gap = relative_gap(value, bound)
-        interrupted = stopped_by == StopReason.INTERRUPT
-        status = Status.INTERRUPTED if interrupted else Status.OPTIMAL if optimal else Status.FEASIBLE
-        if optimal and stopped_by not in (StopReason.PROOF, StopReason.BOUNDS, StopReason.INTERRUPT):
-            reason = f"{chosen.name} meets the lower bound; {reason}"  # the search stopped before its proof
-        elapsed = time.monotonic() - self.clock
-        schedule = chosen.schedule.with_source(
-            kind="solver",
-            made_by=chosen.name,
-            status=status.value,
-            objective=problem.result_objective.value,
-            value=value,
-            bound=bound,
-            gap=gap,
-            tuning=problem.tuning.as_dict(),
-            # Apart from the rest, so that two files can be compared without them.
-            timing={"solve_time": elapsed, "time_to_best": chosen.found_at},
-        )
-        return SolveResult(
-            status=status,
-            objective=problem.result_objective,
-            schedule=schedule,
-            value=value,
-            bound=bound,
-            gap=gap,
-            solve_time=elapsed,
-            time_to_first=chosen.found_at if time_to_first is None else time_to_first,
-            time_to_best=chosen.found_at,
-            searched=searched,
-            starting_point=None if start is None else start.named_value,
-            smallest_feasible_limit=value if problem.minimize_memory and optimal else None,
-            resolution=resolution,
-            stopped_by=stopped_by,
-            reason=reason,
-            tuning=problem.tuning,
+        """This solve's `schedule_result`: `chosen`, proven to `bound`, `start` the best start."""
+        return schedule_result(
+            self.problem, self.clock, chosen, start, bound, stopped_by, reason, searched, time_to_first, resolution
         )
 
     def _empty(
         self, status: Status, stopped_by: StopReason, reason: str, infeasibility: Infeasibility | None = None
     ) -> SolveResult:
-        return _no_schedule(self.problem, status, self.clock, stopped_by, reason, infeasibility)
-
-
-def _no_schedule(
-    problem: Problem,
-    status: Status,
-    clock: float,
-    stopped_by: StopReason,
-    reason: str,
-    infeasibility: Infeasibility | None = None,
-    smallest_feasible_limit: float | None = None,
-) -> SolveResult:
-    """A result without a schedule (infeasible, unknown, or interrupted before any was found)."""
-    return SolveResult(
-        status=status,
-        objective=problem.result_objective,
-        solve_time=time.monotonic() - clock,
-        smallest_feasible_limit=smallest_feasible_limit,
-        infeasibility=infeasibility,
-        stopped_by=stopped_by,
-        reason=reason,
-        tuning=problem.tuning,
-    )
-
-
-def _bound_origin(problem: Problem, bound: float) -> str:
-    """Where the lower bound comes from, in words for the log (`solver.evaluate.bounds`)."""
-    instance, split = without_communication(problem.instance), problem.split
-    if problem.known_bound is not None and same(bound, problem.known_bound):
-        return "proven by an earlier solve (a larger memory limit's optimum)"
-    if problem.minimize_memory:
-        if problem.time_cap is None:
-            return "the smallest feasible memory limit"
-        return f"the least memory whose {problem.objective.label} bound is within the cap"
-    if problem.objective == Objective.SPAN:
-        if same(bound, zero_bubble_bound(instance, split)):
-            return "the busiest device's work"
-        return "a device's span under its memory limit"
-    if same(bound, critical_path_bound(instance, split)):
-        return "the critical path (one microbatch through every stage)"
-    work = "a device's work" if instance.memory_limit is None else "a device's work or span under its memory limit"
-    return f"{work}, with the pipeline's fill and drain"
-
-
-def _meets(value: float, bound: float, gap: float) -> bool:
-    """Whether `value` is optimal or within the relative `gap` of `bound`."""
-    return fits(value, bound) or relative_gap(value, bound) <= gap
+        return no_schedule(self.problem, status, self.clock, stopped_by, reason, infeasibility)

@@ -20,7 +20,10 @@ ALLOWED: dict[str, set[str]] = {
     "solver.instances": {"models"},
     "solver.torch": {"models", "solver.evaluate", "solver.heuristics", "solver.io", "solver.instances"},
     "solver.portfolio": {"models", "solver.evaluate", "solver.heuristics"},
-    "solver.solve": BELOW_SOLVE,
+    "solver.result": {"models", "solver.evaluate", "solver.portfolio"},
+    "solver.problem_bounds": {"models", "solver.evaluate", "solver.portfolio"},
+    "solver.span_phases": {"models", "solver.evaluate", "solver.cpsat", "solver.portfolio", "solver.result"},
+    "solver.solve": BELOW_SOLVE | {"solver.result", "solver.problem_bounds", "solver.span_phases"},
     "solver.studies": BELOW_SOLVE | {"solver.solve", "solver.report", "solver.torch"},
     "solver.plan": BELOW_SOLVE | {"solver.solve", "solver.instances"},
 }

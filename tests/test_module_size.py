@@ -7,12 +7,6 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 MAX_LINES = 500
-BEING_CUT = {
-    "solver/solve.py",
-    "solver/cpsat/search.py",
-    "solver/plan/search.py",
-}
-"""Modules over MAX_LINES that are being cut along their seams (issue 43); the list empties as the cuts land."""
 
 
 def line_counts(root: Path) -> dict[str, int]:
@@ -24,25 +18,18 @@ def line_counts(root: Path) -> dict[str, int]:
     }
 
 
-def too_long(counts: dict[str, int], allowed: set[str]) -> list[str]:
-    """`path: N lines` of each module over MAX_LINES that is not `allowed`."""
-    return [f"{path}: {lines} lines" for path, lines in counts.items() if lines > MAX_LINES and path not in allowed]
+def too_long(counts: dict[str, int]) -> list[str]:
+    """`path: N lines` of each module over MAX_LINES."""
+    return [f"{path}: {lines} lines" for path, lines in counts.items() if lines > MAX_LINES]
 
 
 def test_no_module_is_over_500_lines() -> None:
-    over = too_long(line_counts(ROOT), BEING_CUT)
+    over = too_long(line_counts(ROOT))
     assert not over, f"over {MAX_LINES} lines, cut along their seams: {'; '.join(over)}"
-
-
-def test_a_module_being_cut_leaves_the_list_once_it_is_cut() -> None:
-    counts = line_counts(ROOT)
-    done = sorted(path for path in BEING_CUT if counts.get(path, 0) <= MAX_LINES)
-    assert not done, f"{', '.join(done)}: no longer over {MAX_LINES} lines; take them out of BEING_CUT"
 
 
 def test_the_size_rule_can_fail(tmp_path: Path) -> None:
     (tmp_path / "solver").mkdir()
     (tmp_path / "solver" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
     (tmp_path / "solver" / "short.py").write_text("x = 1\n" * MAX_LINES)
-    assert too_long(line_counts(tmp_path), set()) == [f"solver/long.py: {MAX_LINES + 1} lines"]
-    assert too_long(line_counts(tmp_path), {"solver/long.py"}) == []
+    assert too_long(line_counts(tmp_path)) == [f"solver/long.py: {MAX_LINES + 1} lines"]

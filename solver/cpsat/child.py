@@ -1,8 +1,9 @@
 """CP-SAT in a child process, so that a search can always be stopped at once and for good.
 
-CP-SAT can take seconds to stop when told to (up to 20 s measured on a 12,288-op model still loading
-its LP), and a thread cannot be killed; a process can. The search runs in a child process that sends
-each solution and bound to the parent as soon as it has it. To stop the search the parent sends the
+CP-SAT can take seconds to stop when told to (measured on models of thousands of ops still loading
+their LP: benchmarks/experiments/2026-11-22_cpsat-stop-and-readback), and a thread cannot be killed;
+a process can. The search runs in a child process that sends each solution and bound to the parent
+as soon as it has it. To stop the search the parent sends the
 child SIGINT, on which CP-SAT ends cleanly and reports its last bound; a child that has not ended
 `STOP_GRACE` seconds later is killed, and the parent keeps the best solution it already has. So a
 search never outlives its solve, two never overlap, and a stop (the deadline, Ctrl-C, SIGTERM) is

@@ -16,15 +16,15 @@ it starts, the K - 1 microbatches before it hold M_B each if their B has not end
 than the limit leaves if their W's have not ended either, so either all K - 1 have ended their B or
 microbatch j has ended its W: F(s, j + K) starts after the earlier of the two ends
 (`Tuning.tight_precedences`; a minimum, not a choice CP-SAT branches on: with a Boolean choice instead, a
-probe at the bound of linear p = 8, m = 32 at 2x stopped finding the optimum, 1 run of 3 against 3
-of 3). They give the bound what the cumulative alone proves late: linear p = 8, m = 32,
-F = B = W = 1 at 0.5x, 60 s on two workers, bounds of 146.6 and 146.2 with them against 145.7 and
-145.3 without (benchmarks/bench_proofs.py).
+probe at the bound found the optimum less often). They give the bound what the
+cumulative alone proves late (benchmarks/bench_proofs.py;
+benchmarks/experiments/2026-11-25_memory-precedences).
 
 **Stages nested on a device.** Two stages a < b of one device on one route nest: microbatch j holds
 a's activation from F(a, j) to B(a, j), and b's inside that. So when F(b, j + K) starts, microbatch
 j + K holds its activations of every earlier stage of the device, and the room for stage s in the
-precedences above is the limit less those (`Tuning.nested_precedences` adds the rest). And when K + 1
+precedences above is the limit less those (`Tuning.nested_precedences` adds the rest;
+benchmarks/experiments/2026-11-28_least-hold-and-nested-stages). And when K + 1
 activations of a and one of b exceed the limit, F(a, j + K) waits for B(b, j) (had it started
 earlier, either it or F(b, j) would start while a holds microbatches j .. j + K and b holds j) and
 F(b, j + K) for B(a, j) (a holds j .. j + K when it starts).

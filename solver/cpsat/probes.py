@@ -3,31 +3,28 @@ proven lower bound and the best value in hand, each probe a short CP-SAT run wit
 
 Why: CP-SAT minimising from a warm start can stall well above the optimum, while the same model with
 the objective's domain cut to T (every op's latest start then follows from T) is often settled at
-once, both ways. On V p8 m16 under a loose limit (benchmarks/bench_proofs.py) a 40 s minimisation
-ends at 102.5 over a bound of 99.4, where one probe at T = 99.4 finds a schedule there in under a
-second: the bound was right and the search was stuck. A probe that CP-SAT refutes proves that no
-schedule has a value of T or less, so the bound becomes the least value above T that an optimum can
-take (`ModelData.least_value_from`); a probe that finds one lowers the
+once, both ways: a minimisation can end well over a bound that one probe at the bound shows was
+right (benchmarks/bench_proofs.py; benchmarks/experiments/2026-11-25_bisection-probes). A probe that
+CP-SAT refutes proves that no schedule has a value of T or less, so the bound becomes the least value
+above T that an optimum can take (`ModelData.least_value_from`); a probe that finds one lowers the
 best value to that schedule's. A probe that runs out of its time settles nothing.
 
 The probes take over from a search that has stalled near its bound: neither its value nor its bound
 moved for `Tuning.stall_share` of its time, at a gap of at most `Tuning.probe_gap` (`solver.cpsat.search`); a search
 that moves keeps all its time. Near the bound few probes settle the question, and the model cut to
 T is nearly tight; far from it, CP-SAT's own bound search often proves the optimum after a long
-silence (bench_targets' 400-op case 0: with probes at any gap it stalled 11 s at 131 against 158 and
-the probes that took over did not prove it; without probes the search proved it at 43 s in two of
-five runs). Bisecting before the search, or keeping a fixed share of its time for the probes, cost
-proofs the search would have found in that time (bench_targets, docs/manual.md). One probe does
+silence, where probes that took over did not. Bisecting before the search, or keeping a fixed share
+of its time for the probes, cost proofs the search would have found in that time (bench_targets;
+benchmarks/experiments/2026-11-25_bisection-probes). One probe does
 open the search (`solver.cpsat.search`): at the analytic bound, for `Tuning.opening_share` of the
 time, when the start is within `Tuning.opening_gap` of it; a start that close is often beaten by a schedule at the bound
-itself, which no search of the objective finds as fast (linear p = 8, m = 32 at 2x: 213 found and
-proven in 1.9 s, where the search alone ends at 216 to 219 in 20 s in most runs). After a stall the
+itself, which no search of the objective finds as fast (benchmarks/experiments/2026-11-25_opening-probe). After a stall the
 first probe is at the search's bound itself (the cheapest refutation, and a schedule at the bound is
 optimal) and may take all the time left; the next ones are at the middle of what is left below the
 best value and below every probe left open, so that after an open probe the next goes towards the
 bound, where refutations come easier. They stop when the bound meets the best value (proven optimal), when a probe at the bound
 itself stays open, at the gap asked for, or when their time is spent. On two workers a probe runs
-CP-SAT's default_lp beside the same search branching on precedences (`solver.cpsat.search`,
+CP-SAT's default_lp beside the same search branching on precedences (`solver.cpsat.search_parameters`,
 `Tuning.probe_precedences`): finding a schedule at a tight value is where that branching helps; a third
 thread runs that search with each device's no-overlap propagated by CP-SAT's strong disjunctive
 reasoning (`Tuning.strong_probes`), which refutes tight values the default propagation leaves open.

@@ -275,7 +275,8 @@ def forward_spacing(instance: Instance, since: int, stage: int, *, tuning: Tunin
     the start of the first forward of stage `since` (one route, `since` <= `stage`; 0 on two routes):
     the k-th starts at least o(F, stage) - o(F, since) + k x the longest forward from `since` to
     `stage`, as in a flow shop of identical jobs (docs/bounds.md, "Forwards arrive no faster than the
-    slowest stage before"); 0 without `Tuning.spaced_forwards`."""
+    slowest stage before"); 0 without `Tuning.spaced_forwards`
+    (benchmarks/experiments/2026-11-29_spaced-forwards)."""
     if instance.bidirectional or not tuning.spaced_forwards:
         return 0.0
     return max(instance.forward_times[since : stage + 1])

@@ -7,7 +7,9 @@ each run a prefix of a device's stages (`microbatch_work`), and the tail term ov
 work (`least_tail`, docs/bounds.md, "Up to a device's last B"). Every answer is an upper bound on what
 fits (exact where the search is small), which is all a lower bound needs. How far the searches go
 before they fall back to their weaker bounds is the tuning's (`Tuning.knapsack_nodes`,
-`Tuning.exact_tail_nodes`).
+`Tuning.exact_tail_nodes`): the node limit keeps a plan's bounds fast
+(benchmarks/experiments/2026-11-29_spaced-forwards), and the enumerated tail raises the bounds of
+devices with several stages (benchmarks/experiments/2026-11-29_per-microbatch-bounds).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 `space` enumerates the configurations (tensor, pipeline and data parallelism, chunks and placement,
 microbatch size); `measure` turns a schedule of one configuration into an iteration time,
 tokens/s, MFU and memory per GPU; `search` is the exact pruning loop (heuristics everywhere, lower
-bounds, CP-SAT where a configuration may still win); `executors` run its independent solves in a
-local process pool or on a Ray cluster. docs/plan.md explains all of it.
+bounds, CP-SAT where a configuration may still win), `tasks` the work on one configuration that it
+hands out (bound, assess, solve) and `progress` its progress reports; `executors` run its
+independent tasks in a local process pool or on a Ray cluster. docs/plan.md explains all of it.
 """

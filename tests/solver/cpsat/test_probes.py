@@ -12,14 +12,9 @@ from pipesat.models import Tuning
 from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat.model import PipelineModel, build_model
 from pipesat.solver.cpsat.probes import Bisection, Outcome, Probe, bisect
-from pipesat.solver.cpsat.search import (
-    SearchOptions,
-    SearchOutcome,
-    _bisect,
-    _outcome,
-    _Record,
-    search,
-)
+from pipesat.solver.cpsat.record import Record
+from pipesat.solver.cpsat.search import SearchOutcome, _bisect, _outcome, search
+from pipesat.solver.cpsat.search_parameters import SearchOptions
 from pipesat.solver.cpsat.warm_start import ObjectiveRange, warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -122,7 +117,7 @@ def test_cpsat_probes_alone_prove_the_brute_force_optimum(objective: str) -> Non
         workers=1, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 20, time_limit=20
     )
     bound = lower_bound(CHUNKED, objective, False)
-    record = _Record(time.monotonic(), model.data.ticks_per_unit, None, bound, model.data.proven_bound, None)
+    record = Record(time.monotonic(), model.data.ticks_per_unit, None, bound, model.data.proven_bound, None)
     bisection = _bisect(model, options, objective_range.lower, objective_range.upper, record)
     assert bisection.proven_optimal(objective_range.upper) and bisection.values == record.values
     outcome = _outcome(model, record, StopReason.PROOF, "proven by the bisection probes")

@@ -1,8 +1,7 @@
-"""The CP-SAT run: the read-back, the proven bound, infeasibility, and the watchdog."""
+"""The CP-SAT run: the read-back, the proven bound, infeasibility, the watchdog, and why a search stopped."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import multiprocessing
@@ -16,27 +15,19 @@ from google.protobuf import text_format
 from ortools.sat import sat_parameters_pb2
 from ortools.sat.python import cp_model
 
-from pipesat.models import Instance, Tuning
+from pipesat.models import Instance
 from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat import child as child_module
-from pipesat.solver.cpsat.child import STOP_GRACE, Bound, Ended, Finished, Solution, run_search
+from pipesat.solver.cpsat.child import STOP_GRACE, Ended, Finished, Solution, run_search
 from pipesat.solver.cpsat.model import build_model
-from pipesat.solver.cpsat.search import (
-    PROBE_PRECEDENCE_SUBSOLVER,
-    PROBE_STRONG_SUBSOLVER,
-    SearchOptions,
-    _parameters,
-    _Record,
-    _why_stopped,
-    search,
-)
+from pipesat.solver.cpsat.search import _why_stopped, search
+from pipesat.solver.cpsat.search_parameters import SearchOptions, search_parameters
 from pipesat.solver.cpsat.warm_start import warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 from tests.strategies import assert_valid
 
-SMALL_OPS = Tuning().proof_small_ops
 INSTANCE = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_times": 1, "memory_limit": "1x"})
 
 
@@ -117,44 +108,6 @@ def test_ctrl_c_in_a_progress_report_stops_the_child_and_keeps_the_best(hard_ins
     assert multiprocessing.active_children() == []
 
 
-class _FakeClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.time = 100.0
-
-    def __call__(self) -> float:
-        return self.time
-
-
-def test_progress_refreshes_every_half_second_between_news() -> None:
-    clock = _FakeClock()
-    reports: list[tuple[float, float | None, float | None]] = []
-    record = _Record(100.0, 2, 30.0, 20.0, lambda ticks: ticks / 2, lambda *args: reports.append(args), clock)
-    record.refresh()  # the first poll shows the line at once, with the analytic bound
-    assert reports == [(0.0, 30.0, 20.0)]
-    for elapsed in (0.1, 0.2, 0.4):
-        clock.time = 100.0 + elapsed
-        record.refresh()
-    assert len(reports) == 1
-    clock.time = 100.5
-    record.refresh()
-    assert reports[-1] == (0.5, 30.0, 20.0)
-    clock.time = 100.7
-    record.on_message(Bound(44.0))  # a better bound is news at once: 22 in instance units
-    record.on_message(Bound(30.0))  # a worse one does not lower it
-    assert reports[-2:] == [(pytest.approx(0.7), 30.0, 22.0)] * 2
-    clock.time = 101.1
-    record.refresh()
-    assert len(reports) == 4
-    clock.time = 101.2
-    record.refresh()
-    assert reports[-1] == (pytest.approx(1.2), 30.0, 22.0)
-    clock.time = 103.0
-    record.on_message(Solution(50.0, 46.0, [0]))
-    assert reports[-1] == (3.0, 25.0, 23.0) and record.found_at == 3.0
-
-
 def test_the_search_loop_polls_the_progress_while_it_waits() -> None:
     model = build_model(INSTANCE, split_backward=True)
     polls: list[None] = []
@@ -182,175 +135,8 @@ def test_a_search_is_stopped_when_stop_when_says_so(hard_instance: Instance) -> 
     assert multiprocessing.active_children() == []
 
 
-def test_a_record_stalls_when_neither_its_value_nor_its_bound_moves_near_the_bound() -> None:
-    clock = SimpleNamespace(time=100.0)
-    record = _Record(100.0, 1, 21.0, 20.0, lambda ticks: ticks, None, lambda: clock.time)
-    stalled = record.stalled_for(5.0, 0.05)
-    clock.time = 104.0
-    assert not stalled()
-    record.on_message(Bound(19.0))  # no higher than the bound it has: no news
-    clock.time = 105.0
-    assert stalled()
-    record.on_message(Bound(20.5))
-    assert not stalled()
-    clock.time = 109.0
-    record.on_message(Solution(21.0, 20.5, [0]))
-    clock.time = 113.0
-    assert not stalled()
-    clock.time = 114.0
-    assert stalled()
-    far = _Record(100.0, 1, 30.0, 20.0, lambda ticks: ticks, None, lambda: clock.time)
-    clock.time = 200.0
-    assert not far.stalled_for(5.0, 0.05)() and far.stalled_for(5.0, 0.5)()  # 50% from its bound
-
-
-def test_a_deterministic_search_spends_its_time_limit_whatever_the_wall_clock_left() -> None:
-    # A busy machine that reaches the search late (here: past its deadline) must not search less.
-    late = SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() - 5, time_limit=3.0)
-    on_time = dataclasses.replace(late, deadline=time.monotonic() + 3)
-    budgets = {_parsed(options, 40).max_deterministic_time for options in (late, on_time)}
-    assert len(budgets) == 1 and 2.5 < budgets.pop() <= 3.0
-
-
-def test_a_phase_shares_the_time_limit_when_deterministic_and_the_wall_time_left_otherwise() -> None:
-    late = SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() - 5, time_limit=3.0)
-    assert late.share(1 / 3).time_limit == pytest.approx(1.0)
-    timed = SearchOptions(
-        workers=2, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 30, time_limit=3.0
-    ).share(0.5)
-    assert 14 < timed.time_limit <= 15 and timed.deadline - time.monotonic() <= 15
-
-
-def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
-
-    options = SearchOptions(
-        workers=1, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() + 100, time_limit=100, wall_factor=2.0
-    )
-    text, seconds = _parameters(options, 10)
-    params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
-    assert params.max_deterministic_time > 50
-    assert seconds == params.max_time_in_seconds == pytest.approx(2 * params.max_deterministic_time)
-
-
-def test_expert_parameters_come_after_pipesats_but_the_deadline_stays() -> None:
-    expert = 'num_workers: 3\nmax_time_in_seconds: 500\nextra_subsolvers: "max_lp"\n'
-    options = SearchOptions(
-        workers=1,
-        seed=0,
-        deterministic=False,
-        gap=0.0,
-        deadline=time.monotonic() + 10,
-        time_limit=10,
-        cpsat_params=expert,
-    )
-    text, seconds = _parameters(options, 10)
-    params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
-    assert params.num_workers == 3 and params.max_time_in_seconds == 500
-    assert list(params.extra_subsolvers) == ["max_lp"] and seconds < 10
-
-
-def _parsed(options: SearchOptions, num_ops: int = 10) -> sat_parameters_pb2.SatParameters:
-    return text_format.Parse(_parameters(options, num_ops)[0], sat_parameters_pb2.SatParameters())
-
-
-def test_two_workers_add_the_objective_lower_bound_search() -> None:
-    deadline = time.monotonic() + 10
-    small = _parsed(
-        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
-        SMALL_OPS,
-    )
-    assert small.num_workers == 2 and small.num_full_subsolvers == 2
-    assert list(small.extra_subsolvers) == ["objective_lb_search"]
-    large = _parsed(
-        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
-        SMALL_OPS + 1,
-    )
-    assert large.num_workers == 3 and not large.num_full_subsolvers
-    assert list(large.extra_subsolvers) == ["objective_lb_search"]
-    for options in (
-        SearchOptions(workers=1, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
-        SearchOptions(workers=4, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
-    ):
-        assert _parsed(options).num_workers == options.workers and not _parsed(options).extra_subsolvers
-    deterministic = _parsed(
-        SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=deadline, time_limit=10)
-    )
-    # One worker whatever the options say: CP-SAT's interleaved two-worker search is not reproducible
-    # on a loaded machine.
-    assert deterministic.num_workers == 1 and not deterministic.extra_subsolvers
-    assert not deterministic.interleave_search
-
-
-def test_a_probe_on_two_workers_runs_default_lp_and_the_precedence_search_with_and_without_strong_propagation() -> None:
-    deadline = time.monotonic() + 10
-    text, _ = _parameters(
-        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
-        10,
-        5.0,
-        probe=True,
-    )
-    params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
-    # Three threads on the two cores (Tuning.strong_probes): default_lp, the search branching on precedences,
-    # and the same propagating the no-overlaps strongly, for the refutations at tight values.
-    assert params.num_workers == 3 and params.num_full_subsolvers == 3
-    assert list(params.extra_subsolvers) == [PROBE_PRECEDENCE_SUBSOLVER, PROBE_STRONG_SUBSOLVER]
-    precedences, strong = params.subsolver_params
-    assert precedences.name == PROBE_PRECEDENCE_SUBSOLVER and precedences.use_dynamic_precedence_in_disjunctive
-    assert not precedences.use_strong_propagation_in_disjunctive
-    assert strong.name == PROBE_STRONG_SUBSOLVER and strong.use_dynamic_precedence_in_disjunctive
-    assert strong.use_strong_propagation_in_disjunctive
-    # default_lp stays as CP-SAT has it, and so does every search that minimises
-    assert not params.use_dynamic_precedence_in_disjunctive and not params.use_strong_propagation_in_disjunctive
-    assert not _parsed(
-        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10)
-    ).use_strong_propagation_in_disjunctive
-    for options in (
-        SearchOptions(workers=4, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
-        SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=deadline, time_limit=10),
-        SearchOptions(
-            workers=2,
-            seed=0,
-            deterministic=False,
-            gap=0.0,
-            deadline=deadline,
-            time_limit=10,
-            cpsat_params='extra_subsolvers: "max_lp"\n',
-        ),
-    ):
-        other = text_format.Parse(_parameters(options, 10, 5.0, probe=True)[0], sat_parameters_pb2.SatParameters())
-        assert not other.subsolver_params and PROBE_PRECEDENCE_SUBSOLVER not in other.extra_subsolvers
-
-
-def test_an_expert_who_chooses_subsolvers_replaces_the_proof_portfolio() -> None:
-    expert = 'extra_subsolvers: "max_lp"\n'
-    params = _parsed(
-        SearchOptions(
-            workers=2,
-            seed=0,
-            deterministic=False,
-            gap=0.0,
-            deadline=time.monotonic() + 10,
-            time_limit=10,
-            cpsat_params=expert,
-        )
-    )
-    assert params.num_workers == 2 and list(params.extra_subsolvers) == ["max_lp"]
-    unrelated = _parsed(
-        SearchOptions(
-            workers=2,
-            seed=0,
-            deterministic=False,
-            gap=0.0,
-            deadline=time.monotonic() + 10,
-            time_limit=10,
-            cpsat_params="linearization_level: 2\n",
-        )
-    )
-    assert list(unrelated.extra_subsolvers) == ["objective_lb_search"] and unrelated.linearization_level == 2
-
-
 def test_cpsat_log_is_relayed_to_the_log_only_when_wanted(caplog: pytest.LogCaptureFixture) -> None:
-    text, _ = _parameters(_options(), 10)
+    text, _ = search_parameters(_options(), 10)
     assert not text_format.Parse(text, sat_parameters_pb2.SatParameters()).log_search_progress
     caplog.set_level(logging.DEBUG, logger="pipesat")
     model = build_model(INSTANCE, split_backward=True)

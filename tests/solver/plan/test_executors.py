@@ -23,8 +23,9 @@ from pipesat.solver.plan.executors import (
     make_executor,
     require_ray,
 )
-from pipesat.solver.plan.search import AssessTask, PlanOptions, bound, plan
+from pipesat.solver.plan.search import PlanOptions, plan
 from pipesat.solver.plan.space import enumerate_space
+from pipesat.solver.plan.tasks import AssessTask, bound
 from tests.solver.plan.conftest import tiny
 
 HAS_RAY = importlib.util.find_spec("ray") is not None

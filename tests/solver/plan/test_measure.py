@@ -13,9 +13,9 @@ from pipesat.solver.instances.collectives import Collective, Link, collective_ms
 from pipesat.solver.instances.data_parallel import buckets
 from pipesat.solver.instances.from_model import Derivation, derive
 from pipesat.solver.plan.measure import critical_device, exchange_ms, measure, model_flops, optimizer_ms, usable_memory
-from pipesat.solver.plan.search import AssessTask, assess
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec
+from pipesat.solver.plan.tasks import AssessTask, assess
 from tests.solver.plan.conftest import MOE, tiny
 
 SPLIT_LINKS = {"bandwidth": 10, "latency": 10, "node_bandwidth": 100, "node_latency": 2, "gpus_per_node": 2}

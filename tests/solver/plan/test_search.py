@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import threading
@@ -15,9 +14,9 @@ from pipesat.models.plan_result import Configuration, Outcome, PlanResult
 from pipesat.models.tolerance import fits, same
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.plan.executors import LocalExecutor
-from pipesat.solver.plan.search import RANKED_MARGIN, AssessTask, Found, PlanOptions, assess, bound, brute_force, plan
-from pipesat.solver.plan.space import enumerate_space
+from pipesat.solver.plan.search import RANKED_MARGIN, PlanOptions, brute_force, plan
 from pipesat.solver.plan.spec import PlanSpec, load_spec
+from pipesat.solver.plan.tasks import AssessTask, Found, assess, bound
 from pipesat.solver.report.plan_text import no_best_text, plan_document
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import MOE, tiny
@@ -107,17 +106,6 @@ def test_schedules_are_made_lowest_bound_first_and_only_where_they_can_matter() 
     # The ranking: scheduled first by time, then the pruned by their bounds, then the refused.
     kinds = [0 if item.measure else 1 if item.outcome == Outcome.PRUNED else 2 for item in result.results]
     assert kinds == sorted(kinds)
-
-
-def test_a_bound_is_what_the_assessment_proves() -> None:
-    spec = tiny()
-    config = Configuration(1, 2, 2, 2, "interleaved", 1, 2, zero=1)
-    bounded, assessed = bound(AssessTask(spec=spec, config=config)), assess(AssessTask(spec=spec, config=config))
-    assert bounded.found is None and assessed.found is not None
-    assert (bounded.makespan_bound, bounded.fixed_ms) == (assessed.makespan_bound, assessed.fixed_ms)
-    assert bounded.iteration_bound == assessed.found.iteration_bound > 0
-    given = assess(AssessTask(spec=spec, config=config, makespan_bound=1.0))  # a bound proven before is used as it is
-    assert given.found is not None and given.found.makespan_bound == 1.0
 
 
 def test_the_ranking_is_ordered_and_every_schedule_fits(tiny_spec) -> None:
@@ -267,30 +255,6 @@ def test_a_mixture_of_experts_plan_ranks_its_expert_parallel_degrees_and_validat
     chosen = next(item.config for item in result.results if item.config.expert_parallel == 2)
     found = assess(AssessTask(spec=spec, config=chosen)).found
     assert found is not None and validate(found.schedule) == []
-
-
-def test_a_bidirectional_pipeline_is_planned_when_named_with_twice_the_parameters() -> None:
-    """DualPipe's placement, only when the spec names it: its configurations hold twice the model
-    state of the same V, their assessment runs DualPipe, and its schedules validate."""
-    spec = tiny(
-        model=MOE,
-        cluster={"gpus_per_node": 1},
-        training={"global_batch": 16, "pipeline_parallel": [2], "microbatch_sizes": [1, 2], "recompute": ["none"]},
-    )
-    assert "bidirectional" not in {config.placement for config in enumerate_space(spec).configs}
-    named = dataclasses.replace(spec, placements=("vshape", "bidirectional"))
-    configs = enumerate_space(named).configs
-    pairs = [(c, dataclasses.replace(c, placement="vshape")) for c in configs if c.placement == "bidirectional"]
-    assert pairs and all(v in configs for _, v in pairs)
-    for bidirectional, vshape in pairs:
-        two = assess(AssessTask(spec=named, config=bidirectional)).found
-        one = assess(AssessTask(spec=named, config=vshape)).found
-        assert two is not None and one is not None and validate(two.schedule) == []
-        state = [found.schedule.instance.metadata["model_state_mib"] for found in (two, one)]
-        assert two.schedule.instance.bidirectional and sum(state[0]) == pytest.approx(2 * sum(state[1]))
-        assert two.measure.exchange_ms > one.measure.exchange_ms  # twice the gradients to reduce
-        assert two.made_by in {"dualpipe", "periodic", "one-at-a-time"}
-    assert any(assess(AssessTask(spec=named, config=c)).found.made_by == "dualpipe" for c, _ in pairs)
 
 
 def test_with_the_all_to_all_the_bounds_still_hold_against_brute_force() -> None:

@@ -1,0 +1,234 @@
+"""One configuration's work in a plan, as a worker runs it: *bound* it (refused by memory, or its
+lower bounds), *assess* it (its best handwritten schedule, validated and measured), and *solve* it
+(CP-SAT for the time the plan gives it); `Found` and `Assessment` are what each comes to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pipesat.models import Instance, InstanceError, Objective, PipesatError, Schedule, Status
+from pipesat.models.plan_result import Configuration, Measure
+from pipesat.models.tolerance import fits
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
+from pipesat.models.units import memory_text
+from pipesat.solver.evaluate.bounds import minimum_memory_limits, resolve_split
+from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.heuristics import handwritten_schedules
+from pipesat.solver.instances.calibration import Calibration
+from pipesat.solver.instances.from_model import Derivation, derive
+from pipesat.solver.plan.measure import fixed_ms, measure
+from pipesat.solver.plan.space import description
+from pipesat.solver.plan.spec import PlanSpec
+from pipesat.solver.portfolio import (
+    Problem,
+    memory_gated_candidate,
+    periodic_candidate,
+    preferred,
+    starting_candidates,
+)
+from pipesat.solver.solve import solve
+
+LOG = logging.getLogger(__name__)
+WALL_LIMITED = 0.95
+"""A solve that ran this part of its wall-time share or more was (taken as) stopped by the wall clock."""
+DETERMINISTIC_SHARE = 0.5
+"""A solve's share of the budget is wall time; CP-SAT's deterministic time runs slower than the wall
+clock when the solves share the cores (benchmarks/experiments/2026-11-24_plan-time-budget), so a
+solve gets this part of its share in deterministic time and is stopped at its whole share of wall
+time. Within it, runs are identical; stopped by the wall clock, the plan says its result may differ."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """A configuration with a schedule: the schedule (validated), who made it and its status, its
+    makespan's lower bound, and the measure."""
+
+    config: Configuration
+    schedule: Schedule
+    made_by: str
+    status: Status
+    makespan_bound: float
+    measure: Measure
+    wall_limited: bool = False
+
+    @property
+    def fixed_ms(self) -> float:
+        """What the iteration adds to the makespan, as `measure.fixed_ms` gives it before any schedule."""
+        return self.measure.exchange_ms + self.measure.optimizer_ms
+
+    @property
+    def iteration_bound(self) -> float:
+        return self.makespan_bound + self.fixed_ms
+
+    @property
+    def optimal(self) -> bool:
+        return fits(self.measure.makespan_ms, self.makespan_bound)
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """A configuration after step 1: `refused` why none fits (`shape`: the cost model refuses the
+    shape itself, so it is not a configuration at all), or its proven lower bound on the makespan
+    and the fixed terms, and once scheduled, `found` its best handwritten schedule."""
+
+    config: Configuration
+    found: Found | None = None
+    refused: str = ""
+    shape: bool = False
+    makespan_bound: float = 0.0
+    fixed_ms: float = 0.0
+
+    @property
+    def iteration_bound(self) -> float:
+        return self.makespan_bound + self.fixed_ms
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssessTask:
+    """One configuration to bound or assess; `makespan_bound` its bound when proven already. It
+    carries the plan's `tuning` to the worker that runs it."""
+
+    spec: PlanSpec
+    config: Configuration
+    calibration: Calibration | None = None
+    tuning: Tuning = DEFAULT_TUNING
+    makespan_bound: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolveTask:
+    """One configuration to solve for `time_limit` seconds, with the plan's solve settings."""
+
+    spec: PlanSpec
+    config: Configuration
+    time_limit: float
+    seed: int
+    workers: int
+    cpsat_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    calibration: Calibration | None = None
+    tuning: Tuning = DEFAULT_TUNING
+
+
+def _derive(spec: PlanSpec, config: Configuration, calibration: Calibration | None) -> Derivation:
+    return derive(description(spec, config), config.label, calibration)
+
+
+def _checked(task: AssessTask) -> Assessment | Derivation:
+    """The configuration's derivation, or the assessment that refuses it: a shape the cost model
+    refuses, model state that does not fit, or activations beyond a device's budget."""
+    spec, config = task.spec, task.config
+    try:
+        derivation = _derive(spec, config, task.calibration)
+    except InstanceError as error:
+        without_memory = dataclasses.replace(spec, cluster=dataclasses.replace(spec.cluster, gpu_memory=0.0))
+        try:
+            _derive(without_memory, config, task.calibration)
+        except InstanceError:
+            return Assessment(config, refused=str(error), shape=True)
+        return Assessment(config, refused=f"model state does not fit: {error}")
+    refusal = activation_refusal(derivation.instance)
+    return Assessment(config, refused=refusal) if refusal else derivation
+
+
+def activation_refusal(instance: Instance) -> str:
+    """Why no schedule of `instance` fits its budgets ('' when one may): a device whose smallest
+    feasible activation limit, one microbatch through its stages, exceeds its budget (exact)."""
+    limits = instance.memory_limit or ()
+    for device, (least, limit) in enumerate(zip(minimum_memory_limits(instance), limits, strict=True)):
+        if not fits(least, limit):
+            return (
+                f"device {device} needs at least {memory_text(least, 'MiB')} of activations (one microbatch "
+                f"through its stages), its budget is {memory_text(limit, 'MiB')}"
+            )
+    return ""
+
+
+def _problem(derivation: Derivation, tuning: Tuning) -> Problem:
+    instance = derivation.instance
+    return Problem(
+        instance=instance,
+        objective=Objective.MAKESPAN,
+        minimize_memory=False,
+        split=resolve_split(instance, None),
+        time_cap=None,
+        symmetry_breaking=True,
+        tuning=tuning,
+    )
+
+
+def bound(task: AssessTask) -> Assessment:
+    """Step 1's bound for one configuration (runs in a worker): refused, or its lower bounds."""
+    LOG.info("bound %s", task.config.label)
+    checked = _checked(task)
+    if isinstance(checked, Assessment):
+        return checked
+    fixed = fixed_ms(task.spec, task.config, checked)
+    return Assessment(task.config, makespan_bound=_problem(checked, task.tuning).lower_bound(), fixed_ms=fixed)
+
+
+def assess(task: AssessTask) -> Assessment:
+    """Step 1 for one configuration (runs in a worker): refused, or its bounds and best handwritten
+    schedule; where none fits, the best of pipesat's periodic schedule, its memory-gated one (of a
+    linear or interleaved pipeline) and the one-at-a-time one."""
+    spec, config = task.spec, task.config
+    LOG.info("assess %s", config.label)
+    checked = _checked(task)
+    if isinstance(checked, Assessment):
+        return checked
+    derivation, problem = checked, _problem(checked, task.tuning)
+    clock = time.monotonic()
+    candidates = starting_candidates(problem, handwritten_schedules(derivation.instance), [], clock)
+    if not any(candidate.handwritten for candidate in candidates):
+        # Under a tight budget the one-at-a-time schedule is many times the bound; the periodic one
+        # keeps several microbatches in flight within it (seconds for 10,000 ops).
+        # Of a linear or interleaved pipeline, the memory-gated start keeps 1F1B's or Megatron's op sequences.
+        starts = (periodic_candidate(problem, None, clock), memory_gated_candidate(problem, clock))
+        candidates += [start for start in starts if start is not None]
+    best = preferred(candidates)
+    if best is None:  # cannot happen: one-at-a-time fits every feasible limit
+        return Assessment(config, refused="no schedule fits the memory budgets")
+    schedule = ensure_valid(best.schedule)
+    makespan_bound = problem.lower_bound() if task.makespan_bound is None else task.makespan_bound
+    found = Found(
+        config, schedule, best.name, Status.FEASIBLE, makespan_bound, measure(spec, config, derivation, schedule)
+    )
+    found = dataclasses.replace(found, status=Status.OPTIMAL if found.optimal else Status.FEASIBLE)
+    return Assessment(config, found=found, makespan_bound=makespan_bound, fixed_ms=found.fixed_ms)
+
+
+def solve_config(task: SolveTask) -> Found:
+    """Step 3 for one configuration: CP-SAT for `time_limit` seconds (runs in a worker)."""
+    spec, config = task.spec, task.config
+    LOG.info("solve %s for %.3g s", config.label, task.time_limit)
+    derivation = _derive(spec, config, task.calibration)
+    result = solve(
+        derivation.instance,
+        objective="makespan",
+        time_limit=task.time_limit * DETERMINISTIC_SHARE,
+        workers=task.workers,
+        seed=task.seed,
+        deterministic=True,
+        wall_factor=1 / DETERMINISTIC_SHARE,
+        cpsat_params=task.cpsat_params,
+        tuning=task.tuning,
+    )
+    if result.schedule is None or result.bound is None:
+        if result.status == Status.INTERRUPTED:
+            raise KeyboardInterrupt  # stopped before it had a schedule: no result (`executors`)
+        raise PipesatError(f"{config.label}: the solve found no schedule ({result.status.value}: {result.reason})")
+    schedule = ensure_valid(result.schedule)
+    made_by = str(schedule.source.get("made_by") or "cp-sat")
+    return Found(
+        config,
+        schedule,
+        made_by,
+        result.status,
+        result.bound,
+        measure(spec, config, derivation, schedule),
+        wall_limited=result.solve_time >= WALL_LIMITED * task.time_limit,
+    )
