@@ -8,6 +8,7 @@ import pytest
 from pipesat.models import InputError, InstanceError
 from pipesat.models.limits import allow_ops
 from pipesat.models.plan_result import Configuration
+from pipesat.solver.instances.collectives import BUS_EFFICIENCY, NETWORK_EFFICIENCY
 from pipesat.solver.instances.from_model import derive
 from pipesat.solver.plan.space import (
     MAX_DEFAULT_CHUNKS,
@@ -227,7 +228,10 @@ def test_the_all_to_all_runs_over_the_node_link_within_a_node_and_the_network_ac
     inside = description(tiny(model=MOE, cluster={**links, "gpus_per_node": 4}), config)
     across = description(tiny(model=MOE, cluster={**links, "gpus_per_node": 2}), config)
     assert (inside.hardware.ep_bandwidth, inside.hardware.ep_latency) == (100, 2)
-    assert (across.hardware.ep_bandwidth, across.hardware.ep_latency) == (10, 10)
+    # Across 2 nodes of 2: each GPU's own share of the network (an all-to-all aggregates no NICs), in
+    # NVLink's terms; NVLink's latency for the 2 steps within a node, the network's for the 2 across.
+    network = 10 * NETWORK_EFFICIENCY / BUS_EFFICIENCY
+    assert (across.hardware.ep_bandwidth, across.hardware.ep_latency) == pytest.approx((network, (2 * 2 + 2 * 10) / 4))
     a2a = [derive(described).instance.forward_comm_times for described in (inside, across)]
     assert a2a[0] is not None and a2a[1] is not None and 0 < a2a[0][0] < a2a[1][0]
 
