@@ -243,3 +243,13 @@ def test_a_bidirectional_pipeline_takes_an_even_m_and_says_why_an_odd_one_is_lef
         c.placement == "bidirectional" and c.chunks == 2 and c.microbatches % 2 == 0 for c in configs
     )
     assert "t1 p2 bidirectional b2: m 3 is odd; half the microbatches go each way" in skipped
+
+
+def test_tensor_parallelism_over_nodes_is_predicted_when_it_is_the_specs_only_t() -> None:
+    # The search's policy keeps t within a node when the spec gives one that is; alone, t4 over
+    # nodes of 2 is a configuration, its collectives timed over the network.
+    alone = enumerate_space(tiny(training={"tensor_parallel": [4]}, cluster={"gpus_per_node": 2}))
+    assert {config.tensor_parallel for config in alone.configs} == {4}
+    searched = enumerate_space(tiny(training={"tensor_parallel": [1, 4]}, cluster={"gpus_per_node": 2}))
+    assert {config.tensor_parallel for config in searched.configs} == {1}
+    assert "t4: tensor parallelism stays within a node of 2 GPUs" in searched.skipped
