@@ -29,14 +29,15 @@ so a large gradient bucket runs at 80% of the link, a 4 MiB tensor-parallel acti
   of a NIC where BUS_EFFICIENCY of NVLink; the all-to-all cannot aggregate NICs (each GPU sends its
   own bytes over its own share): min(NVLink, share).
 - the ring's per-step latency is NVLink's for its n - N steps within a node and the network's for
-  the N steps that cross one (NCCL's tuning model counts the steps the same way).
+  the N steps that cross one, averaged over the ring's steps.
 
-NCCL's tree (all-reduce across nodes) moves the same bytes a node as the ring (2S a node each way
-for three or more nodes) in 2·((g-1) + log2 N) steps instead of 2(n-1): it wins on latency alone,
-for messages whose ring latency outweighs their transfer. The messages timed here (tensor-parallel
-activations of megabytes, gradient buckets of 40M parameters or more) are bandwidth-bound, where
-NCCL's tuner picks the ring (nccl-tests on DGX systems run both at the same large-message bus
-bandwidth), so the model times the ring.
+NCCL's double binary tree (all-reduce across nodes) moves about the same bytes a node as the ring
+(by its algebra, 2S a node each way for three or more nodes) in 2·((g-1) + log2 N) steps instead of
+2(n-1): it wins on latency alone, for messages whose ring latency outweighs their transfer. The
+rule taken: the messages timed here (tensor-parallel activations of megabytes, gradient buckets of
+40M parameters or more) are bandwidth-bound, where the two run at about the same bus bandwidth, so
+the model times the ring. Not timed: NVLink SHARP within an H100 node, and a 2-node tree, whose
+busbw exceeds the network's (benchmarks/bench_collectives.py shows both).
 """
 
 from __future__ import annotations
