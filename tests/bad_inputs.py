@@ -340,6 +340,12 @@ BAD_SPACES = [
         {"model": {"experts": 4, "dense_layers": 8}},
         "dense_layers 8 leaves none of the 8 layers a mixture of experts; give fewer, or experts 0",
     ),
+    BadSpace("nics-per-node-0", {"cluster": {"nics_per_node": 0}}, "cluster.nics_per_node must be at least 1, got 0"),
+    BadSpace(
+        "nics-per-node-half",
+        {"cluster": {"nics_per_node": 2.5}},
+        "cluster.nics_per_node must be a whole number, got 2.5",
+    ),
 ]
 
 SMALL = ("-s", "2", "-b", "2")

@@ -160,9 +160,11 @@ def test_a_signal_ends_the_plan_with_the_ranking_so_far(
     tmp_path: Path, executor: str, stop: signal.Signals, group: bool
 ) -> None:
     best = tmp_path / "best.json"
-    # Llama 3 8B without tensor parallelism: its solves run to their shares (the 1.3B example's end at once).
+    # Llama 3 8B without tensor parallelism, its replicas one a node at 25 GB/s: its solves run to their
+    # shares (the 1.3B example's end at once, and so do the 8B's on its nodes of 8).
     spec = ROOT / "instances/plan/llama3-8b-32gpu.yaml"
     command = [sys.executable, "-m", "pipesat.cli", "plan", str(spec), "--tensor-parallel", "1"]
+    command += ["--gpus-per-node", "1", "--bandwidth", "25"]
     command += ["--time-budget", "120", "--jobs", "2", "--workers", "1", "--executor", executor]
     command += ["--progress", "--save-best", str(best)]
     errors = tmp_path / "stderr.txt"

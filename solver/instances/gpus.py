@@ -1,9 +1,12 @@
 """The GPUs a spec can name (`gpu: H100-SXM`): what each does at peak, and the links of its usual node.
 
 Peaks are the vendors' dense (no sparsity) tensor-core figures; memory is what the device reports;
-`nvlink` is one GPU's share of the links within a node, one direction, and `network` one GPU's share of
-the network between nodes (the usual one NIC a GPU of its generation: 200 Gb/s HDR for A100, 400 Gb/s
-NDR for H100, H200 and B200); `nvlink_latency` is a ring step's latency within a node (NCCL's own
+`nvlink` is one GPU's share of the links within a node, one direction (NVLink 3's 600 GB/s both ways
+on A100: 300; NVLink 4's 900 on H100: 450), and `network` one GPU's share of the network between
+nodes, its usual node's: DGX A100's 8 x 200 Gb/s HDR compute NICs for 8 GPUs (25 GB/s a GPU), DGX
+H100's 8 x 400 Gb/s NDR (50), and the same one NIC a GPU for H200 and B200 (a spec's
+`nics_per_node` defaults to one a GPU; `collectives.group_link` turns a group's GPUs a node into its
+share of the node's NICs); `nvlink_latency` is a ring step's latency within a node (NCCL's own
 tuning table: 1.9 µs LL128 and 3.4 µs Simple a ring step on NVLink, 2.5 and 5.7 on PCIe; the
 megabyte messages of tensor parallelism sit between). docs/reference.md names the sources.
 

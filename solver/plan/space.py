@@ -1,6 +1,6 @@
 """The configurations a plan considers, and each one's model description.
 
-For every tensor-parallel degree t the spec allows (within one node) and context-parallel degree cp
+For every tensor-parallel degree t the spec allows (within one node, unless it gives no t that is) and context-parallel degree cp
 (t·cp dividing the GPUs), every pipeline depth p of `pipeline_parallel` (every divisor of GPUs/(t·cp)
 when not given), the data-parallel degree d = GPUs/(t·cp·p), every placement (linear with one chunk
 a device; for p ≥ 2, V with two and interleaved with each chunk count v of `chunk_counts`), every
@@ -31,6 +31,7 @@ from pipesat.models import InputError, InstanceError, op_kinds
 from pipesat.models.limits import check_model_size, check_work
 from pipesat.models.plan_result import Configuration
 from pipesat.models.training_modes import Recompute
+from pipesat.solver.instances.collectives import Collective, group_link, group_nodes
 from pipesat.solver.instances.cost_model import Cost, layer_cost
 from pipesat.solver.instances.description import Hardware, Pipeline, Training
 from pipesat.solver.instances.description_checks import check_model, check_training
@@ -134,12 +135,15 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
 
 
 def _groups(spec: PlanSpec, skipped: list[str]) -> list[tuple[int, int]]:
-    """The (t, cp) pairs to try: their t·cp GPUs divide the cluster, t stays within a node, and the
-    cost model takes the model split so (t dividing the heads, cp the sequence)."""
+    """The (t, cp) pairs to try: their t·cp GPUs divide the cluster, t stays within a node when the
+    spec gives one that does (a policy of the search: a t spanning nodes is predicted when it is the
+    spec's only one), and the cost model takes the model split so (t dividing the heads, cp the
+    sequence)."""
     gpus, per_node = spec.cluster.gpus, spec.cluster.gpus_per_node
+    within = any(t <= per_node for t in spec.tensor_parallel)
     groups = []
     for t in spec.tensor_parallel:
-        if t > per_node:
+        if t > per_node and within:
             skipped.append(f"t{t}: tensor parallelism stays within a node of {per_node} GPUs")
             continue
         for cp in spec.context_parallel:
@@ -329,30 +333,30 @@ def spans_nodes(size: int, stride: int, gpus_per_node: int) -> bool:
 
 def description(spec: PlanSpec, config: Configuration) -> Description:
     """The model description of one configuration (`solver.instances.from_model`): the pipeline link
-    is the link between nodes when the pipeline's GPUs span nodes, else the one within a node, and so
-    is the data-parallel group's; the tensor-parallel all-reduces are timed over the link within a
-    node."""
+    is the link between nodes when the pipeline's GPUs span nodes, else the one within a node; each
+    collective group's (tensor, context, data and expert parallelism, in Megatron's rank order) is
+    `collectives.group_link` of its place in the cluster."""
     cluster, t, d, p = spec.cluster, config.tensor_parallel, config.data_parallel, config.pipeline
-    bandwidth, latency = cluster.link(spans_nodes(p, t * config.context_parallel * d, cluster.gpus_per_node))
-    dp_bandwidth, dp_latency = cluster.link(spans_nodes(d, t * config.context_parallel, cluster.gpus_per_node))
-    ep_bandwidth, ep_latency = cluster.link(
-        spans_nodes(config.expert_parallel, t * config.context_parallel, cluster.gpus_per_node)
-    )
-    cp_bandwidth, cp_latency = cluster.link(spans_nodes(config.context_parallel, t, cluster.gpus_per_node))
+    cp, per_node, fabric = config.context_parallel, cluster.gpus_per_node, cluster.fabric()
+    bandwidth, latency = cluster.link(spans_nodes(p, t * cp * d, per_node))
+    tp = group_link(fabric, group_nodes(t, 1, per_node))
+    cp_link = group_link(fabric, group_nodes(cp, t, per_node))
+    dp = group_link(fabric, group_nodes(d, t * cp, per_node))
+    ep = group_link(fabric, group_nodes(config.expert_parallel, t * cp, per_node), Collective.ALL_TO_ALL)
     hardware = Hardware(
         tflops=cluster.tflops,
         gpu=cluster.gpu,
         efficiency=cluster.efficiency,
         bandwidth=bandwidth,
         latency=latency,
-        tp_bandwidth=cluster.node_bandwidth if t > 1 else 0.0,
-        tp_latency=cluster.node_latency,
-        cp_bandwidth=cp_bandwidth,
-        cp_latency=cp_latency,
-        dp_bandwidth=dp_bandwidth,
-        dp_latency=dp_latency,
-        ep_bandwidth=ep_bandwidth,
-        ep_latency=ep_latency,
+        tp_bandwidth=tp.bandwidth if t > 1 else 0.0,
+        tp_latency=tp.latency,
+        cp_bandwidth=cp_link.bandwidth,
+        cp_latency=cp_link.latency,
+        dp_bandwidth=dp.bandwidth,
+        dp_latency=dp.latency,
+        ep_bandwidth=ep.bandwidth,
+        ep_latency=ep.latency,
         memory_bandwidth=cluster.memory_bandwidth,
         gpu_memory=cluster.gpu_memory,
         reserve=cluster.reserve,

@@ -26,6 +26,7 @@ from pipesat.models import InputError, InstanceError
 from pipesat.models.document import read_document
 from pipesat.models.placement import PLACEMENTS
 from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
+from pipesat.solver.instances.collectives import Fabric
 from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
 from pipesat.solver.instances.value_kinds import WHOLE, Wholes, Words
@@ -40,8 +41,9 @@ interleaved with the spec's chunks (`space.chunk_counts`), V with two. A spec ma
 class Cluster(Keyed):
     """The GPUs: how many, their memory (bytes) less a reserve (a fraction below 1, else bytes), peak
     TFLOP/s and the fraction reached (or a `gpu` of the catalogue, which fills the keys not given:
-    `CLUSTER_FROM_GPU`), nodes of `gpus_per_node`, the links across nodes (`bandwidth` GB/s,
-    `latency` µs) and within a node (`node_bandwidth`, `node_latency`), and the GPU memory's
+    `CLUSTER_FROM_GPU`), nodes of `gpus_per_node` with `nics_per_node` NICs, the links across nodes
+    (`bandwidth` GB/s, one GPU's share of its node's NICs, and `latency` µs) and within a node
+    (`node_bandwidth`, `node_latency`: NVLink), and the GPU memory's
     bandwidth (GB/s) the optimizer step runs at. The keys shared with `Hardware` are its keys."""
 
     gpus: int = key(WHOLE, "GPUs in all.", at_least=1)
@@ -54,6 +56,14 @@ class Cluster(Keyed):
     )
     latency: float = like(Hardware, "latency", help="The latency of the link across nodes.")
     gpus_per_node: int = key(WHOLE, "GPUs a node.", 8, at_least=1)
+    nics_per_node: int = key(
+        WHOLE,
+        "Network cards (NICs) a node, sharing its network (default: as gpus_per_node, one a GPU as in DGX A100 "
+        "and H100).",
+        None,
+        at_least=1,
+        default_from="gpus_per_node",
+    )
     node_bandwidth: float = like(
         Hardware,
         "bandwidth",
@@ -74,11 +84,17 @@ class Cluster(Keyed):
         super().__post_init__()
 
     def link(self, across_nodes: bool) -> tuple[float, float]:
-        """The (bandwidth GB/s, latency µs) of a group's link: between nodes when its GPUs span
+        """The (bandwidth GB/s, latency µs) of the pipeline's link: between nodes when its GPUs span
         nodes, else within a node."""
         if across_nodes:
             return self.bandwidth, self.latency
         return self.node_bandwidth, self.node_latency
+
+    def fabric(self) -> Fabric:
+        """The links a group's collectives run over (`collectives.group_link`)."""
+        return Fabric(
+            self.node_bandwidth, self.node_latency, self.bandwidth, self.latency, self.gpus_per_node, self.nics_per_node
+        )
 
 
 CLUSTER_FROM_GPU = {

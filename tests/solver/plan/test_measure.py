@@ -9,7 +9,7 @@ from pipesat.models.plan_result import Configuration, Measure
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import run_heuristic
-from pipesat.solver.instances.collectives import Collective, Link, collective_ms
+from pipesat.solver.instances.collectives import BUS_EFFICIENCY, NETWORK_EFFICIENCY, Collective, Link, collective_ms
 from pipesat.solver.instances.data_parallel import buckets
 from pipesat.solver.instances.from_model import Derivation, derive
 from pipesat.solver.plan.measure import critical_device, exchange_ms, measure, model_flops, optimizer_ms, usable_memory
@@ -36,7 +36,10 @@ def test_the_exchange_is_the_largest_devices_all_reduce_over_the_groups_link() -
     one = config(1)
     derivation = derive(description(spec, one))
     assert exchange_ms(description(spec, one), derivation) == 0.0
-    for d, link in ((4, Link(10, 10)), (2, Link(100, 2))):  # 4 replicas span 2 nodes of 2; 2 do not
+    # 4 replicas span 2 nodes of 2, 2 GPUs of the group a node: 2 GPUs' share of the network in NVLink's
+    # terms, NVLink's latency for 2 of the ring's steps and the network's for 2; 2 replicas do not span.
+    across = Link(2 * 10 * NETWORK_EFFICIENCY / BUS_EFFICIENCY, (2 * 2 + 2 * 10) / 4)
+    for d, link in ((4, across), (2, Link(100, 2))):
         chosen = config(d)
         derivation = derive(description(spec, chosen))
         parameters = max(state.parameters for state in derivation.states)

@@ -8,6 +8,7 @@ import pytest
 from pipesat.models import InputError, InstanceError
 from pipesat.models.limits import allow_ops
 from pipesat.models.plan_result import Configuration
+from pipesat.solver.instances.collectives import BUS_EFFICIENCY, NETWORK_EFFICIENCY
 from pipesat.solver.instances.from_model import derive
 from pipesat.solver.plan.space import (
     MAX_DEFAULT_CHUNKS,
@@ -227,7 +228,10 @@ def test_the_all_to_all_runs_over_the_node_link_within_a_node_and_the_network_ac
     inside = description(tiny(model=MOE, cluster={**links, "gpus_per_node": 4}), config)
     across = description(tiny(model=MOE, cluster={**links, "gpus_per_node": 2}), config)
     assert (inside.hardware.ep_bandwidth, inside.hardware.ep_latency) == (100, 2)
-    assert (across.hardware.ep_bandwidth, across.hardware.ep_latency) == (10, 10)
+    # Across 2 nodes of 2: each GPU's own share of the network (an all-to-all aggregates no NICs), in
+    # NVLink's terms; NVLink's latency for the 2 steps within a node, the network's for the 2 across.
+    network = 10 * NETWORK_EFFICIENCY / BUS_EFFICIENCY
+    assert (across.hardware.ep_bandwidth, across.hardware.ep_latency) == pytest.approx((network, (2 * 2 + 2 * 10) / 4))
     a2a = [derive(described).instance.forward_comm_times for described in (inside, across)]
     assert a2a[0] is not None and a2a[1] is not None and 0 < a2a[0][0] < a2a[1][0]
 
@@ -239,3 +243,13 @@ def test_a_bidirectional_pipeline_takes_an_even_m_and_says_why_an_odd_one_is_lef
         c.placement == "bidirectional" and c.chunks == 2 and c.microbatches % 2 == 0 for c in configs
     )
     assert "t1 p2 bidirectional b2: m 3 is odd; half the microbatches go each way" in skipped
+
+
+def test_tensor_parallelism_over_nodes_is_predicted_when_it_is_the_specs_only_t() -> None:
+    # The search's policy keeps t within a node when the spec gives one that is; alone, t4 over
+    # nodes of 2 is a configuration, its collectives timed over the network.
+    alone = enumerate_space(tiny(training={"tensor_parallel": [4]}, cluster={"gpus_per_node": 2}))
+    assert {config.tensor_parallel for config in alone.configs} == {4}
+    searched = enumerate_space(tiny(training={"tensor_parallel": [1, 4]}, cluster={"gpus_per_node": 2}))
+    assert {config.tensor_parallel for config in searched.configs} == {1}
+    assert "t4: tensor parallelism stays within a node of 2 GPUs" in searched.skipped

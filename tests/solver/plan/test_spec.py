@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from pipesat.models import InputError
+from pipesat.solver.instances.collectives import Fabric
 from pipesat.solver.plan.spec import PLACEMENTS_SEARCHED, load_spec, spec_from_dict
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import TINY, tiny
@@ -89,3 +90,9 @@ def test_missing_keys_and_sections_are_named(tmp_path: Path) -> None:
         load_spec(path)
     with pytest.raises(InputError, match="no such file"):
         load_spec(tmp_path / "missing.yaml")
+
+
+def test_the_spec_gives_nics_a_node_and_defaults_them_to_one_a_gpu() -> None:
+    assert tiny(cluster={"gpus_per_node": 4}).cluster.nics_per_node == 4
+    cluster = tiny(cluster={"gpus_per_node": 8, "nics_per_node": 4, "bandwidth": 12.5}).cluster
+    assert cluster.fabric() == Fabric(cluster.node_bandwidth, cluster.node_latency, 12.5, cluster.latency, 8, 4)
