@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import yaml
 from click.testing import CliRunner, Result
 
 from pipesat.cli import cli
 from pipesat.commands.frame import EXIT_BAD_INPUT
+
+
+def write_yaml(path: Path, data: Any) -> Path:
+    """Write `data` to `path` as YAML (a spec or instance file for the command line); the path."""
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 def run_cli(*args: object) -> Result:

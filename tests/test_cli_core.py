@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from click.testing import Result
 
 from pipesat.commands.frame import EXIT_BAD_INPUT, EXIT_INVALID
@@ -14,7 +13,7 @@ from pipesat.models import Instance, InstanceError
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.io.schedule_file import save_schedule
 from tests.bad_inputs import BAD_INSTANCES
-from tests.cli_helpers import cli_error, run_cli
+from tests.cli_helpers import cli_error, run_cli, write_yaml
 from tests.conftest import INSTANCES_DIR
 from tests.strategies import assert_valid
 
@@ -70,8 +69,7 @@ def test_relative_memory_limit() -> None:
 @pytest.mark.parametrize(("data", "message"), BAD_INSTANCES)
 def test_bad_instance_file_gives_one_line_and_exit_2(tmp_path: Path, data: dict, message: str) -> None:
     # YAML: JSON files refuse NaN and Infinity while parsing (tests/solver/... document tests).
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path = write_yaml(tmp_path / "bad.yaml", data)
     line = cli_error(run_cli("instance", "show", path))
     assert line.startswith(f"error: {path}: ")
     assert message in line

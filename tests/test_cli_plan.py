@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pipesat.commands.frame import EXIT_INTERRUPTED, EXIT_INVALID
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.io.schedule_file import load_schedule
-from tests.cli_helpers import cli_error, cli_ok, run_cli
+from tests.cli_helpers import cli_error, cli_ok, run_cli, write_yaml
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import TINY
 
@@ -29,9 +28,7 @@ FAST = ("--time-budget", 20, "--jobs", 2, "--workers", 1, "--seed", 0)
 
 @pytest.fixture
 def spec_file(tmp_path: Path) -> Path:
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(TINY))
-    return path
+    return write_yaml(tmp_path / "tiny.yaml", TINY)
 
 
 def test_the_table_picture_and_best_schedule(spec_file: Path, tmp_path: Path) -> None:
@@ -106,8 +103,7 @@ def test_bad_options_are_one_line(spec_file: Path, args: tuple, message: str) ->
 
 
 def test_bad_specs_are_one_line(tmp_path: Path) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump({**TINY, "model": {**TINY["model"], "layer": 3}}))
+    path = write_yaml(tmp_path / "bad.yaml", {**TINY, "model": {**TINY["model"], "layer": 3}})
     assert "unknown key model.layer" in cli_error(run_cli("plan", path))
     assert "no such file" in cli_error(run_cli("plan", tmp_path / "none.yaml"))
 

@@ -17,6 +17,7 @@ solve is gone by then: it gets STOP_GRACE), and `close` leaves no worker behind.
 from __future__ import annotations
 
 import _thread
+import abc
 import asyncio
 import concurrent.futures
 import contextlib
@@ -29,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pipesat.models import InputError
 from pipesat.solver.cpsat.child import STOP_GRACE
@@ -64,9 +65,10 @@ class Interrupted(KeyboardInterrupt):
         self.results = results
 
 
-class Executor(Protocol):
+class Executor(abc.ABC):
     """Runs tasks `parallel` at a time; `close` takes about `closing` seconds (the plan keeps them
-    back from its budget)."""
+    back from its budget). Each kind submits the tasks, stops them and collects their results its own
+    way; when it stops them and what a stop raises is the same for all (`run`)."""
 
     name: str
     parallel: int
@@ -83,11 +85,35 @@ class Executor(Protocol):
         still running at `deadline` (a `time.monotonic()`) is stopped (module notes): its result is
         what it answers, else None. Ctrl-C or SIGTERM stops the tasks the same way and raises
         `Interrupted` with the results."""
-        ...
+        self._clear()
+        try:
+            _wait(len(tasks), self._submit(function, tasks), on_poll, deadline)
+        except KeyboardInterrupt:
+            self._stop()
+            raise Interrupted(self._results(len(tasks))) from None
+        self._stop()
+        return self._results(len(tasks))
 
+    @abc.abstractmethod
+    def _clear(self) -> None:
+        """Forget the tasks of the last run."""
+
+    @abc.abstractmethod
+    def _submit(self, function: Callable[[T], R], tasks: Sequence[T]) -> Callable[[float], int]:
+        """Start running `function` over `tasks`; a `wait(seconds)` for `_wait`, which returns how many
+        of them are left."""
+
+    @abc.abstractmethod
+    def _stop(self) -> None:
+        """Stop the tasks not finished (module notes)."""
+
+    @abc.abstractmethod
+    def _results(self, total: int) -> list[Any]:
+        """The results of the `total` tasks, in their order; None for one without a result."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Stop what still runs; no worker outlives the executor."""
-        ...
 
 
 def _interrupt_once(signum: int, frame: object) -> None:
@@ -164,7 +190,7 @@ def _pool_stopped(seconds: float) -> bool:
     return bool(_STOP.value)
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """A pool of `parallel` processes on this machine (forked where the platform can, so they start
     at once)."""
 
@@ -177,31 +203,21 @@ class LocalExecutor:
         self._stop_flag: Any = None
         self._futures: list[concurrent.futures.Future[Any]] = []
 
-    def run(
-        self,
-        function: Callable[[T], R],
-        tasks: Sequence[T],
-        on_poll: Callable[[int], None] | None = None,
-        deadline: float | None = None,
-    ) -> list[R | None]:
+    def _clear(self) -> None:
         self._futures = []
-        try:
-            pool = self._start()
-            for task in tasks:
-                self._futures.append(pool.submit(_stoppable, function, task, _pool_stopped))
-            pending = set(self._futures)
 
-            def wait(seconds: float) -> int:
-                nonlocal pending
-                pending = concurrent.futures.wait(pending, seconds, concurrent.futures.FIRST_COMPLETED).not_done
-                return len(pending)
+    def _submit(self, function: Callable[[T], R], tasks: Sequence[T]) -> Callable[[float], int]:
+        pool = self._start()
+        for task in tasks:
+            self._futures.append(pool.submit(_stoppable, function, task, _pool_stopped))
+        pending = set(self._futures)
 
-            _wait(len(tasks), wait, on_poll, deadline)
-        except KeyboardInterrupt:
-            self._stop()
-            raise Interrupted(self._results(len(tasks))) from None
-        self._stop()
-        return self._results(len(tasks))
+        def wait(seconds: float) -> int:
+            nonlocal pending
+            pending = concurrent.futures.wait(pending, seconds, concurrent.futures.FIRST_COMPLETED).not_done
+            return len(pending)
+
+        return wait
 
     def _results(self, total: int) -> list[Any]:
         """The tasks' results; None for one not submitted, dropped, stopped without a result, or killed."""
@@ -287,7 +303,7 @@ class _RayStopped:
         return bool(ready)
 
 
-class RayExecutor:
+class RayExecutor(Executor):
     """Tasks on a Ray cluster: the one this process is already connected to, the one at `address`
     (`HEAD:6379`, reached within `timeout` seconds or refused), or else a local Ray started here (and
     stopped by `close`). Each task asks Ray for `cpus_per_task` CPUs (its CP-SAT workers); at most
@@ -303,6 +319,7 @@ class RayExecutor:
         self._ray = ray
         self._started = False
         self._running: list[Any] = []
+        self._refs: list[Any] = []
         self.closing = RAY_CLOSING["given"]
         if not ray.is_initialized():
             if address not in (None, "auto"):
@@ -324,32 +341,22 @@ class RayExecutor:
         self._remote = ray.remote(num_cpus=cpus_per_task, max_retries=0)(_stoppable)
         self._flag = ray.remote(num_cpus=0)(_StopFlag).remote()
 
-    def run(
-        self,
-        function: Callable[[T], R],
-        tasks: Sequence[T],
-        on_poll: Callable[[int], None] | None = None,
-        deadline: float | None = None,
-    ) -> list[R | None]:
-        ray = self._ray
-        refs: list[Any] = []
-        try:
-            ray.get(self._flag.reset.remote())
-            stopped = _RayStopped(self._flag)
+    def _clear(self) -> None:
+        self._refs = []
 
-            def wait(seconds: float) -> int:  # at most `parallel` submitted at once: Ray queues no more
-                while len(refs) < len(tasks) and len(self._running) < self.parallel:
-                    refs.append(self._remote.remote(function, tasks[len(refs)], stopped))
-                    self._running.append(refs[-1])
-                _, self._running = ray.wait(self._running, num_returns=1, timeout=seconds)
-                return len(tasks) - len(refs) + len(self._running)
+    def _submit(self, function: Callable[[T], R], tasks: Sequence[T]) -> Callable[[float], int]:
+        ray, refs = self._ray, self._refs
+        ray.get(self._flag.reset.remote())
+        stopped = _RayStopped(self._flag)
 
-            _wait(len(tasks), wait, on_poll, deadline)
-        except KeyboardInterrupt:
-            self._stop()
-            raise Interrupted(self._results(refs, len(tasks))) from None
-        self._stop()
-        return self._results(refs, len(tasks))
+        def wait(seconds: float) -> int:  # at most `parallel` submitted at once: Ray queues no more
+            while len(refs) < len(tasks) and len(self._running) < self.parallel:
+                refs.append(self._remote.remote(function, tasks[len(refs)], stopped))
+                self._running.append(refs[-1])
+            _, self._running = ray.wait(self._running, num_returns=1, timeout=seconds)
+            return len(tasks) - len(refs) + len(self._running)
+
+        return wait
 
     def _stop(self) -> None:
         """Stop the tasks running (module notes); cancel, killing its worker, one that does not answer."""
@@ -360,9 +367,9 @@ class RayExecutor:
             for ref in late:
                 self._ray.cancel(ref, force=True)
 
-    def _results(self, refs: list[Any], total: int) -> list[Any]:
+    def _results(self, total: int) -> list[Any]:
         """The tasks' results; None for one not submitted, stopped without a result, or cancelled."""
-        ray = self._ray
+        ray, refs = self._ray, self._refs
         ready = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
         results: list[Any] = [None] * total
         for index, ref in enumerate(refs):

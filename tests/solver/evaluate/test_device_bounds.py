@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipesat.models import Instance, Tuning
+from pipesat.models import Tuning
 from pipesat.solver.evaluate.bounds import lower_bound, makespan_bound
 from pipesat.solver.evaluate.device_bounds import (
     chain_offsets,
@@ -74,20 +74,18 @@ def test_bounds_hold_for_every_schedule_under_its_own_peak(data: st.DataObject) 
 def test_a_device_of_two_stages_holds_its_first_stages_work() -> None:
     # V p = 3, m = 10 under 3 units (bench_targets' 400-op miss): F/B/W per stage 3/2/2, 1/4/0.5,
     # 2/2/2, 1.5/4/1, 2/3/2, 1.5/2/0.5; M_B 0.5, M_W 0.25, p2p 0.25.
-    instance = Instance.from_dict(
-        {
-            "num_devices": 3,
-            "num_microbatches": 10,
-            "chunks": 2,
-            "placement": "vshape",
-            "forward_times": [3, 1, 2, 1.5, 2, 1.5],
-            "backward_times": [2, 4, 2, 4, 3, 2],
-            "weight_times": [2, 0.5, 2, 1, 2, 0.5],
-            "activation_memory": [0.5] * 6,
-            "weight_memory": [0.25] * 6,
-            "p2p_time": 0.25,
-            "memory_limit": 3,
-        }
+    instance = make_instance(
+        3,
+        10,
+        chunks=2,
+        placement="vshape",
+        forward_times=[3, 1, 2, 1.5, 2, 1.5],
+        backward_times=[2, 4, 2, 4, 3, 2],
+        weight_times=[2, 0.5, 2, 1, 2, 0.5],
+        activation_memory=[0.5] * 6,
+        weight_memory=[0.25] * 6,
+        p2p_time=0.25,
+        memory_limit=3,
     )
     # Device 1 (stages 1 and 4, busy 125): its first B comes at least 11 after its first F, and until
     # it ends every forward it began is held, 6 at most. Six forwards of stage 4 (12) would fill that,

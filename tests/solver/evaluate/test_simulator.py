@@ -10,6 +10,7 @@ from pipesat.models import Instance, OpKey, Pair, Schedule, ScheduleError
 from pipesat.models.ops import dependency
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import get_heuristic, run_heuristic
+from tests.conftest import make_instance
 from tests.strategies import (
     PROPERTY_SETTINGS,
     assert_valid,
@@ -43,16 +44,8 @@ def test_one_f_one_b_timeline_by_hand(one_f_one_b_instance: Instance) -> None:
 
 def test_p2p_is_paid_only_between_devices() -> None:
     # V placement on 2 devices: stages 1 and 2 share device 1, stages 0 and 3 share device 0.
-    instance = Instance.from_dict(
-        {
-            "num_devices": 2,
-            "num_microbatches": 1,
-            "chunks": 2,
-            "placement": "vshape",
-            "forward_times": [1, 1, 1, 1],
-            "backward_times": [2, 2, 2, 2],
-            "p2p_time": 0.5,
-        }
+    instance = make_instance(
+        2, 1, chunks=2, placement="vshape", forward_times=[1, 1, 1, 1], backward_times=[2, 2, 2, 2], p2p_time=0.5
     )
     orders = [
         [("F", 0, 0), ("F", 3, 0), ("B", 3, 0), ("B", 0, 0)],
@@ -110,7 +103,7 @@ def test_an_op_ordered_before_its_same_device_dependency_deadlocks(case, rng) ->
 
 
 def test_deadlock_names_the_stuck_op_and_what_it_waits_for_on_each_device() -> None:
-    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 1})
+    instance = make_instance(2, 1)
     orders = [[("B", 0, 0), ("F", 0, 0)], [("F", 1, 0), ("B", 1, 0)]]
     with pytest.raises(ScheduleError) as caught:
         simulate(instance, orders)
@@ -121,7 +114,7 @@ def test_deadlock_names_the_stuck_op_and_what_it_waits_for_on_each_device() -> N
 
 
 def test_deadlock_lists_only_stuck_devices() -> None:
-    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 1, "weight_times": 1})
+    instance = make_instance(2, 1, weight_times=1)
     orders = [[("F", 0, 0), ("W", 0, 0), ("B", 0, 0)], [("F", 1, 0), ("B", 1, 0), ("W", 1, 0)]]
     with pytest.raises(ScheduleError) as caught:
         simulate(instance, orders)
@@ -131,7 +124,7 @@ def test_deadlock_lists_only_stuck_devices() -> None:
 
 
 def _linear(m: int = 1) -> Instance:
-    return Instance.from_dict({"num_devices": 2, "num_microbatches": m, "weight_times": 1})
+    return make_instance(2, m, weight_times=1)
 
 
 @pytest.mark.parametrize(
@@ -186,16 +179,7 @@ def test_fused_orders_of_a_split_instance_use_the_whole_backward(data) -> None:
             assert op.end - op.start == instance.backward_times[op.stage] + instance.weight_times[op.stage]
 
 
-ONE_DEVICE_MOE = Instance.from_dict(
-    {
-        "num_devices": 1,
-        "num_microbatches": 2,
-        "forward_times": 2,
-        "backward_times": 3,
-        "forward_comm_times": 0.5,
-        "backward_comm_times": 1,
-    }
-)
+ONE_DEVICE_MOE = make_instance(1, 2, forward_times=2, backward_times=3, forward_comm_times=0.5, backward_comm_times=1)
 """One device, F = 2 and B = 3 (fused), with all-to-alls of 0.5 and 1: a pair lasts 1.5 + 2 = 3.5."""
 
 PAIR = Pair(OpKey("F", 0, 1), OpKey("B", 0, 0))
@@ -211,7 +195,7 @@ def test_a_pair_is_one_step_timed_by_the_overlap_model() -> None:
 
 def test_a_pair_waits_for_both_its_ops_dependencies() -> None:
     times = {"forward_times": 2, "backward_times": 3, "forward_comm_times": 0.5, "backward_comm_times": 1}
-    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "p2p_time": 1, **times})
+    instance = make_instance(2, 2, p2p_time=1, **times)
     forward_b_pair = Pair(OpKey("F", 1, 1), OpKey("B", 1, 0))
     orders = [
         [OpKey("F", 0, 0), OpKey("F", 0, 1), OpKey("B", 0, 0), OpKey("B", 0, 1)],

@@ -19,7 +19,7 @@ from pipesat.solver.instances.cost_model import head_cost, stage_times
 from pipesat.solver.instances.description import Hardware, Training, Transformer
 from pipesat.solver.torch import profile as profile_module
 from pipesat.solver.torch.profile import INSTALL_HINT, calibrate
-from tests.cli_helpers import cli_error, cli_ok, run_cli
+from tests.cli_helpers import cli_error, cli_ok, run_cli, write_yaml
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -92,9 +92,7 @@ def test_a_layer_that_runs_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyP
 
 @pytest.fixture
 def spec_file(tmp_path: Path) -> Path:
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(SPEC))
-    return path
+    return write_yaml(tmp_path / "tiny.yaml", SPEC)
 
 
 def test_calibrate_then_plan_and_from_model_use_the_measured_layer(spec_file: Path, tmp_path: Path) -> None:
