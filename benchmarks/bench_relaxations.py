@@ -27,6 +27,7 @@ from ortools.sat.python import cp_model
 from results_header import results_header
 
 from pipesat.models import Instance, Objective
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import PipelineModel, build_model
 from pipesat.solver.cpsat.scale import ceil_ticks
 from pipesat.solver.evaluate.bounds import lower_bound
@@ -80,7 +81,7 @@ def relaxed_model(instance: Instance, relaxation: Relaxation, floor: bool) -> Pi
     """The max-span model of `instance` without the constraints `relaxation` leaves out; with `floor`,
     its objective at least the analytic lower bound."""
     split = instance.weight_times is not None
-    model = build_model(instance, objective=Objective.SPAN, split_backward=split)
+    model = build_model(model_data(instance, objective=Objective.SPAN, split_backward=split))
     devices = range(instance.num_devices)
     no_overlaps = iter(devices)  # one no-overlap per device, in device order
     cumulatives = iter([d for d in devices if model.variables.held[d]])  # one per device holding memory

@@ -39,6 +39,7 @@ from pipesat.models.instance import parse_memory_limit
 from pipesat.models.instance_file import load_instance
 from pipesat.models.ops import expected_op_keys
 from pipesat.models.tolerance import fits
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.evaluate.device_bounds import zero_bubble_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
@@ -155,7 +156,7 @@ def heuristic_value(name: str, instance: Instance, objective: str) -> float | st
 
 def build_seconds(instance: Instance, objective: str) -> float:
     started = time.monotonic()
-    build_model(instance, objective=objective, split_backward=instance.split_backward)
+    build_model(model_data(instance, objective=objective, split_backward=instance.split_backward))
     return time.monotonic() - started
 
 

@@ -44,6 +44,7 @@ from pipesat.models.limits import check_model_size
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.parameters import cpsat_parameters
 from pipesat.solver.cpsat.record import Progress
@@ -229,7 +230,16 @@ class _Solve:
         if best is None:
             return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
         bound = problem.lower_bound()
-        result = self._result(best, best, min(bound, best.value), StopReason.INTERRUPT, INTERRUPTED, searched=False)
+        result = schedule_result(
+            self.problem,
+            self.clock,
+            best,
+            best,
+            min(bound, best.value),
+            StopReason.INTERRUPT,
+            INTERRUPTED,
+            searched=False,
+        )
         best_handwritten = preferred([candidate for candidate in self.found if candidate.handwritten])
         if best_handwritten is None:
             return result
@@ -291,7 +301,9 @@ class _Solve:
                 try:
                     self.progress(time.monotonic() - self.clock, best.value, bound)
                 except KeyboardInterrupt:
-                    return self._result(best, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=False)
+                    return schedule_result(
+                        self.problem, self.clock, best, best, bound, StopReason.INTERRUPT, INTERRUPTED, searched=False
+                    )
             if meets(best.value, bound, options.gap):
                 return self._meets_bound(best, best, bound, "no search", searched=False)
         lead, search = best, self
@@ -319,13 +331,17 @@ class _Solve:
         `skipped` (logged so) need not run."""
         met = "meets the lower bound" if fits(chosen.value, bound) else "is within the gap"
         LOG.info("%s: %s %s", skipped, chosen.name, met)
-        return self._result(chosen, start, bound, StopReason.BOUNDS, f"{chosen.name} {met}", searched=searched)
+        return schedule_result(
+            self.problem, self.clock, chosen, start, bound, StopReason.BOUNDS, f"{chosen.name} {met}", searched=searched
+        )
 
     def _interrupted_in_phase(self, chosen: Candidate | None, start: Candidate | None, bound: float) -> SolveResult:
         """The result of a span solve interrupted in one of its phases: `chosen`, the best in hand."""
         if chosen is None:
             return self._empty(Status.INTERRUPTED, StopReason.INTERRUPT, INTERRUPTED)
-        return self._result(chosen, start, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True)
+        return schedule_result(
+            self.problem, self.clock, chosen, start, bound, StopReason.INTERRUPT, INTERRUPTED, searched=True
+        )
 
     def _makespan_phase(
         self, best: Candidate | None, bound: float, handwritten: Sequence[tuple[str, Schedule]]
@@ -387,7 +403,9 @@ class _Solve:
         stopped_by, reason = solved.stopped_by, solved.reason
         assert stopped_by is not None and reason is not None  # every result of a solve says why it ended
         assert solved.bound is not None and solved.time_to_best is not None  # as every result with a schedule
-        result = self._result(
+        result = schedule_result(
+            self.problem,
+            self.clock,
             dataclasses.replace(chosen, found_at=solved.time_to_best),
             None,
             max(solved.bound, problem.lower_bound()),
@@ -404,15 +422,19 @@ class _Solve:
         problem = self.problem
         if lead is not None and not self.options.deterministic and time.monotonic() >= self.options.deadline:
             late = "the time limit ran out before the search"
-            return self._result(lead, best, bound, StopReason.TIME_LIMIT, late, searched=True)
+            return schedule_result(
+                self.problem, self.clock, lead, best, bound, StopReason.TIME_LIMIT, late, searched=True
+            )
         model = build_model(
-            problem.instance,
-            objective=problem.objective,
-            split_backward=problem.split,
-            symmetry_breaking=problem.symmetry_breaking,
-            minimize_memory=problem.minimize_memory,
-            time_cap=problem.time_cap,
-            tuning=problem.tuning,
+            model_data(
+                problem.instance,
+                objective=problem.objective,
+                split_backward=problem.split,
+                symmetry_breaking=problem.symmetry_breaking,
+                minimize_memory=problem.minimize_memory,
+                time_cap=problem.time_cap,
+                tuning=problem.tuning,
+            )
         )
         objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound)
         start_value = None if lead is None else lead.value
@@ -438,24 +460,16 @@ class _Solve:
         if outcome.tick_optimum is not None and tick_value(model, chosen.schedule.orders()) <= outcome.tick_optimum:
             resolution = 1 / model.data.ticks_per_unit  # the order is optimal for the times in whole ticks
         ending = (outcome.stopped_by, outcome.reason)
-        return self._result(
-            chosen, best, outcome.bound, *ending, searched=True, time_to_first=first, resolution=resolution
-        )
-
-    def _result(
-        self,
-        chosen: Candidate,
-        start: Candidate | None,
-        bound: float,
-        stopped_by: StopReason,
-        reason: str,
-        searched: bool,
-        time_to_first: float | None = None,
-        resolution: float | None = None,
-    ) -> SolveResult:
-        """This solve's `schedule_result`: `chosen`, proven to `bound`, `start` the best start."""
         return schedule_result(
-            self.problem, self.clock, chosen, start, bound, stopped_by, reason, searched, time_to_first, resolution
+            self.problem,
+            self.clock,
+            chosen,
+            best,
+            outcome.bound,
+            *ending,
+            searched=True,
+            time_to_first=first,
+            resolution=resolution,
         )
 
     def _empty(

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 from ortools.sat.python.cp_model import IntVar
 
-from pipesat.models import Instance, Kind, Objective, OpKey, Pair, Step
-from pipesat.models.tuning import DEFAULT_TUNING, Tuning
+from pipesat.models import Instance, Kind, OpKey, Pair, Step
 from pipesat.solver.cpsat.constraints import (
     add_memory_limits,
     add_memory_precedences,
@@ -24,7 +23,7 @@ from pipesat.solver.cpsat.constraints import (
     add_precedences,
     add_symmetry_breaking,
 )
-from pipesat.solver.cpsat.data import ModelData, model_data
+from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.objective import add_time_cap, add_time_objective, set_minimized
 from pipesat.solver.cpsat.variables import ModelVariables, make_variables
 
@@ -43,28 +42,10 @@ class PipelineModel:
         return orders_from_starts(self.data.instance, starts, self.data.durations)
 
 
-def build_model(
-    instance: Instance,
-    *,
-    objective: Objective = Objective.MAKESPAN,
-    split_backward: bool = False,
-    symmetry_breaking: bool = True,
-    minimize_memory: bool = False,
-    time_cap: float | None = None,
-    tuning: Tuning = DEFAULT_TUNING,
-) -> PipelineModel:
-    """The model of `instance` minimising the time `objective` (makespan or max span) under its
+def build_model(data: ModelData) -> PipelineModel:
+    """The model of `data` (`model_data`): its time objective (makespan or max span) minimised under the
     memory limit, or with `minimize_memory` the memory capacity with the time objective at most
     `time_cap` (instance units) when given; `tuning`'s model fields choose its redundant constraints."""
-    data = model_data(
-        instance,
-        objective=objective,
-        split_backward=split_backward,
-        symmetry_breaking=symmetry_breaking,
-        minimize_memory=minimize_memory,
-        time_cap=time_cap,
-        tuning=tuning,
-    )
     model = cp_model.CpModel()
     variables = make_variables(model, data)
     add_precedences(model, data, variables)

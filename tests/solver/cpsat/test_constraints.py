@@ -18,7 +18,7 @@ SPLIT = {"num_devices": 3, "num_microbatches": 5, "weight_times": 1, "p2p_time":
 
 
 def _starts(data: dict, **options: object) -> tuple[dict[OpKey, int], PipelineModel]:
-    model = build_model(Instance.from_dict(data), split_backward=True, **options)
+    model = build_model(model_data(Instance.from_dict(data), split_backward=True, **options))
     status, solver = solve_model(model)
     assert status == cp_model.OPTIMAL
     return {key: solver.value(var) for key, var in model.variables.starts.items()}, model
@@ -112,7 +112,7 @@ def test_the_optimum_is_the_same_with_and_without_each_redundant_constraint(
     data |= {"forward_times": [1, 2] * chunks, "backward_times": [2, 1] * chunks, "memory_limit": limit * chunks}
     optima = []
     for on in (True, False):
-        model = build_model(Instance.from_dict(data), split_backward=True, tuning=Tuning(**{setting: on}))
+        model = build_model(model_data(Instance.from_dict(data), split_backward=True, tuning=Tuning(**{setting: on})))
         status, solver = solve_model(model)
         assert status == cp_model.OPTIMAL
         assert_valid(simulate(model.data.instance, model.orders(solver.value)))

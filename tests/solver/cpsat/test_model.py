@@ -6,6 +6,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 from pipesat.models import Instance, Objective, OpKey
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import PipelineModel, build_model, orders_from_starts
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import min_span_schedule
@@ -34,7 +35,7 @@ def solve_model(model: PipelineModel, **params: object) -> tuple[int, cp_model.C
 @pytest.mark.parametrize(("p", "m"), [(2, 3), (3, 4), (4, 4), (4, 6)])
 def test_fused_uniform_optimum_is_one_f_one_b(p: int, m: int) -> None:
     # The model alone, without hints or analytic bounds, proves (m + p - 1)(F + B).
-    model = build_model(_instance(num_devices=p, num_microbatches=m))
+    model = build_model(model_data(_instance(num_devices=p, num_microbatches=m)))
     status, solver = solve_model(model)
     assert status == cp_model.OPTIMAL
     assert solver.objective_value == (m + p - 1) * 3
@@ -45,7 +46,7 @@ def test_fused_uniform_optimum_is_one_f_one_b(p: int, m: int) -> None:
 def test_memory_limit_and_span_objective_in_the_model() -> None:
     # p=2, m=3, unit F/B/W, one microbatch of memory per device: only one microbatch in flight.
     instance = _instance(num_devices=2, num_microbatches=3, backward_times=1, weight_times=1, memory_limit=1)
-    model = build_model(instance, objective=Objective.SPAN, split_backward=True)
+    model = build_model(model_data(instance, objective=Objective.SPAN, split_backward=True))
     status, solver = solve_model(model)
     assert status == cp_model.OPTIMAL
     schedule = assert_valid(min_span_schedule(instance, model.orders(solver.value)))
@@ -55,7 +56,7 @@ def test_memory_limit_and_span_objective_in_the_model() -> None:
 
 def test_minimize_memory_with_a_time_cap() -> None:
     instance = _instance(num_devices=2, num_microbatches=3)
-    model = build_model(instance, minimize_memory=True, time_cap=12)
+    model = build_model(model_data(instance, minimize_memory=True, time_cap=12))
     status, solver = solve_model(model)
     assert status == cp_model.OPTIMAL
     schedule = assert_valid(simulate(instance, model.orders(solver.value)))
@@ -69,7 +70,7 @@ def test_the_model_with_and_without_symmetry_breaking_meets_brute_force(symmetry
     # The limit binds: the optimum is 15 under it and 11 without. (m = 3 took the brute force 2 minutes.)
     # Below 1.5 a forward also waits for the W before it (the tight memory precedences).
     instance = _instance(num_devices=2, num_microbatches=2, weight_times=1, p2p_time=0.5, memory_limit=limit)
-    model = build_model(instance, split_backward=True, symmetry_breaking=symmetry_breaking)
+    model = build_model(model_data(instance, split_backward=True, symmetry_breaking=symmetry_breaking))
     status, solver = solve_model(model)
     assert status == cp_model.OPTIMAL
     assert_valid(simulate(instance, model.orders(solver.value)))
@@ -86,4 +87,4 @@ def test_orders_from_starts_put_a_zero_length_w_first() -> None:
 
 def test_only_a_time_objective_builds_a_model() -> None:
     with pytest.raises(ValueError, match="makespan or span"):
-        build_model(_instance(), objective=Objective.MEMORY)
+        build_model(model_data(_instance(), objective=Objective.MEMORY))

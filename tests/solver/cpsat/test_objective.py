@@ -5,6 +5,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from pipesat.models import Instance, Objective
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import min_span_schedule
@@ -14,7 +15,7 @@ INSTANCE = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_
 
 
 def test_the_span_variables_are_each_devices_first_start_and_last_end() -> None:
-    model = build_model(INSTANCE, objective=Objective.SPAN, split_backward=True)
+    model = build_model(model_data(INSTANCE, objective=Objective.SPAN, split_backward=True))
     status, solver = solve_model(model)
     assert status == cp_model.OPTIMAL
     starts = {key: solver.value(var) for key, var in model.variables.starts.items()}
@@ -27,13 +28,13 @@ def test_the_span_variables_are_each_devices_first_start_and_last_end() -> None:
 
 
 def test_a_time_cap_below_the_optimum_is_infeasible() -> None:
-    optimum = build_model(INSTANCE, split_backward=True)
+    optimum = build_model(model_data(INSTANCE, split_backward=True))
     status, solver = solve_model(optimum)
     assert status == cp_model.OPTIMAL
     best = solver.objective_value / optimum.data.scale.time
-    capped = build_model(INSTANCE, split_backward=True, minimize_memory=True, time_cap=best - 0.5)
+    capped = build_model(model_data(INSTANCE, split_backward=True, minimize_memory=True, time_cap=best - 0.5))
     assert solve_model(capped)[0] == cp_model.INFEASIBLE
-    at_best = build_model(INSTANCE, split_backward=True, minimize_memory=True, time_cap=best)
+    at_best = build_model(model_data(INSTANCE, split_backward=True, minimize_memory=True, time_cap=best))
     status, solver = solve_model(at_best)
     assert status == cp_model.OPTIMAL
     assert solver.value(at_best.variables.time_objective) <= best * at_best.data.scale.time

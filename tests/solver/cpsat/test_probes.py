@@ -10,6 +10,7 @@ import pytest
 
 from pipesat.models import Tuning
 from pipesat.models.solve_result import StopReason
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import PipelineModel, build_model
 from pipesat.solver.cpsat.probes import Bisection, Outcome, Probe, bisect
 from pipesat.solver.cpsat.record import Record
@@ -110,7 +111,7 @@ CHUNKED = two_chunk_instance("vshape")
 
 @pytest.mark.parametrize("objective", ["makespan", "span"])
 def test_cpsat_probes_alone_prove_the_brute_force_optimum(objective: str) -> None:
-    model = build_model(CHUNKED, objective=objective)
+    model = build_model(model_data(CHUNKED, objective=objective))
     objective_range = warm_start(model, one_at_a_time_orders(CHUNKED, False))
     assert objective_range.upper is not None
     options = SearchOptions(
@@ -128,7 +129,7 @@ def test_cpsat_probes_alone_prove_the_brute_force_optimum(objective: str) -> Non
 
 def test_a_deterministic_search_does_not_probe(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="pipesat")
-    model = build_model(CHUNKED, objective="makespan")
+    model = build_model(model_data(CHUNKED, objective="makespan"))
     objective_range = warm_start(model, one_at_a_time_orders(CHUNKED, False))
     options = SearchOptions(
         workers=1, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() + 20, time_limit=20
@@ -142,7 +143,7 @@ def _zero_bubble_start(p: int, m: int, limit: str, name: str) -> tuple[PipelineM
     """The makespan model of p devices, m microbatches, F/B/W 2/3/1, p2p 1 under `limit`, hinted with
     the handwritten schedule `name`."""
     instance = make_instance(p, m, forward_times=2, backward_times=3, weight_times=1, p2p_time=1, memory_limit=limit)
-    model = build_model(instance, objective="makespan", split_backward=True)
+    model = build_model(model_data(instance, objective="makespan", split_backward=True))
     return model, warm_start(model, run_heuristic(name, instance).orders())
 
 

@@ -19,6 +19,7 @@ from pipesat.models import Instance
 from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat import child as child_module
 from pipesat.solver.cpsat.child import STOP_GRACE, Ended, Finished, Solution, run_search
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.search import _why_stopped, search
 from pipesat.solver.cpsat.search_parameters import SearchOptions, search_parameters
@@ -38,7 +39,7 @@ def _options(seconds: float = 10.0) -> SearchOptions:
 
 
 def test_search_reads_back_an_optimal_order_with_its_proof() -> None:
-    model = build_model(INSTANCE, split_backward=True)
+    model = build_model(model_data(INSTANCE, split_backward=True))
     warm_start(model, None)
     calls: list[tuple[float, float | None, float | None]] = []
     clock = time.monotonic()
@@ -52,7 +53,7 @@ def test_search_reads_back_an_optimal_order_with_its_proof() -> None:
 
 
 def test_search_says_when_the_model_is_infeasible() -> None:
-    model = build_model(INSTANCE, split_backward=True, minimize_memory=True, time_cap=1)
+    model = build_model(model_data(INSTANCE, split_backward=True, minimize_memory=True, time_cap=1))
     outcome = search(model, _options(), time.monotonic(), 0.0, None, None)
     assert outcome.infeasible and outcome.orders is None
 
@@ -65,7 +66,7 @@ def _deaf_child(*_: object) -> None:
 
 def test_a_child_deaf_to_the_stop_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(child_module, "_child", _deaf_child)
-    model = build_model(INSTANCE, split_backward=True)
+    model = build_model(model_data(INSTANCE, split_backward=True))
     started = time.monotonic()
     ended = run_search(model.cp_model, "", [], 0.2, lambda message: None)
     assert ended.finished is None and not ended.interrupted and ended.deadline
@@ -75,7 +76,7 @@ def test_a_child_deaf_to_the_stop_is_killed(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_finished_search_reports_its_status_and_leaves_no_process() -> None:
-    model = build_model(INSTANCE, split_backward=True)
+    model = build_model(model_data(INSTANCE, split_backward=True))
     messages: list[object] = []
     watched = list(model.variables.starts.values())
     ended = run_search(model.cp_model, "num_workers: 1", watched, 10, messages.append)
@@ -88,7 +89,7 @@ def test_a_finished_search_reports_its_status_and_leaves_no_process() -> None:
 
 
 def test_ctrl_c_in_a_progress_report_stops_the_child_and_keeps_the_best(hard_instance: Instance) -> None:
-    model = build_model(hard_instance, split_backward=True)
+    model = build_model(model_data(hard_instance, split_backward=True))
     warm_start(model, None)
     reports: list[float | None] = []
 
@@ -109,14 +110,14 @@ def test_ctrl_c_in_a_progress_report_stops_the_child_and_keeps_the_best(hard_ins
 
 
 def test_the_search_loop_polls_the_progress_while_it_waits() -> None:
-    model = build_model(INSTANCE, split_backward=True)
+    model = build_model(model_data(INSTANCE, split_backward=True))
     polls: list[None] = []
     ended = run_search(model.cp_model, "num_workers: 1", [], 10, lambda message: None, lambda: polls.append(None))
     assert ended.finished is not None and polls
 
 
 def test_ctrl_c_in_a_progress_refresh_stops_the_search(hard_instance: Instance) -> None:
-    model = build_model(hard_instance, split_backward=True)
+    model = build_model(model_data(hard_instance, split_backward=True))
 
     def interrupt() -> None:
         raise KeyboardInterrupt
@@ -127,7 +128,7 @@ def test_ctrl_c_in_a_progress_refresh_stops_the_search(hard_instance: Instance) 
 
 
 def test_a_search_is_stopped_when_stop_when_says_so(hard_instance: Instance) -> None:
-    model = build_model(hard_instance, split_backward=True)
+    model = build_model(model_data(hard_instance, split_backward=True))
     started = time.monotonic()
     ended = run_search(model.cp_model, "num_workers: 2", [], 30, lambda message: None, None, lambda: True)
     assert ended.stopped_early and not ended.deadline and not ended.interrupted
@@ -139,7 +140,7 @@ def test_cpsat_log_is_relayed_to_the_log_only_when_wanted(caplog: pytest.LogCapt
     text, _ = search_parameters(_options(), 10)
     assert not text_format.Parse(text, sat_parameters_pb2.SatParameters()).log_search_progress
     caplog.set_level(logging.DEBUG, logger="pipesat")
-    model = build_model(INSTANCE, split_backward=True)
+    model = build_model(model_data(INSTANCE, split_backward=True))
     outcome = search(model, _options(), time.monotonic(), 0.0, None, None)
     relayed = [record.getMessage() for record in caplog.records if record.name == child_module.LOG.name]
     assert any(line.startswith("CpSolverResponse") for line in relayed)
@@ -148,7 +149,7 @@ def test_cpsat_log_is_relayed_to_the_log_only_when_wanted(caplog: pytest.LogCapt
 
 
 def test_a_model_cpsat_refuses_says_why() -> None:
-    model = build_model(INSTANCE, split_backward=True)
+    model = build_model(model_data(INSTANCE, split_backward=True))
     model.cp_model.new_int_var(5, 2, "broken")
     outcome = search(model, _options(), time.monotonic(), 0.0, None, None)
     assert outcome.stopped_by == StopReason.MODEL_INVALID and outcome.orders is None
@@ -156,7 +157,7 @@ def test_a_model_cpsat_refuses_says_why() -> None:
 
 
 def test_a_child_killed_mid_search_says_how_it_ended(hard_instance: Instance) -> None:
-    model = build_model(hard_instance, split_backward=True)
+    model = build_model(model_data(hard_instance, split_backward=True))
 
     def kill(*_: object) -> None:
         for child in multiprocessing.active_children():
@@ -184,7 +185,9 @@ def test_a_search_whose_parent_is_killed_ends_too(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(cp_model.CpSolver, "solve", lambda *_: time.sleep(60))
     context = multiprocessing.get_context("fork")
     pids = context.SimpleQueue()
-    parent = context.Process(target=_search_reporting_its_child, args=(build_model(INSTANCE).cp_model, pids))
+    parent = context.Process(
+        target=_search_reporting_its_child, args=(build_model(model_data(INSTANCE)).cp_model, pids)
+    )
     parent.start()
     child = pids.get()
     os.kill(parent.pid or 0, signal.SIGKILL)
@@ -205,7 +208,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_child_that_dies_says_what_it_last_wrote() -> None:
-    model = build_model(INSTANCE, split_backward=True)
+    model = build_model(model_data(INSTANCE, split_backward=True))
     beyond = SimpleNamespace(index=10**6)  # a variable the model lacks: the child raises, its traceback on stderr
     ended = run_search(model.cp_model, "num_workers: 1", [beyond], 10, lambda message: None)  # type: ignore[list-item]
     assert ended.finished is None and ended.how_ended is not None

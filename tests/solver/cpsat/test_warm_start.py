@@ -8,6 +8,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 from pipesat.models import Instance, Objective
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.warm_start import add_hint, tick_starts, tick_value, warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
@@ -39,7 +40,7 @@ def test_every_heuristic_gives_a_complete_feasible_hint(instance: Instance, obje
     for name, schedule in handwritten_schedules(instance):
         if instance.over_limit(compute_metrics(schedule).peak_memory):
             continue
-        model = build_model(instance, objective=objective, split_backward=schedule.split_backward)
+        model = build_model(model_data(instance, objective=objective, split_backward=schedule.split_backward))
         starts, _ = tick_starts(model, schedule.orders())
         value = add_hint(model, starts)
         proto = model.cp_model.proto
@@ -58,7 +59,7 @@ def test_every_heuristic_gives_a_complete_feasible_hint(instance: Instance, obje
 
 def test_a_memory_hint_carries_the_capacity() -> None:
     instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 3})
-    model = build_model(instance, minimize_memory=True)
+    model = build_model(model_data(instance, minimize_memory=True))
     orders = dict(handwritten_schedules(instance))["1f1b"].orders()
     starts, capacity = tick_starts(model, orders)
     assert capacity == 2 * model.data.scale.memory
@@ -69,7 +70,7 @@ def test_a_memory_hint_carries_the_capacity() -> None:
 
 def test_warm_start_bounds_the_objective_between_the_lower_bound_and_the_hint() -> None:
     instance = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "backward_times": 3, "p2p_time": 0.5})
-    model = build_model(instance)
+    model = build_model(model_data(instance))
     orders = dict(handwritten_schedules(instance))["1f1b"].orders()
     warm_start(model, orders)
     constraints = model.cp_model.proto.constraints
@@ -83,12 +84,15 @@ def test_warm_start_bounds_the_objective_between_the_lower_bound_and_the_hint() 
 
 
 def test_a_bound_proven_elsewhere_narrows_the_range_only_where_the_times_are_exact() -> None:
-    exact = build_model(Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "p2p_time": 0.5}))
-    analytic = warm_start(build_model(exact.data.instance), None).lower
+    exact = build_model(model_data(Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "p2p_time": 0.5})))
+    analytic = warm_start(build_model(model_data(exact.data.instance)), None).lower
     assert warm_start(exact, None, floor=analytic / exact.data.scale.time + 2.25).lower == analytic + 5
     # Times floored to ticks: a schedule's value in ticks can be below its value, so a bound on the
     # value is no bound on the model's range.
     times = {"forward_times": [math.pi, 2.0, math.e], "backward_times": [3 * math.sqrt(2), 5, 4], "p2p_time": 0.1234567}
-    inexact = build_model(Instance.from_dict({"num_devices": 3, "num_microbatches": 5, **times}))
+    inexact = build_model(model_data(Instance.from_dict({"num_devices": 3, "num_microbatches": 5, **times})))
     assert not inexact.data.scale.exact_time
-    assert warm_start(inexact, None, floor=1000.0).lower == warm_start(build_model(inexact.data.instance), None).lower
+    assert (
+        warm_start(inexact, None, floor=1000.0).lower
+        == warm_start(build_model(model_data(inexact.data.instance)), None).lower
+    )
