@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 import pytest
 from google.protobuf import text_format
@@ -21,28 +22,39 @@ from pipesat.solver.cpsat.search_parameters import (
 SMALL_OPS = Tuning().proof_small_ops
 
 
+def _options(workers: int, *, deterministic: bool = False, seconds: float = 10, **changes: Any) -> SearchOptions:
+    """Search options for `workers` with `seconds` to search from now (seed 0, no gap target)."""
+    return SearchOptions(
+        **{
+            "workers": workers,
+            "seed": 0,
+            "deterministic": deterministic,
+            "gap": 0.0,
+            "deadline": time.monotonic() + seconds,
+            "time_limit": seconds,
+            **changes,
+        }
+    )
+
+
 def test_a_deterministic_search_spends_its_time_limit_whatever_the_wall_clock_left() -> None:
     # A busy machine that reaches the search late (here: past its deadline) must not search less.
-    late = SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() - 5, time_limit=3.0)
+    late = _options(2, deterministic=True, seconds=3.0, deadline=time.monotonic() - 5)
     on_time = dataclasses.replace(late, deadline=time.monotonic() + 3)
     budgets = {_parsed(options, 40).max_deterministic_time for options in (late, on_time)}
     assert len(budgets) == 1 and 2.5 < budgets.pop() <= 3.0
 
 
 def test_a_phase_shares_the_time_limit_when_deterministic_and_the_wall_time_left_otherwise() -> None:
-    late = SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() - 5, time_limit=3.0)
+    late = _options(2, deterministic=True, seconds=3.0, deadline=time.monotonic() - 5)
     assert late.share(1 / 3).time_limit == pytest.approx(1.0)
-    timed = SearchOptions(
-        workers=2, seed=0, deterministic=False, gap=0.0, deadline=time.monotonic() + 30, time_limit=3.0
-    ).share(0.5)
+    timed = _options(2, seconds=3.0, deadline=time.monotonic() + 30).share(0.5)
     assert 14 < timed.time_limit <= 15 and timed.deadline - time.monotonic() <= 15
 
 
 def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
 
-    options = SearchOptions(
-        workers=1, seed=0, deterministic=True, gap=0.0, deadline=time.monotonic() + 100, time_limit=100, wall_factor=2.0
-    )
+    options = _options(1, deterministic=True, seconds=100, wall_factor=2.0)
     text, seconds = search_parameters(options, 10)
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
     assert params.max_deterministic_time > 50
@@ -51,15 +63,7 @@ def test_deterministic_time_is_capped_by_the_wall_factor() -> None:
 
 def test_expert_parameters_come_after_pipesats_but_the_deadline_stays() -> None:
     expert = 'num_workers: 3\nmax_time_in_seconds: 500\nextra_subsolvers: "max_lp"\n'
-    options = SearchOptions(
-        workers=1,
-        seed=0,
-        deterministic=False,
-        gap=0.0,
-        deadline=time.monotonic() + 10,
-        time_limit=10,
-        cpsat_params=expert,
-    )
+    options = _options(1, cpsat_params=expert)
     text, seconds = search_parameters(options, 10)
     params = text_format.Parse(text, sat_parameters_pb2.SatParameters())
     assert params.num_workers == 3 and params.max_time_in_seconds == 500
@@ -71,27 +75,24 @@ def _parsed(options: SearchOptions, num_ops: int = 10) -> sat_parameters_pb2.Sat
 
 
 def test_two_workers_add_the_objective_lower_bound_search() -> None:
-    deadline = time.monotonic() + 10
     small = _parsed(
-        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+        _options(2),
         SMALL_OPS,
     )
     assert small.num_workers == 2 and small.num_full_subsolvers == 2
     assert list(small.extra_subsolvers) == ["objective_lb_search"]
     large = _parsed(
-        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+        _options(2),
         SMALL_OPS + 1,
     )
     assert large.num_workers == 3 and not large.num_full_subsolvers
     assert list(large.extra_subsolvers) == ["objective_lb_search"]
     for options in (
-        SearchOptions(workers=1, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
-        SearchOptions(workers=4, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+        _options(1),
+        _options(4),
     ):
         assert _parsed(options).num_workers == options.workers and not _parsed(options).extra_subsolvers
-    deterministic = _parsed(
-        SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=deadline, time_limit=10)
-    )
+    deterministic = _parsed(_options(2, deterministic=True))
     # One worker whatever the options say: CP-SAT's interleaved two-worker search is not reproducible
     # on a loaded machine.
     assert deterministic.num_workers == 1 and not deterministic.extra_subsolvers
@@ -99,9 +100,8 @@ def test_two_workers_add_the_objective_lower_bound_search() -> None:
 
 
 def test_a_probe_on_two_workers_runs_default_lp_and_the_precedence_search_with_and_without_strong_propagation() -> None:
-    deadline = time.monotonic() + 10
     text, _ = search_parameters(
-        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
+        _options(2),
         10,
         5.0,
         probe=True,
@@ -118,21 +118,11 @@ def test_a_probe_on_two_workers_runs_default_lp_and_the_precedence_search_with_a
     assert strong.use_strong_propagation_in_disjunctive
     # default_lp stays as CP-SAT has it, and so does every search that minimises
     assert not params.use_dynamic_precedence_in_disjunctive and not params.use_strong_propagation_in_disjunctive
-    assert not _parsed(
-        SearchOptions(workers=2, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10)
-    ).use_strong_propagation_in_disjunctive
+    assert not _parsed(_options(2)).use_strong_propagation_in_disjunctive
     for options in (
-        SearchOptions(workers=4, seed=0, deterministic=False, gap=0.0, deadline=deadline, time_limit=10),
-        SearchOptions(workers=2, seed=0, deterministic=True, gap=0.0, deadline=deadline, time_limit=10),
-        SearchOptions(
-            workers=2,
-            seed=0,
-            deterministic=False,
-            gap=0.0,
-            deadline=deadline,
-            time_limit=10,
-            cpsat_params='extra_subsolvers: "max_lp"\n',
-        ),
+        _options(4),
+        _options(2, deterministic=True),
+        _options(2, cpsat_params='extra_subsolvers: "max_lp"\n'),
     ):
         other = text_format.Parse(
             search_parameters(options, 10, 5.0, probe=True)[0], sat_parameters_pb2.SatParameters()
@@ -142,27 +132,7 @@ def test_a_probe_on_two_workers_runs_default_lp_and_the_precedence_search_with_a
 
 def test_an_expert_who_chooses_subsolvers_replaces_the_proof_portfolio() -> None:
     expert = 'extra_subsolvers: "max_lp"\n'
-    params = _parsed(
-        SearchOptions(
-            workers=2,
-            seed=0,
-            deterministic=False,
-            gap=0.0,
-            deadline=time.monotonic() + 10,
-            time_limit=10,
-            cpsat_params=expert,
-        )
-    )
+    params = _parsed(_options(2, cpsat_params=expert))
     assert params.num_workers == 2 and list(params.extra_subsolvers) == ["max_lp"]
-    unrelated = _parsed(
-        SearchOptions(
-            workers=2,
-            seed=0,
-            deterministic=False,
-            gap=0.0,
-            deadline=time.monotonic() + 10,
-            time_limit=10,
-            cpsat_params="linearization_level: 2\n",
-        )
-    )
+    unrelated = _parsed(_options(2, cpsat_params="linearization_level: 2\n"))
     assert list(unrelated.extra_subsolvers) == ["objective_lb_search"] and unrelated.linearization_level == 2
