@@ -66,6 +66,7 @@ OVERRIDES = (
     "training.global_batch",
     "training.tensor_parallel",
     "training.expert_parallel",
+    "training.schedules",
 )
 """The spec keys an option overrides (`--gpus` for `cluster.gpus`)."""
 LIMITS = {
