@@ -224,3 +224,10 @@ def test_schedules_restricts_the_plan(spec_file: Path) -> None:
     document = json.loads(cli_ok(run_cli("plan", spec_file, *FAST, "--schedules", "1f1b", "--format", "json")))
     assert {row["placement"] for row in document["configurations"]} == {"linear"}
     assert all(row["schedule"] in (None, "1F1B", "1F1B with W split out") for row in document["configurations"])
+
+
+def test_the_readme_shows_predict_as_it_prints() -> None:
+    text = (ROOT / "README.md").read_text()
+    command = '$ pipesat plan instances/plan/gpt-1.3b-16gpu.yaml --predict "t1 p2 d8 interleaved v13 b2 m4 zero1"\n'
+    shown = text[text.index(command) + len(command) :].split("```")[0]
+    assert cli_ok(run_cli("plan", README_SPEC, "--predict", "t1 p2 d8 interleaved v13 b2 m4 zero1")) == shown
