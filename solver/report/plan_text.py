@@ -6,11 +6,10 @@ Words and numbers only; `solver.plan.search` computed every one of them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from pipesat.models.plan_result import PART_NAMES, ConfigResult, Configuration, Measure, Outcome, PlanResult
 from pipesat.models.units import GIB
-from pipesat.solver.plan.predict import Prediction
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
 NOT_FINISHED = {Outcome.UNSEARCHED: "not searched", Outcome.UNFINISHED: "not assessed"}
@@ -256,7 +255,28 @@ def progress_text(phase: str, done: int, total: int, best_ms: float | None, elap
 PREDICT_FORMAT = "pipesat-predict/1"
 
 
-def predict_lines(prediction: Prediction) -> list[str]:
+class PredictedRun(Protocol):
+    """What a report of one configuration as it runs reads (`solver.plan.predict.Prediction` is one):
+    the configuration, its handwritten schedule's name, the measure, the memory a GPU may use, and why
+    the plan would refuse it by memory, its activations exceed a budget, the search leaves it out."""
+
+    @property
+    def config(self) -> Configuration: ...
+    @property
+    def made_by(self) -> str: ...
+    @property
+    def measure(self) -> Measure: ...
+    @property
+    def usable_memory(self) -> float: ...
+    @property
+    def refusal(self) -> str: ...
+    @property
+    def over_budget(self) -> str: ...
+    @property
+    def outside_search(self) -> str: ...
+
+
+def predict_lines(prediction: PredictedRun) -> list[str]:
     """A configuration predicted as it runs (`plan --predict`): what it is and runs, its iteration, where
     the time goes, and why the plan would refuse it or its search leaves it out."""
     measure = prediction.measure
@@ -269,7 +289,7 @@ def predict_lines(prediction: Prediction) -> list[str]:
     return lines
 
 
-def _prediction_notes(prediction: Prediction) -> list[tuple[str, str]]:
+def _prediction_notes(prediction: PredictedRun) -> list[tuple[str, str]]:
     return [
         ("refused by the plan's memory model", prediction.refusal),
         ("over its activation budget", prediction.over_budget),
@@ -277,7 +297,7 @@ def _prediction_notes(prediction: Prediction) -> list[tuple[str, str]]:
     ]
 
 
-def predict_document(prediction: Prediction) -> dict[str, Any]:
+def predict_document(prediction: PredictedRun) -> dict[str, Any]:
     """A configuration predicted as it runs, for programs (`plan --predict --format json`)."""
     return {
         "format": PREDICT_FORMAT,
