@@ -475,7 +475,7 @@ BAD_COMMANDS = [
     BadCommand(
         "plan-predict-not-a-configuration",
         (*PLAN, "--predict", "t1 p4 d1 b1 m4 fast"),
-        "--predict: 'fast' is not a word of a configuration",
+        "'fast' is not a word of a configuration",
     ),
     BadCommand(
         "plan-predict-schedule-not-served",

@@ -7,6 +7,6 @@ tokens/s, MFU and memory per GPU; `search` is the exact pruning loop (heuristics
 bounds, CP-SAT where a configuration may still win), `tasks` the work on one configuration that it
 hands out (bound, assess, solve) and `progress` its progress reports; `executors` run its
 independent tasks in a local process pool or on a Ray cluster. `schedules` is what
-`training.schedules` allows, and `predict` one configuration as it runs (`plan --predict`).
+`training.schedules` allows, and `predict` one configuration as it runs (`plan`'s predict option).
 docs/plan.md explains all of it.
 """

@@ -1,4 +1,4 @@
-"""One configuration predicted as it runs (`pipesat plan --predict`): its handwritten schedule as
+"""One configuration predicted as it runs (`pipesat plan`'s predict option): its handwritten schedule as
 configured, no search, through the plan's own code (`space.description`, `from_model.derive`,
 `measure`), the way a user checks the plan against their own run.
 
@@ -85,10 +85,10 @@ def parse_configuration(text: str) -> tuple[Configuration, str | None]:
         elif schedule is None and numbered is None and _is_schedule(word):
             schedule = word
         else:
-            raise InputError(f"--predict: {word!r} is not a word of a configuration ({GRAMMAR})")
+            raise InputError(f"{word!r} is not a word of a configuration ({GRAMMAR})")
     missing = [name for name in ("t", "p", "d", "b", "m") if name not in numbers]
     if missing:
-        raise InputError(f"--predict {text!r} gives no {', '.join(missing)}; write it as {GRAMMAR}")
+        raise InputError(f"{text!r} gives no {', '.join(missing)}; write it as {GRAMMAR}")
     placement = placement or ("interleaved" if numbers.get("v", 1) > 1 else "linear")
     chunks = numbers.get("v", 2 if placement in ("vshape", "bidirectional", "interleaved") else 1)
     config = Configuration(

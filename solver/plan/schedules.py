@@ -1,4 +1,4 @@
-"""The schedules a plan may use (`training.schedules`, `--schedules`): which names it takes, which
+"""The schedules a plan may use (`training.schedules`, or the option of its name): which names it takes, which
 placements each runs, and the handwritten schedules of a configuration the restriction allows.
 
 A restriction names handwritten schedules as `pipesat schedule` knows them (`1f1b`, `interleaved`,

@@ -1,5 +1,5 @@
 """How a plan reads: the ranked table, the summary lines, the JSON document and the progress line; and
-a configuration predicted as it runs (`plan --predict`), in lines and as a document.
+a configuration predicted as it runs (`plan`'s predict option), in lines and as a document.
 
 Words and numbers only; `solver.plan.search` computed every one of them.
 """
@@ -277,7 +277,7 @@ class PredictedRun(Protocol):
 
 
 def predict_lines(prediction: PredictedRun) -> list[str]:
-    """A configuration predicted as it runs (`plan --predict`): what it is and runs, its iteration, where
+    """A configuration predicted as it runs (`plan`'s predict option): what it is and runs, its iteration, where
     the time goes, and why the plan would refuse it or its search leaves it out."""
     measure = prediction.measure
     lines = [
@@ -298,7 +298,7 @@ def _prediction_notes(prediction: PredictedRun) -> list[tuple[str, str]]:
 
 
 def predict_document(prediction: PredictedRun) -> dict[str, Any]:
-    """A configuration predicted as it runs, for programs (`plan --predict --format json`)."""
+    """A configuration predicted as it runs, for programs (`plan`'s predict option, JSON)."""
     return {
         "format": PREDICT_FORMAT,
         "units": {"time": "ms", "memory": "B", "throughput": "tokens/s"},
