@@ -1,8 +1,8 @@
 """pipesat: optimal pipeline-parallel training schedules with OR-Tools CP-SAT.
 
 The public Python API. An instance says what is scheduled; a handwritten schedule, `solve` (CP-SAT,
-with its proof), `compare`, the Pareto studies and `plan` make schedules; every schedule that leaves
-pipesat has passed `validate`. `torch_schedule` hands a schedule to `torch.distributed.pipelining`
+with its proof), `compare`, the Pareto studies and `plan` make schedules (`predict`: one configuration
+of a plan as it runs); every schedule that leaves pipesat has passed `validate`. `torch_schedule` hands a schedule to `torch.distributed.pipelining`
 (the `torch` extra). The repository's folders `models/` (the nouns) and `solver/` (the verbs) are the
 subpackages `pipesat.models` and `pipesat.solver`; `pipesat.cli` is the command line. `with
 show_log(): ...` prints what the solves decide and CP-SAT's own search log (the `pipesat` loggers).
@@ -31,6 +31,7 @@ from pipesat.solver.evaluate.validator import Rule, Violation, ensure_valid, val
 from pipesat.solver.heuristics import all_heuristics, run_heuristic
 from pipesat.solver.io.schedule_file import load_schedule, save_schedule
 from pipesat.solver.plan.executors import LocalExecutor, RayExecutor
+from pipesat.solver.plan.predict import Prediction, parse_configuration, predict
 from pipesat.solver.plan.search import plan
 from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.solve import solve
@@ -56,6 +57,7 @@ __all__ = [
     "PipesatError",
     "PlanResult",
     "PlanSpec",
+    "Prediction",
     "RayExecutor",
     "Rule",
     "Schedule",
@@ -76,7 +78,9 @@ __all__ = [
     "load_spec",
     "pareto_frontier",
     "pareto_sweep",
+    "parse_configuration",
     "plan",
+    "predict",
     "run_heuristic",
     "save_schedule",
     "show_log",

@@ -1,8 +1,9 @@
 """Hold the cost model against published training runs: predicted vs measured throughput and memory.
 
 Every run of benchmarks/data/published_runs.yaml is predicted through the code a plan uses: the
-run's pinned configuration becomes a plan spec with one value in every searched list, the plan's
-description of that configuration (`space.description`) is derived (`from_model.derive`), the
+run's pinned configuration becomes a plan spec with one value in every searched list, and the plan
+predicts that configuration as it ran (`solver.plan.predict`, what `pipesat plan --predict` runs):
+the plan's description of it (`space.description`) is derived (`from_model.derive`), the
 schedule the run used (1F1B, or Megatron's interleaved 1F1B with its v) is built by the handwritten
 heuristic and validated, and `measure` turns it into an iteration time. The iteration time is then
 put in the source's own convention (seconds an iteration, hardware TFLOP/s counting recomputation,
@@ -38,18 +39,17 @@ from typing import Any
 
 import yaml
 
-from pipesat.models import InputError, Instance, PipesatError, Schedule
+from pipesat.models import InputError, PipesatError, Schedule
 from pipesat.models.plan_result import Configuration, Measure
 from pipesat.models.units import GIB, MIB
 from pipesat.solver.evaluate.metrics import compute_metrics
-from pipesat.solver.evaluate.validator import ensure_valid
-from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.instances.from_model import Derivation, Description, derive
 from pipesat.solver.instances.gpus import CATALOGUE
-from pipesat.solver.plan.measure import measure, model_flops
+from pipesat.solver.plan.measure import model_flops
+from pipesat.solver.plan.predict import configured_schedule, unbounded
+from pipesat.solver.plan.predict import predict as predict_configuration
 from pipesat.solver.plan.space import description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, spec_from_dict
-from pipesat.solver.plan.tasks import activation_refusal
 from pipesat.solver.report.tables import Column, format_percent, format_rows
 
 DATA = Path(__file__).resolve().parent / "data" / "published_runs.yaml"
@@ -306,25 +306,6 @@ def run_description(spec: PlanSpec, config: Configuration, run: Run) -> Descript
     return dataclasses.replace(planned, pipeline=pipeline)
 
 
-def timed_schedule(run: Run, instance: Instance) -> Schedule:
-    """The run's schedule of `instance`, validated (budgets apart: whether it fits is `over_budget`'s)."""
-    return ensure_valid(run_heuristic(run.schedule, instance.with_limit(None)))
-
-
-def over_budget(instance: Instance, schedule: Schedule) -> str:
-    """Why the run's own schedule does not fit its budgets as the model counts them ('' when it does;
-    the plan would then choose another schedule)."""
-    peaks = compute_metrics(schedule).peak_memory
-    over = instance.over_limit(peaks)
-    if not over or instance.memory_limit is None:
-        return ""
-    device = over[0]
-    return (
-        f"device {device} peaks at {peaks[device] / 1024:.1f} GiB of activations, "
-        f"its budget is {instance.memory_limit[device] / 1024:.1f} GiB"
-    )
-
-
 @dataclass(frozen=True)
 class Iteration:
     """One run through the plan's code: its spec and configuration, the derivation, the validated
@@ -341,24 +322,12 @@ class Iteration:
 
 
 def iteration(run: Run) -> Iteration:
-    """The run's iteration as the plan measures it (module notes). A configuration the plan refuses
-    by memory is measured without a memory budget."""
+    """The run's iteration as the plan predicts one configuration (`solver.plan.predict`, module
+    notes): its own schedule, measured without a memory budget where the plan refuses it by memory."""
     spec, config = plan_spec(run), configuration(run)
-    planned = run_description(spec, config, run)
-    try:
-        derivation = derive(planned, name=run.name)
-        refused = activation_refusal(derivation.instance)
-    except PipesatError as error:
-        refused = f"model state: {error}"
-        derivation = derive(unbounded(planned), name=run.name)
-    schedule = timed_schedule(run, derivation.instance)
-    over = over_budget(derivation.instance, schedule)
-    return Iteration(spec, config, derivation, schedule, measure(spec, config, derivation, schedule), refused, over)
-
-
-def unbounded(planned: Description) -> Description:
-    """The description without a GPU memory: no activation budgets, nothing refused by memory."""
-    return dataclasses.replace(planned, hardware=dataclasses.replace(planned.hardware, gpu_memory=0.0))
+    described = run_description(spec, config, run)
+    found = predict_configuration(spec, config, run.schedule, described=described, name=run.name)
+    return Iteration(spec, config, found.derivation, found.schedule, found.measure, found.refusal, found.over_budget)
 
 
 def outside_plan_space(spec: PlanSpec, config: Configuration) -> str:
@@ -424,7 +393,7 @@ def memory_gib(run: Run, found: Iteration) -> dict[str, float]:
         spec = found.spec
         plain = dataclasses.replace(spec, training=dataclasses.replace(spec.training, sequence_parallel=False))
         described = run_description(plain, dataclasses.replace(found.config, recompute="none"), run)
-        peaks = compute_metrics(timed_schedule(run, derive(unbounded(described)).instance)).peak_memory
+        peaks = compute_metrics(configured_schedule(run.schedule, derive(unbounded(described)).instance)).peak_memory
         amounts["activations_no_recompute"] = max(peaks) * MIB / GIB
     return amounts
 

@@ -3,8 +3,9 @@
 Every layout of benchmarks/data/measured_sweeps.yaml is predicted as it ran, through the code a
 plan uses and the way benchmarks/bench_cost_model.py predicts a published run (its functions, not a
 copy): the layout becomes a plan spec with one value in every searched list and the source's
-cluster (`space.description`, `from_model.derive`), the run's own schedule (1F1B) is built by the
-handwritten heuristic and validated, and `measure` gives its iteration time. Each layout is
+cluster, and the plan predicts it as it ran (`solver.plan.predict`, what `pipesat plan --predict`
+runs: `space.description`, `from_model.derive`, the run's own schedule, 1F1B, built by the
+handwritten heuristic and validated, and `measure` for its iteration time). Each layout is
 predicted alone, so that every layout gets a number; the plan would consider it unless it refuses
 it by memory or its space leaves it out (tensor parallelism over nodes, say). Nothing is tuned per
 sweep: each GPU type has its catalogue setting.

@@ -38,6 +38,7 @@ from pipesat.solver.instances.from_model import derive
 from pipesat.solver.io.schedule_file import save_schedule
 from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.measure import iteration_lines
+from pipesat.solver.plan.predict import parse_configuration, predict
 from pipesat.solver.plan.progress import PlanProgress
 from pipesat.solver.plan.search import PlanOptions, plan
 from pipesat.solver.plan.space import PlanLimits, description, enumerate_space
@@ -49,6 +50,8 @@ from pipesat.solver.report.plan_text import (
     plan_document,
     plan_rows,
     plan_summary,
+    predict_document,
+    predict_lines,
     progress_text,
 )
 from pipesat.solver.report.tables import format_rows
@@ -66,6 +69,7 @@ OVERRIDES = (
     "training.global_batch",
     "training.tensor_parallel",
     "training.expert_parallel",
+    "training.schedules",
 )
 """The spec keys an option overrides (`--gpus` for `cluster.gpus`)."""
 LIMITS = {
@@ -106,6 +110,12 @@ def _limit_options() -> list[Any]:
     "--explain",
     is_flag=True,
     help="Print how every number of the best configuration was derived: its instance and its iteration.",
+)
+@click.option(
+    "--predict",
+    metavar="CONFIGURATION",
+    help="Predict this one configuration as it runs, its handwritten schedule as configured, no search "
+    "(`t4 p2 d8 interleaved v2 b1 m16 full-recompute zero1 [SCHEDULE]`, as the table writes it; docs/plan.md).",
 )
 @FORMAT_OPTION
 @output_option("Picture file (.png, .svg, .pdf): throughput against memory per GPU.")
@@ -153,6 +163,9 @@ def plan_command(spec_file: Path, **options: Any) -> None:
     calibration = None if options["calibration"] is None else load_calibration(options["calibration"])
     if calibration is not None:
         calibration.check_training(spec.training)
+    if options["predict"] is not None:
+        _predict(spec, options, calibration)
+        return
     space = enumerate_space(spec, dataclass_from_options(PlanLimits, options))
     fmt = options["fmt"]
     if fmt == "json":
@@ -184,6 +197,30 @@ def plan_command(spec_file: Path, **options: Any) -> None:
         _report(result, options, notes)
     finally:
         executor.close()  # after the report: a Ray started here takes a second to stop
+
+
+def _predict(spec: PlanSpec, options: dict[str, Any], calibration: Calibration | None) -> None:
+    """`--predict`: the configuration as it runs, in lines or its JSON document (`--explain`: how its
+    instance was derived and its iteration); `--save-best` writes its schedule."""
+    config, schedule = parse_configuration(options["predict"])
+    prediction = predict(spec, config, schedule, calibration=calibration)
+    if options["fmt"] == "json":
+        give_stdout_to_data()
+        click.echo(json.dumps(predict_document(prediction), indent=1))
+    else:
+        for line in predict_lines(prediction):
+            click.echo(line)
+    if options["explain"]:
+        described = description(spec, config)
+        lines = [
+            f"how {config.label} was derived:",
+            *explain(described, prediction.derivation),
+            *iteration_lines(spec, config, prediction.derivation, prediction.schedule),
+        ]
+        click.echo("\n".join(lines), err=options["fmt"] == "json")
+    if options["save_best"] is not None:
+        save_schedule(prediction.schedule, options["save_best"])
+        click.echo(f"schedule: {options['save_best']}", err=options["fmt"] == "json")
 
 
 def _measured_line(spec: PlanSpec, result: PlanResult, calibration: Calibration) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from pipesat.solver.plan.schedules import SCHEDULE_NAMES
 from tests.solver.plan.conftest import TINY
 
 BASE: dict[str, Any] = {"num_devices": 2, "num_microbatches": 3}
@@ -336,6 +337,11 @@ BAD_SPACES = [
         "add full to training.recompute, or drop training.recompute_layers",
     ),
     BadSpace(
+        "schedules-unknown",
+        {"training": {"schedules": ["1f1b", "fast"]}},
+        f"training.schedules must be a list of schedules out of {', '.join(SCHEDULE_NAMES)}, got ['1f1b', 'fast']",
+    ),
+    BadSpace(
         "dense-layers-all",
         {"model": {"experts": 4, "dense_layers": 8}},
         "dense_layers 8 leaves none of the 8 layers a mixture of experts; give fewer, or experts 0",
@@ -462,6 +468,25 @@ BAD_COMMANDS = [
         ("--max-ops", "50", *PLAN),
         "the largest pipeline, t1 p4 d1 interleaved v2 b1 m4: 96 ops (4 devices x 2 chunks x 4 microbatches x 3 kinds) "
         "is more than the limit of 50",
+    ),
+    BadCommand(
+        "plan-schedules-unknown", (*PLAN, "--schedules", "1f1b,fast"), "--schedules must be a list of schedules"
+    ),
+    BadCommand(
+        "plan-predict-gpus",
+        (*PLAN, "--predict", "t1 p2 d1 b1 m4"),
+        "t1 p2 d1 linear b1 m4: t·cp·p·d = 2 GPUs, the cluster has 4 (--gpus)",
+    ),
+    BadCommand("plan-predict-m-not-whole", (*PLAN, "--predict", "t1 p1 d4 b3 m1"), "with d4 b3, 12 does not divide it"),
+    BadCommand(
+        "plan-predict-not-a-configuration",
+        (*PLAN, "--predict", "t1 p4 d1 b1 m4 fast"),
+        "'fast' is not a word of a configuration",
+    ),
+    BadCommand(
+        "plan-predict-schedule-not-served",
+        (*PLAN, "--predict", "t1 p4 d1 b1 m4 dualpipe"),
+        "DualPipe: needs chunks 2 with bidirectional placement",
     ),
     BadCommand("plan-workers-1000", (*PLAN, "--workers", "1000"), "1000 is not in the range 1<=x<=256"),
     BadCommand("plan-jobs-1000", (*PLAN, "--jobs", "1000"), "1000 is not in the range 1<=x<=256"),

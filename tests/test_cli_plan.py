@@ -188,3 +188,44 @@ def test_a_signal_ends_the_plan_with_the_ranking_so_far(
     time.sleep(0.5)
     left = subprocess.run(["ps", "-o", "pid=", "-g", str(process.pid)], capture_output=True, text=True).stdout
     assert left.split() == []  # no worker outlives the plan
+
+
+README_SPEC = ROOT / "instances/plan/gpt-1.3b-16gpu.yaml"
+
+
+def test_predict_gives_one_configuration_as_it_runs_in_text_and_json(tmp_path: Path) -> None:
+    saved = tmp_path / "predicted.json"
+    out = cli_ok(run_cli("plan", README_SPEC, "--predict", "t2 p2 d4 b2 m8 zero1", "--save-best", saved))
+    lines = out.splitlines()
+    assert lines[0] == "predicted: t2 p2 d4 linear b2 m8 zero1, 1F1B as configured (no search)"
+    assert lines[1].startswith("iteration: ") and lines[1].endswith("GiB per GPU of 36.0 GiB usable")
+    assert lines[2].startswith("where the time goes: compute ")
+    assert validate(load_schedule(saved)) == []
+    result = run_cli("plan", README_SPEC, "--predict", "t2 p2 d4 b2 m8 zero1", "--format", "json")
+    document = json.loads(cli_ok(result))
+    assert document["format"] == "pipesat-predict/1" and document["configuration"] == "t2 p2 d4 linear b2 m8 zero1"
+    assert (document["schedule"], document["fits"], document["refusal"]) == ("1f1b", True, "")
+    assert f"iteration: {document['iteration_ms']:.1f} ms an iteration" in lines[1]
+    parts = [document[key] for key in ("compute_ms", "recompute_ms", "tensor_parallel_ms", "expert_parallel_ms")]
+    parts += [document[key] for key in ("data_parallel_ms", "pipeline_ms", "bubble_ms", "optimizer_ms")]
+    assert sum(parts) == pytest.approx(document["iteration_ms"])
+
+
+def test_predict_takes_tensor_parallelism_over_nodes_and_a_named_schedule() -> None:
+    out = cli_ok(run_cli("plan", README_SPEC, "--predict", "t16 p1 d1 b1 m64"))
+    assert "left out of the plan's search: t16: tensor parallelism stays within a node of 8 GPUs" in out
+    out = cli_ok(run_cli("plan", README_SPEC, "--predict", "t4 p2 d2 interleaved v2 b1 m32 zero1 gpipe"))
+    assert out.splitlines()[0] == "predicted: t4 p2 d2 interleaved v2 b1 m32 zero1, GPipe as configured (no search)"
+
+
+def test_schedules_restricts_the_plan(spec_file: Path) -> None:
+    document = json.loads(cli_ok(run_cli("plan", spec_file, *FAST, "--schedules", "1f1b", "--format", "json")))
+    assert {row["placement"] for row in document["configurations"]} == {"linear"}
+    assert all(row["schedule"] in (None, "1F1B", "1F1B with W split out") for row in document["configurations"])
+
+
+def test_the_readme_shows_predict_as_it_prints() -> None:
+    text = (ROOT / "README.md").read_text()
+    command = '$ pipesat plan instances/plan/gpt-1.3b-16gpu.yaml --predict "t1 p2 d8 interleaved v13 b2 m4 zero1"\n'
+    shown = text[text.index(command) + len(command) :].split("```")[0]
+    assert cli_ok(run_cli("plan", README_SPEC, "--predict", "t1 p2 d8 interleaved v13 b2 m4 zero1")) == shown

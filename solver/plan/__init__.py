@@ -6,5 +6,7 @@ microbatch size); `measure` turns a schedule of one configuration into an iterat
 tokens/s, MFU and memory per GPU; `search` is the exact pruning loop (heuristics everywhere, lower
 bounds, CP-SAT where a configuration may still win), `tasks` the work on one configuration that it
 hands out (bound, assess, solve) and `progress` its progress reports; `executors` run its
-independent tasks in a local process pool or on a Ray cluster. docs/plan.md explains all of it.
+independent tasks in a local process pool or on a Ray cluster. `schedules` is what
+`training.schedules` allows, and `predict` one configuration as it runs (`plan`'s predict option).
+docs/plan.md explains all of it.
 """

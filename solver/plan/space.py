@@ -36,6 +36,7 @@ from pipesat.solver.instances.cost_model import Cost, layer_cost
 from pipesat.solver.instances.description import Hardware, Pipeline, Training
 from pipesat.solver.instances.description_checks import check_model, check_training
 from pipesat.solver.instances.from_model import Description
+from pipesat.solver.plan.schedules import runs_placement
 from pipesat.solver.plan.spec import PlanSpec
 
 OPS_PER_STAGE_AND_MICROBATCH = len(op_kinds(split_backward=True))
@@ -136,15 +137,14 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
 
 def _groups(spec: PlanSpec, skipped: list[str]) -> list[tuple[int, int]]:
     """The (t, cp) pairs to try: their t·cp GPUs divide the cluster, t stays within a node when the
-    spec gives one that does (a policy of the search: a t spanning nodes is predicted when it is the
-    spec's only one), and the cost model takes the model split so (t dividing the heads, cp the
-    sequence)."""
-    gpus, per_node = spec.cluster.gpus, spec.cluster.gpus_per_node
-    within = any(t <= per_node for t in spec.tensor_parallel)
+    spec gives one that does (`policy_refusal`), and the cost model takes the model split so (t
+    dividing the heads, cp the sequence)."""
+    gpus = spec.cluster.gpus
     groups = []
     for t in spec.tensor_parallel:
-        if t > per_node and within:
-            skipped.append(f"t{t}: tensor parallelism stays within a node of {per_node} GPUs")
+        policy = policy_refusal(spec, t)
+        if policy:
+            skipped.append(policy)
             continue
         for cp in spec.context_parallel:
             name = _group_name(t, cp)
@@ -158,6 +158,15 @@ def _groups(spec: PlanSpec, skipped: list[str]) -> list[tuple[int, int]]:
                 continue
             groups.append((t, cp))
     return groups
+
+
+def policy_refusal(spec: PlanSpec, t: int) -> str:
+    """Why the search leaves out tensor-parallel degree t by policy ('' when it does not): t stays
+    within a node when the spec gives a t that does (a t spanning nodes is searched when it is the
+    spec's only one). A configuration asked for alone (`predict`) is not held to it."""
+    per_node = spec.cluster.gpus_per_node
+    within = any(degree <= per_node for degree in spec.tensor_parallel)
+    return f"t{t}: tensor parallelism stays within a node of {per_node} GPUs" if t > per_node and within else ""
 
 
 def _group_name(t: int, cp: int) -> str:
@@ -186,11 +195,17 @@ def _pipelines(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[tupl
 def _placements(spec: PlanSpec, p: int, skipped: list[str], name: str) -> list[tuple[str, int]]:
     """The (placement, v) pairs of a p-device pipeline: linear with one chunk; V with two and
     interleaved with each of `chunk_counts`, for p ≥ 2 (on one device they are the linear pipeline
-    cut up); each with no more stages than the layers can fill."""
+    cut up); each with no more stages than the layers can fill, and run by a schedule the spec allows
+    (`schedules.runs_placement`)."""
     most = spec.model.layers + EDGE_SLOTS
     found = []
     for placement in spec.placements:
         if placement != "linear" and p == 1:
+            continue
+        if not runs_placement(spec.schedules, placement):
+            _note(
+                skipped, f"{placement}: no schedule of training.schedules ({', '.join(spec.schedules or ())}) runs it"
+            )
             continue
         for v in {"linear": (1,), "vshape": (2,), "bidirectional": (2,)}.get(placement) or chunk_counts(spec, p):
             stages = p if placement == "bidirectional" else p * v  # a bidirectional copy has p stages

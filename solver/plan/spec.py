@@ -30,6 +30,7 @@ from pipesat.solver.instances.collectives import Fabric
 from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
 from pipesat.solver.instances.value_kinds import WHOLE, Wholes, Words
+from pipesat.solver.plan.schedules import SCHEDULE_NAMES
 
 PLACEMENTS_SEARCHED = tuple(name for name in PLACEMENTS if name != "bidirectional")
 """The placements the plan searches unless the spec names them: linear with one chunk a device,
@@ -116,7 +117,8 @@ class PlanSpec(Keyed):
     (its parallel degrees, recomputation and ZeRO stage are searched), the cluster, the global batch
     in sequences, and the lists the plan tries: tensor-parallel, context-parallel and pipeline degrees,
     microbatch sizes, placements, chunks of an interleaved pipeline, expert-parallel degrees,
-    recomputation settings and ZeRO stages. A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
+    recomputation settings and ZeRO stages; `schedules` restricts the schedules a configuration may use
+    (`solver.plan.schedules`). A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
     list one value pins a layout."""
 
     model: Transformer
@@ -168,6 +170,12 @@ class PlanSpec(Keyed):
         (1,),
         at_least=0,
         at_most=3,
+    )
+    schedules: tuple[str, ...] | None = key(
+        Words(SCHEDULE_NAMES, "schedules"),
+        "The schedules a configuration may use: handwritten ones as `pipesat schedule` names them, cp-sat for "
+        "the solver's search, the starts (default: every one).",
+        None,
     )
 
     @property

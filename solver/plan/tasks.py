@@ -18,10 +18,11 @@ from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.models.units import memory_text
 from pipesat.solver.evaluate.bounds import minimum_memory_limits, resolve_split
 from pipesat.solver.evaluate.validator import ensure_valid
-from pipesat.solver.heuristics import handwritten_schedules
+from pipesat.solver.heuristics import memory_gated, one_at_a_time, periodic
 from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.instances.from_model import Derivation, derive
 from pipesat.solver.plan.measure import fixed_ms, measure
+from pipesat.solver.plan.schedules import allowed_handwritten, allows, unmet_text
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec
 from pipesat.solver.portfolio import (
@@ -120,7 +121,8 @@ def _derive(spec: PlanSpec, config: Configuration, calibration: Calibration | No
 
 def _checked(task: AssessTask) -> Assessment | Derivation:
     """The configuration's derivation, or the assessment that refuses it: a shape the cost model
-    refuses, model state that does not fit, or activations beyond a device's budget."""
+    refuses or none of the allowed schedules runs (`training.schedules`: left out as a shape), model
+    state that does not fit, or activations beyond a device's budget."""
     spec, config = task.spec, task.config
     try:
         derivation = _derive(spec, config, task.calibration)
@@ -131,6 +133,10 @@ def _checked(task: AssessTask) -> Assessment | Derivation:
         except InstanceError:
             return Assessment(config, refused=str(error), shape=True)
         return Assessment(config, refused=f"model state does not fit: {error}")
+    if spec.schedules is not None:
+        unmet = unmet_text(spec.schedules, derivation.instance)
+        if unmet:
+            return Assessment(config, refused=unmet, shape=True)
     refusal = activation_refusal(derivation.instance)
     return Assessment(config, refused=refusal) if refusal else derivation
 
@@ -174,7 +180,8 @@ def bound(task: AssessTask) -> Assessment:
 def assess(task: AssessTask) -> Assessment:
     """Step 1 for one configuration (runs in a worker): refused, or its bounds and best handwritten
     schedule; where none fits, the best of pipesat's periodic schedule, its memory-gated one (of a
-    linear or interleaved pipeline) and the one-at-a-time one."""
+    linear or interleaved pipeline) and the one-at-a-time one; of those only what `training.schedules`
+    allows (refused by memory when none of them fits)."""
     spec, config = task.spec, task.config
     LOG.info("assess %s", config.label)
     checked = _checked(task)
@@ -182,16 +189,21 @@ def assess(task: AssessTask) -> Assessment:
         return checked
     derivation, problem = checked, _problem(checked, task.tuning)
     clock = time.monotonic()
-    candidates = starting_candidates(problem, handwritten_schedules(derivation.instance), [], clock)
+    allowed = spec.schedules
+    candidates = starting_candidates(problem, allowed_handwritten(allowed, derivation.instance), [], clock)
+    candidates = [item for item in candidates if item.name != one_at_a_time.NAME or allows(allowed, item.name)]
     if not any(candidate.handwritten for candidate in candidates):
         # Under a tight budget the one-at-a-time schedule is many times the bound; the periodic one
         # keeps several microbatches in flight within it (seconds for 10,000 ops).
         # Of a linear or interleaved pipeline, the memory-gated start keeps 1F1B's or Megatron's op sequences.
-        starts = (periodic_candidate(problem, None, clock), memory_gated_candidate(problem, clock))
+        starts = (
+            periodic_candidate(problem, None, clock) if allows(allowed, periodic.NAME) else None,
+            memory_gated_candidate(problem, clock) if allows(allowed, memory_gated.NAME) else None,
+        )
         candidates += [start for start in starts if start is not None]
     best = preferred(candidates)
-    if best is None:  # cannot happen: one-at-a-time fits every feasible limit
-        return Assessment(config, refused="no schedule fits the memory budgets")
+    if best is None:  # without a restriction, cannot happen: one-at-a-time fits every feasible limit
+        return Assessment(config, refused="no schedule of training.schedules fits the memory budgets")
     schedule = ensure_valid(best.schedule)
     makespan_bound = problem.lower_bound() if task.makespan_bound is None else task.makespan_bound
     found = Found(

@@ -1,13 +1,14 @@
-"""How a plan reads: the ranked table, the summary lines, the JSON document and the progress line.
+"""How a plan reads: the ranked table, the summary lines, the JSON document and the progress line; and
+a configuration predicted as it runs (`plan`'s predict option), in lines and as a document.
 
 Words and numbers only; `solver.plan.search` computed every one of them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from pipesat.models.plan_result import PART_NAMES, ConfigResult, Measure, Outcome, PlanResult
+from pipesat.models.plan_result import PART_NAMES, ConfigResult, Configuration, Measure, Outcome, PlanResult
 from pipesat.models.units import GIB
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
@@ -65,6 +66,20 @@ def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
     config, measure = result.config, result.measure
     row: dict[str, Any] = {
         "rank": rank,
+        **configuration_cells(config),
+        "schedule": schedule_title(result.made_by) if result.made_by else None,
+        "status": result.status,
+        "gap": result.gap,
+        "outcome": outcome_text(result),
+        "note": result.note,
+        "iteration_bound_ms": result.iteration_bound_ms,
+    }
+    return row if measure is None else row | measure_cells(measure)
+
+
+def configuration_cells(config: Configuration) -> dict[str, Any]:
+    """A configuration's numbers and words, as a row carries them."""
+    return {
         "tp": config.tensor_parallel,
         "cp": config.context_parallel,
         "pp": config.pipeline,
@@ -76,24 +91,20 @@ def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
         "microbatches": config.microbatches,
         "recompute": config.recompute_name,
         "zero": config.zero,
-        "schedule": schedule_title(result.made_by) if result.made_by else None,
-        "status": result.status,
-        "gap": result.gap,
-        "outcome": outcome_text(result),
-        "note": result.note,
-        "iteration_bound_ms": result.iteration_bound_ms,
     }
-    if measure is not None:
-        row |= {
-            "iteration_ms": measure.iteration_ms,
-            "makespan_ms": measure.makespan_ms,
-            "exchange_ms": measure.exchange_ms,
-            **vars(measure.breakdown),
-            "tokens_per_s": measure.tokens_per_s,
-            "mfu": measure.mfu,
-            "memory_per_gpu": measure.memory_per_gpu,
-        }
-    return row
+
+
+def measure_cells(measure: Measure) -> dict[str, Any]:
+    """A measure's numbers (ms, tokens/s, bytes), as a row carries them."""
+    return {
+        "iteration_ms": measure.iteration_ms,
+        "makespan_ms": measure.makespan_ms,
+        "exchange_ms": measure.exchange_ms,
+        **vars(measure.breakdown),
+        "tokens_per_s": measure.tokens_per_s,
+        "mfu": measure.mfu,
+        "memory_per_gpu": measure.memory_per_gpu,
+    }
 
 
 def outcome_text(result: ConfigResult) -> str:
@@ -147,12 +158,7 @@ def plan_summary(result: PlanResult) -> list[str]:
         lines.append(f"best: none; {no_best_text(result)}")
     else:
         measure = best.measure
-        lines.append(
-            f"best: {best.config.label}: {measure.iteration_ms:.1f} ms an iteration "
-            f"(schedule {measure.makespan_ms:.1f} + data-parallel exchange {measure.exchange_ms:.1f} + optimizer "
-            f"{measure.optimizer_ms:.1f}), {measure.tokens_per_s:,.0f} tokens/s, MFU {format_percent(measure.mfu)}, "
-            f"{measure.memory_per_gpu / GIB:.1f} GiB per GPU of {best.usable_memory / GIB:.1f} GiB usable"
-        )
+        lines.append(f"best: {best.config.label}: {iteration_text(measure, best.usable_memory)}")
         lines.append(f"where the time goes: {breakdown_text(measure)}")
         lines.append(
             f"schedule: {schedule_title(best.made_by)}, {best.status}, gap to its bound {format_percent(best.gap or 0.0)}"
@@ -170,6 +176,17 @@ def plan_summary(result: PlanResult) -> list[str]:
     if result.timing_dependent:
         lines.append("note: the time budget ran out before the planned shares; another run may differ")
     return lines
+
+
+def iteration_text(measure: Measure, usable_memory: float) -> str:
+    """`548.4 ms an iteration (schedule ... + ...), 239,000 tokens/s, MFU 41.2%, 30.1 GiB per GPU of 37.2
+    GiB usable`: a configuration's measure in a line."""
+    return (
+        f"{measure.iteration_ms:.1f} ms an iteration "
+        f"(schedule {measure.makespan_ms:.1f} + data-parallel exchange {measure.exchange_ms:.1f} + optimizer "
+        f"{measure.optimizer_ms:.1f}), {measure.tokens_per_s:,.0f} tokens/s, MFU {format_percent(measure.mfu)}, "
+        f"{measure.memory_per_gpu / GIB:.1f} GiB per GPU of {usable_memory / GIB:.1f} GiB usable"
+    )
 
 
 def breakdown_text(measure: Measure) -> str:
@@ -233,3 +250,66 @@ def progress_text(phase: str, done: int, total: int, best_ms: float | None, elap
     filled = round(BAR * min(1.0, share))
     bar = "#" * filled + "-" * (BAR - filled)
     return f"plan [{bar}] {what} {done}/{total}, best {best}, {elapsed:.0f} s, about {left:.0f} s left"
+
+
+PREDICT_FORMAT = "pipesat-predict/1"
+
+
+class PredictedRun(Protocol):
+    """What a report of one configuration as it runs reads (`solver.plan.predict.Prediction` is one):
+    the configuration, its handwritten schedule's name, the measure, the memory a GPU may use, and why
+    the plan would refuse it by memory, its activations exceed a budget, the search leaves it out."""
+
+    @property
+    def config(self) -> Configuration: ...
+    @property
+    def made_by(self) -> str: ...
+    @property
+    def measure(self) -> Measure: ...
+    @property
+    def usable_memory(self) -> float: ...
+    @property
+    def refusal(self) -> str: ...
+    @property
+    def over_budget(self) -> str: ...
+    @property
+    def outside_search(self) -> str: ...
+
+
+def predict_lines(prediction: PredictedRun) -> list[str]:
+    """A configuration predicted as it runs (`plan`'s predict option): what it is and runs, its iteration, where
+    the time goes, and why the plan would refuse it or its search leaves it out."""
+    measure = prediction.measure
+    lines = [
+        f"predicted: {prediction.config.label}, {schedule_title(prediction.made_by)} as configured (no search)",
+        f"iteration: {iteration_text(measure, prediction.usable_memory)}",
+        f"where the time goes: {breakdown_text(measure)}",
+    ]
+    lines += [f"{what}: {why}" for what, why in _prediction_notes(prediction) if why]
+    return lines
+
+
+def _prediction_notes(prediction: PredictedRun) -> list[tuple[str, str]]:
+    return [
+        ("refused by the plan's memory model", prediction.refusal),
+        ("over its activation budget", prediction.over_budget),
+        ("left out of the plan's search", prediction.outside_search),
+    ]
+
+
+def predict_document(prediction: PredictedRun) -> dict[str, Any]:
+    """A configuration predicted as it runs, for programs (`plan`'s predict option, JSON)."""
+    return {
+        "format": PREDICT_FORMAT,
+        "units": {"time": "ms", "memory": "B", "throughput": "tokens/s"},
+        "configuration": prediction.config.label,
+        **configuration_cells(prediction.config),
+        "schedule": prediction.made_by,
+        "schedule_title": schedule_title(prediction.made_by),
+        **measure_cells(prediction.measure),
+        "usable_memory": prediction.usable_memory,
+        "fits": not (prediction.refusal or prediction.over_budget),
+        "refusal": prediction.refusal,
+        "over_budget": prediction.over_budget,
+        "outside_search": prediction.outside_search,
+    }

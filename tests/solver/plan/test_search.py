@@ -285,3 +285,41 @@ def test_with_the_all_to_all_the_bounds_still_hold_against_brute_force() -> None
     for item in everything:
         assert validate(item.schedule) == []
     assert result.best_schedule is not None and validate(result.best_schedule) == []
+
+
+def _restricted(schedules: list[str]) -> tuple[PlanSpec, PlanResult]:
+    spec = tiny(training={"schedules": schedules})
+    executor = LocalExecutor(2)
+    try:
+        return spec, plan(spec, executor, PlanOptions(time_budget=20))
+    finally:
+        executor.close()
+
+
+def test_a_plan_restricted_to_1f1b_ranks_only_linear_1f1b_rows_every_schedule_validated() -> None:
+    spec, result = _restricted(["1f1b"])
+    ranked = result.feasible
+    assert ranked and all(item.config.placement == "linear" for item in result.results)
+    assert all(item.made_by.startswith("1F1B") and item.search_seconds == 0 for item in ranked)
+    assert "interleaved: no schedule of training.schedules (1f1b) runs it" in result.skipped_shapes
+    assert "vshape: no schedule of training.schedules (1f1b) runs it" in result.skipped_shapes
+    assert result.best_schedule is not None and validate(result.best_schedule) == []
+    unsearched = [item for item in ranked if item.outcome == Outcome.UNSEARCHED]
+    assert {item.note for item in unsearched} <= {"not searched: training.schedules does not allow cp-sat"}
+    for config in (item.config for item in result.results):  # what the plan ranks, each schedule validated
+        found = assess(AssessTask(spec=spec, config=config)).found
+        assert found is not None and validate(found.schedule) == [] and found.made_by.startswith("1F1B")
+
+
+def test_a_restriction_with_the_search_searches_only_the_placements_its_schedules_run() -> None:
+    _, result = _restricted(["interleaved", "cp-sat"])
+    assert {item.config.placement for item in result.results} == {"interleaved"}
+    assert result.best is not None and result.best.search_seconds > 0
+    assert result.best_schedule is not None and validate(result.best_schedule) == []
+
+
+def test_a_configuration_none_of_the_allowed_schedules_runs_is_left_out_with_the_reason() -> None:
+    # Interleaved 1F1B needs m divisible by p: with p = 4 and m = 2 none of the allowed schedules runs.
+    spec = tiny(training={"schedules": ["interleaved"], "pipeline_parallel": [2]}, cluster={"gpus": 4})
+    assessed = bound(AssessTask(spec=spec, config=Configuration(1, 2, 2, 2, "interleaved", 1, 1)))
+    assert assessed.shape and assessed.refused.startswith("no schedule of training.schedules runs it: Interleaved")
