@@ -75,7 +75,7 @@ def test_tensor_parallelism_over_nodes_is_predicted_when_asked_for() -> None:
     spec = tiny(cluster={"gpus_per_node": 2})
     assert any(
         "tensor parallelism stays within a node" in line
-        for line in enumerate_space(tiny(cluster={"gpus_per_node": 2}, training={"tensor_parallel": [4]})).skipped
+        for line in enumerate_space(tiny(cluster={"gpus_per_node": 2}, training={"tensor_parallel": [1, 4]})).skipped
     )
     found = predict(spec, *parse_configuration("t4 p1 d1 b1 m4"))
     assert found.outside_search == "t4: tensor parallelism stays within a node of 2 GPUs"
