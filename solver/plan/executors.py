@@ -33,6 +33,7 @@ from typing import Any, Protocol, TypeVar
 
 from pipesat.models import InputError
 from pipesat.solver.cpsat.child import STOP_GRACE
+from pipesat.solver.cpsat.search_parameters import available_cores
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,6 +42,9 @@ WATCH_SECONDS = 0.05
 """How often a task's watcher looks for the stop."""
 STOP_WAIT = STOP_GRACE + 0.25
 """Seconds a stopped task has to hand in its result before its worker is killed."""
+JOBS_PER_CORE = 4
+"""The most tasks at once a core of this machine takes in a `LocalExecutor`: each is a process (a
+solve's with its CP-SAT child) with its memory, and more than a few a core only share the core."""
 RAY_HINT = "the ray executor needs Ray: pip install -e '.[ray]' (or pip install 'ray==2.60.0')"
 RAY_TIMEOUT = 10.0
 """Seconds to reach a Ray cluster's head (`make_executor`'s `timeout`)."""
@@ -429,6 +433,13 @@ def make_executor(
     if name == "local":
         if address is not None:
             raise InputError("`address` goes with the ray executor, not the local one")
+        cores = available_cores()
+        if parallel > JOBS_PER_CORE * cores:
+            raise InputError(
+                f"`parallel` {parallel} is more than the local executor's limit of {JOBS_PER_CORE * cores} "
+                f"({JOBS_PER_CORE} a core, {cores} cores here): each is a process with its memory; give fewer, "
+                "or run on a cluster with the ray executor"
+            )
         return LocalExecutor(parallel)
     if name == "ray":
         return RayExecutor(parallel, cpus_per_task, address, timeout)
