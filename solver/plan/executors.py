@@ -32,7 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
 from pipesat.models import InputError
-from pipesat.solver.cpsat.child import STOP_GRACE
+from pipesat.solver.cpsat.child import STOP_GRACE, end_with_parent
 from pipesat.solver.cpsat.search_parameters import available_cores
 
 T = TypeVar("T")
@@ -154,11 +154,16 @@ process waiting on it to wake, forever when one of them was killed meanwhile."""
 
 def _start_worker(stop: Any) -> None:
     """A pool worker's start: the stop reaches its tasks through their watchers only, so Ctrl-C at the
-    terminal is theirs to answer (`_stoppable`), not the idle worker's; SIGTERM ends it."""
+    terminal is theirs to answer (`_stoppable`), not the idle worker's; a signal the command handles
+    (SIGTERM, SIGHUP: they stop it as Ctrl-C does) ends the worker, and so does its parent's end (a plan
+    killed, or whose terminal closed, leaves no worker behind)."""
     global _STOP
     _STOP = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for number in signal.valid_signals():
+        if number != signal.SIGINT and callable(signal.getsignal(number)):
+            signal.signal(number, signal.SIG_DFL)
+    end_with_parent()
 
 
 def _pool_stopped(seconds: float) -> bool:
