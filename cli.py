@@ -12,16 +12,17 @@ from pipesat.commands.options import LIMIT_OPTIONS
 from pipesat.commands.plan import plan_command
 from pipesat.commands.schedules import compare_command, pareto, schedule_command, solve
 from pipesat.commands.torch import calibrate_command, import_torch_command, profile_command, torch_run_command
-from pipesat.models.limits import set_max_ops
+from pipesat.models.limits import set_max_input_mb, set_max_ops
 
 
 @click.group(cls=PipesatGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
 @LIMIT_OPTIONS
 @click.version_option(package_name="pipesat")
-def cli(debug: bool, max_ops: int, max_model_ops: int) -> None:
+def cli(debug: bool, max_ops: int, max_model_ops: int, max_input_mb: int) -> None:
     """pipesat: optimal pipeline-parallel training schedules with CP-SAT."""
     set_max_ops(max_ops, max_model_ops)
+    set_max_input_mb(max_input_mb)
 
 
 import_group.add_command(import_torch_command)

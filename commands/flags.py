@@ -67,9 +67,11 @@ FLAGS: dict[str, str] = {
     # and caps (`PlanLimits`).
     "max_ops": "--max-ops",
     "max_model_ops": "--max-model-ops",
+    "max_input_mb": "--max-input-mb",
     "time_limit": "--time-limit",
     "force": "--force",
     "address": "--ray-address",
+    "parallel": "--jobs",
     "timeout": "--ray-timeout",
     "max_gpus": "--max-gpus",
     "max_global_batch": "--max-global-batch",

@@ -141,13 +141,15 @@ class PipesatGroup(click.Group):
 
 
 def stop_on_sigterm() -> None:
-    """Make SIGTERM stop a command as Ctrl-C does: a solve returns its best schedule so far, which is
-    printed and saved (the CP-SAT child resets SIGTERM to its default)."""
+    """Make SIGTERM and SIGHUP (the terminal closed) stop a command as Ctrl-C does: a solve returns its
+    best schedule so far, which is printed and saved (the CP-SAT child resets SIGTERM to its default)."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupt)
+    for name in ("SIGTERM", "SIGHUP"):  # no SIGHUP on Windows
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), interrupt)
 
 
 def exit_if_interrupted(interrupted: bool) -> None:

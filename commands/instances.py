@@ -14,6 +14,7 @@ from pipesat.commands.keys import key_options
 from pipesat.commands.options import FILE, MODEL_OPTIONS, dataclass_from_options, instance_options, options
 from pipesat.commands.output import emit_instance
 from pipesat.models import Instance
+from pipesat.models.limits import DEFAULT_MAX_LAYERS, check_cap
 from pipesat.solver.instances.calibration import calibration_lines, load_calibration
 from pipesat.solver.instances.description import MOE_KEYS, Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
@@ -46,10 +47,18 @@ def instance_show(instance: Instance) -> None:
     help="Calibration file (`pipesat calibrate`): a layer whose shape it has costs what was measured.",
 )
 @click.option("--explain", is_flag=True, help="Print how every number was derived.")
+@click.option(
+    "--max-layers",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_LAYERS,
+    show_default=True,
+    help="Refuse a model of more layers than this.",
+)
 def instance_from_model(**options: Any) -> None:
     """An instance from a transformer, how it is trained and its hardware (docs/cost-model.md; ms and MiB)."""
     reads(**{"calibration file": options["calibration"]})
     check_writes(options["force"], {"--save-instance": options["output"]})
+    check_cap("model.layers", options["layers"], options["max_layers"], "max_layers")
     description = Description(
         dataclass_from_options(Transformer, options),
         dataclass_from_options(Training, options),

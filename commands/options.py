@@ -20,7 +20,7 @@ from pipesat.commands.keys import key_options
 from pipesat.commands.values import FiniteFloat, FormatChoice, TimeWindow
 from pipesat.models import TIME_OBJECTIVES, Objective
 from pipesat.models.errors import InstanceError
-from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
+from pipesat.models.limits import DEFAULT_MAX_INPUT_MB, DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from pipesat.models.log import show_log
 from pipesat.models.placement import PLACEMENTS
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning, load_tuning
@@ -317,6 +317,7 @@ LIMIT_OPTIONS = options(
                 DEFAULT_MAX_MODEL_OPS,
                 "Refuse to build CP-SAT models of more ops than this (about 7.5 KB of memory an op).",
             ),
+            ("--max-input-mb", DEFAULT_MAX_INPUT_MB, "Refuse input files larger than this many MiB."),
         )
     )
 )

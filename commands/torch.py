@@ -47,8 +47,14 @@ from pipesat.solver.torch.profile_report import calibration_table, profile_lines
 from pipesat.solver.torch.profile_spec import DTYPES, ProfileSpec
 from pipesat.solver.torch.run import format_result, torch_run
 
+MAX_REPEATS = 1000
+"""The most samples a round takes (a round of 1,000 samples of a large layer already takes minutes)."""
 REPEATS_OPTION = click.option(
-    "--repeats", type=int, default=5, show_default=True, help="Samples per round (rounds until stable)."
+    "--repeats",
+    type=click.IntRange(1, MAX_REPEATS),
+    default=5,
+    show_default=True,
+    help="Samples per round (rounds until stable).",
 )
 DEVICE_OPTION = click.option(
     "--device",

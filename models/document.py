@@ -1,12 +1,16 @@
 """The files pipesat reads and writes: input documents (instance and schedule files, YAML or JSON),
 read safely, and every output written atomically.
 
-Every input document is read the same way, so no file can crash pipesat or make it run out of
-memory: a file that cannot be read or parsed is one `InputError` line (with file:line:col where the
-parser knows it); a key given twice is an error, not "the last one wins"; `NaN` and `Infinity` are
-refused; YAML aliases may not expand past `MAX_VALUES` values (an "alias bomb" of a few lines would
-otherwise grow to gigabytes); nesting deeper than `MAX_DEPTH` and files larger than `MAX_FILE_BYTES`
-are refused.
+Every file pipesat reads (instances, schedules, plan specs, calibrations, tunings, torch CSVs) is
+read by `read_input`, so no file can hang pipesat or make it run out of memory: only a regular file
+is read (a device such as /dev/zero, a FIFO, a folder or a socket is refused, checked on the opened
+file, which is opened without blocking, so a FIFO with no writer cannot hang it), and at most
+`max_input_bytes()` of it (`--max-input-mb`, `models.limits`), by its size and by the read itself.
+Every input document is then parsed the same way: a file that cannot be read or parsed is one
+`InputError` line (with file:line:col where the parser knows it); a key given twice is an error, not
+"the last one wins"; `NaN` and `Infinity` are refused; YAML aliases may not expand past `MAX_VALUES`
+values (an "alias bomb" of a few lines would otherwise grow to gigabytes) and nesting deeper than
+`MAX_DEPTH` is refused.
 
 Every file pipesat writes goes first to a temporary file in the same folder, which then replaces the
 target in one step (`write_atomically`): a kill or a full disk leaves the old file whole, never a
@@ -29,8 +33,10 @@ from typing import Any
 import yaml
 
 from pipesat.models.errors import InputError
+from pipesat.models.limits import max_input_bytes
 
-MAX_FILE_BYTES = 1 << 30
+READ_BYTES = 1 << 20
+"""What one read asks for."""
 MAX_VALUES = 1_000_000
 MAX_DEPTH = 100
 
@@ -41,23 +47,56 @@ def read_document(path: str | Path, what: str, json_only: bool = False) -> Any:
     `what` names the file in messages ("instance file", "schedule file").
     """
     path = Path(path)
-    text = _read_text(path, what)
+    text = read_input_text(path, what)
     data = _parse_json(path, text) if json_only or path.suffix.lower() == ".json" else _parse_yaml(path, text)
     _check_depth(path, data)
     return data
 
 
-def _read_text(path: Path, what: str) -> str:
+def read_input(path: str | Path, what: str) -> bytes:
+    """The bytes of the input file `path` (`what` names it in messages: "plan spec"): a regular file of
+    at most `max_input_bytes()`, else one `InputError` line (module notes)."""
+    path, cap = Path(path), max_input_bytes()
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB; this is not a {what}")
-        return path.read_text(encoding="utf-8")
+        handle = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a {what}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: cannot read ({error})") from None
+    except OSError as error:
+        raise InputError(f"{path}: cannot read ({error.strerror or error})") from None
+    try:
+        info = os.fstat(handle)  # the file opened, not what the path names a moment later
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path} is {_kind(info.st_mode)}, not a regular file; the {what} must be one")
+        if info.st_size > cap:
+            raise _too_large(path, what, cap)
+        data = bytearray()
+        while len(data) <= cap:  # at most cap + 1 bytes, whatever the size said
+            part = os.read(handle, min(READ_BYTES, cap + 1 - len(data)))
+            if not part:
+                break
+            data += part
+    except OSError as error:
+        raise InputError(f"{path}: cannot read ({error.strerror or error})") from None
+    finally:
+        os.close(handle)
+    if len(data) > cap:
+        raise _too_large(path, what, cap)
+    return bytes(data)
+
+
+def read_input_text(path: str | Path, what: str) -> str:
+    """The input file `path` (`read_input`) as UTF-8 text."""
+    try:
+        return read_input(path, what).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: cannot read ({error}); a {what} is UTF-8 text") from None
+
+
+def _too_large(path: Path, what: str, cap: int) -> InputError:
+    return InputError(
+        f"{path}: larger than the limit of {cap >> 20} MiB for an input file; check it is the {what}, "
+        "or raise the limit with `max_input_mb`"
+    )
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -92,8 +131,9 @@ def _parse_json(path: Path, text: str) -> Any:
         raise InputError(f"{path}: nested too deeply (more than {MAX_DEPTH} levels)") from None
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping."""
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader (on libyaml where PyYAML has it: ten times as fast), refusing a key given
+    twice in one mapping."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         self.flatten_mapping(node)
@@ -118,12 +158,15 @@ def _parse_yaml(path: Path, text: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_expansion(path, node)
+        if "*" in text:  # no alias without one
+            _check_expansion(path, node)
         return loader.construct_document(node)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(error, "problem", None) or "cannot parse"
+        if "nesting depth" in problem:  # libyaml's own limit (1,000 levels)
+            raise InputError(f"{where}: nested too deeply (more than {MAX_DEPTH} levels)") from None
         raise InputError(f"{where}: not valid YAML: {problem}") from None
     except RecursionError:
         raise InputError(f"{path}: nested too deeply (more than {MAX_DEPTH} levels)") from None
@@ -132,10 +175,11 @@ def _parse_yaml(path: Path, text: str) -> Any:
 
 
 def _check_expansion(path: Path, root: yaml.Node) -> None:
-    """Refuse a YAML document whose aliases would expand it past MAX_VALUES values.
+    """Refuse a YAML document whose aliases would expand it by more than MAX_VALUES values.
 
     Aliases make the node graph a DAG; its expanded size is counted without expanding it, children
-    before parents, each node once.
+    before parents, each node once. What the aliases add is the expanded size less the nodes written
+    (a file without aliases adds nothing, however long: the size cap bounds it).
     """
     size: dict[int, int] = {}
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -149,7 +193,7 @@ def _check_expansion(path: Path, root: yaml.Node) -> None:
             stack.extend((child, False) for child in children if id(child) not in size)
             continue
         size[id(node)] = 1 + sum(size[id(child)] for child in children)
-        if size[id(node)] > MAX_VALUES:
+        if size[id(node)] - len(size) > MAX_VALUES:
             raise InputError(
                 f"{path}: its YAML aliases expand to more than {MAX_VALUES:,} values; write the values out"
             )
@@ -195,10 +239,14 @@ def writable_target(path: Path, name: str = "") -> Path:
     except (OSError, RuntimeError) as error:  # a loop of links is a RuntimeError
         raise InputError(f"{name} {path}: cannot follow it ({error}); name a regular file".lstrip()) from None
     if not stat.S_ISREG(mode):
-        kind = next((kind for test, kind in _KINDS.items() if test(mode)), "a special file")
         link = f" (a link to {target})" if target != path else ""
-        raise InputError(f"{name} {path}{link} is {kind}, not a regular file; name a file to write".lstrip())
+        raise InputError(f"{name} {path}{link} is {_kind(mode)}, not a regular file; name a file to write".lstrip())
     return target
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is: `a folder`, `a FIFO (named pipe)`..."""
+    return next((kind for test, kind in _KINDS.items() if test(mode)), "a special file")
 
 
 def write_atomically(path: str | Path, write: Callable[[Path], object]) -> Path:

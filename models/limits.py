@@ -7,7 +7,8 @@ machine's memory long before any message. Every instance is measured when it is 
 the command line's option of that name). A CP-SAT model takes far more memory per op
 (benchmarks/experiments/2026-11-24_cpsat-model-memory), so a solve refuses a model of more than
 `max_model_ops()` ops before building it (the cap `max_model_ops`), where the machine's memory would
-otherwise run out first.
+otherwise run out first. An input file is read only up to `max_input_bytes()` (the cap `max_input_mb`,
+`models.document.read_input`), and the counts that size a model have caps of their own (`check_cap`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,17 @@ from pipesat.models.errors import InputError, InstanceError
 
 DEFAULT_MAX_OPS = 1_000_000
 DEFAULT_MAX_MODEL_OPS = 250_000
+DEFAULT_MAX_INPUT_MB = 64
+"""The largest input file read, in MiB: the largest instance shipped is a few KB, a calibration of every
+shape a plan tries some hundred KB."""
+DEFAULT_MAX_LAYERS = 10_000
+"""The most layers a model may have (`plan` and `instance from-model`; Llama 3 405B has 126)."""
+MAX_EXPERTS = 4096
+"""The most routed experts a mixture-of-experts layer may have (DeepSeek-V3 has 256): the cost model
+lists each expert's matmuls."""
 _MAX_OPS: ContextVar[int] = ContextVar("max_ops", default=DEFAULT_MAX_OPS)
 _MAX_MODEL_OPS: ContextVar[int] = ContextVar("max_model_ops", default=DEFAULT_MAX_MODEL_OPS)
+_MAX_INPUT_MB: ContextVar[int] = ContextVar("max_input_mb", default=DEFAULT_MAX_INPUT_MB)
 
 
 def max_ops() -> int:
@@ -40,6 +50,26 @@ def set_max_ops(ops: int, model_ops: int = DEFAULT_MAX_MODEL_OPS) -> None:
         raise InputError(f"`max_ops` and `max_model_ops` must be at least 1, got {ops} and {model_ops}")
     _MAX_OPS.set(ops)
     _MAX_MODEL_OPS.set(model_ops)
+
+
+def max_input_bytes() -> int:
+    """The largest input file read here, in bytes."""
+    return _MAX_INPUT_MB.get() << 20
+
+
+def set_max_input_mb(megabytes: int) -> None:
+    """Set the largest input file read (MiB) for the rest of this context (the command line's `--max-input-mb`)."""
+    if megabytes < 1:
+        raise InputError(f"`max_input_mb` must be at least 1, got {megabytes}")
+    _MAX_INPUT_MB.set(megabytes)
+
+
+def check_cap(key: str, value: int, cap: int, name: str, whose: str = "the", check: str = "the sizes") -> None:
+    """Refuse a count `key` beyond its cap `name` (the command line's option of that name), in one line."""
+    if value > cap:
+        raise InputError(
+            f"{key} {value:,} is more than {whose} limit of {cap:,}; check {check}, or raise the limit with `{name}`"
+        )
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipesat.models.document import read_document
+from pipesat.models.document import read_document, read_input_text
 from pipesat.models.errors import InputError, OptionError
 
 INFINITE = "inf"
@@ -197,13 +197,9 @@ def load_tuning(path: str | Path) -> Tuning:
     path = Path(path)
     if path.suffix.lower() != ".toml":
         return Tuning.from_mapping(read_document(path, "tuning file") or {}, str(path))
+    text = read_input_text(path, "tuning file")
     try:
-        with path.open("rb") as file:
-            data = tomllib.load(file)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as error:
-        raise InputError(f"{path}: cannot read ({error.strerror or error})") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise InputError(f"{path}: not valid TOML: {error}") from None
     return Tuning.from_mapping(data, str(path))

@@ -8,6 +8,9 @@ and CLI tests for `BAD_INSTANCES`):
 - `BAD_SPACES`: plan specs whose space `enumerate_space` refuses before any work (a count beyond its
   cap, a model the cost model refuses); each is also a row of `BAD_COMMANDS`.
 - `BAD_COMMANDS`: option values and output files that a command refuses, before it does any work.
+- `BAD_READS`: input files that are not regular files or are too large (a FIFO with no writer,
+  /dev/zero, a folder, a file over `--max-input-mb`), which every command refuses at once; run in a
+  child process with a timeout, so that one that would hang or fill the memory fails instead.
 A new kind of bad input gets a row here. Not here: what needs root (replacing a device file is
 refused like a FIFO: `tests/solver/io`), a write that fails (`tests/test_cli_files.py`), a signal
 (`tests/test_cli_plan.py`).
@@ -23,7 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from pipesat.commands.options import MAX_WORKERS
+from pipesat.solver.cpsat.search_parameters import available_cores
+from pipesat.solver.instances.calibration import MAX_ROWS
+from pipesat.solver.plan.executors import JOBS_PER_CORE
 from pipesat.solver.plan.schedules import SCHEDULE_NAMES
 from tests.solver.plan.conftest import TINY
 
@@ -161,10 +169,29 @@ def _alias_bomb() -> str:
     return "\n".join(lines) + "\n"
 
 
+SMALL_MODEL = ("instance", "from-model", "--layers", "4", "--hidden", "1024", "--heads", "8", "--seq-len", "1024")
+SMALL_MODEL += ("-p", "2", "-m", "4", "--tflops", "100")
+_LAYER = {
+    **{"hidden": 64, "head_size": 16, "heads": 4, "kv_heads": 4, "mlp": "GELU", "mlp_width": 256, "seq_len": 32},
+    **{"microbatch_size": 1, "recompute": "none", "tensor_parallel": 1, "forward_ms": 1.0, "backward_ms": 2.0},
+    **{"weight_ms": 1.0, "recompute_ms": 0.0, "activation_bytes": 100, "weight_bytes": 10},
+}
+
+
+def _calibration(*rows: dict[str, Any]) -> str:
+    head = {"device": "cpu", "dtype": "bf16", "torch": "2", "repeats": 5, "all_reduce_gpus": 0}
+    return yaml.safe_dump({**head, "layers": [{**_LAYER, **row} for row in rows]}, sort_keys=False)
+
+
+def _calibration_rows(count: int) -> str:
+    """A calibration file of `count` rows, each a 0 (the number of rows is refused before a row is read)."""
+    return _calibration().replace("layers: []", "layers: [" + ", ".join(["0"] * count) + "]", 1)
+
+
 @dataclass(frozen=True)
 class BadFile:
     """A file that `command FILE` refuses with `message` in its one error line and `exit_code`; its loader
-    (`instance`, `schedule` or `csv`) raises the same message."""
+    (`instance`, `schedule`, `csv` or `calibration`) raises the same message."""
 
     name: str
     text: str
@@ -174,6 +201,8 @@ class BadFile:
 
     @property
     def loader(self) -> str:
+        if self.command[-1] == "--calibration":
+            return "calibration"
         return {"instance": "instance", "check": "schedule", "render": "schedule", "import": "csv"}[self.command[0]]
 
 
@@ -256,6 +285,36 @@ BAD_FILES = [
     ),
     BadFile("absent.csv", "", ("import", "csv"), "absent.csv: no such file"),
     BadFile("cells.csv", "0F0,0X1\n", ("import", "csv"), "cells.csv: cell '0X1' is not a torch action"),
+    BadFile(
+        "cal-overflow.yaml",
+        _calibration({"backward_ms": 1e308}),
+        (*SMALL_MODEL, "--calibration"),
+        "cal-overflow.yaml: layers[0].backward_ms must be in (0, 1e+09] (the input gradients B, recomputation",
+    ),
+    BadFile(
+        "cal-zero.yaml",
+        _calibration({"forward_ms": 0.0, "backward_ms": 0.0, "weight_ms": 0.0}),
+        (*SMALL_MODEL, "--calibration"),
+        "cal-zero.yaml: layers[0].forward_ms must be in (0, 1e+09] (the layer's forward F), got 0",
+    ),
+    BadFile(
+        "cal-recompute.yaml",
+        _calibration({"hidden": 32}, {"recompute_ms": 5.0}),
+        (*SMALL_MODEL, "--calibration"),
+        "cal-recompute.yaml: layers[1]: recompute_ms 5 is more than backward_ms 2; backward_ms includes",
+    ),
+    BadFile(
+        "cal-memory.yaml",
+        _calibration({"activation_bytes": 10**30}),
+        (*SMALL_MODEL, "--calibration"),
+        "cal-memory.yaml: layers[0].activation_bytes must be in [0, 1.15292e+18]",
+    ),
+    BadFile(
+        "cal-rows.yaml",
+        _calibration_rows(MAX_ROWS + 1),
+        (*SMALL_MODEL, "--calibration"),
+        f"cal-rows.yaml: {MAX_ROWS + 1:,} layer rows, more than the {MAX_ROWS:,} a calibration holds",
+    ),
     BadFile(
         "early.json",
         _schedule(ops=[{**o, "start": o["start"] - 5, "end": o["end"] - 5} for o in _SCHEDULE["ops"]]),
@@ -342,6 +401,18 @@ BAD_SPACES = [
         f"training.schedules must be a list of schedules out of {', '.join(SCHEDULE_NAMES)}, got ['1f1b', 'fast']",
     ),
     BadSpace(
+        "experts-2-63",
+        {"model": {"experts": 2**63}},
+        "model.experts must be in [0, 4096] (routed experts E of a mixture-of-experts layer's MLP (0: a dense "
+        f"MLP)), got {2**63}",
+    ),
+    BadSpace(
+        "experts-1e12",
+        {"model": {"experts": 10**12}},
+        "model.experts must be in [0, 4096] (routed experts E of a mixture-of-experts layer's MLP (0: a dense "
+        f"MLP)), got {10**12}",
+    ),
+    BadSpace(
         "dense-layers-all",
         {"model": {"experts": 4, "dense_layers": 8}},
         "dense_layers 8 leaves none of the 8 layers a mixture of experts; give fewer, or experts 0",
@@ -357,8 +428,7 @@ BAD_SPACES = [
 SMALL = ("-s", "2", "-b", "2")
 PLAN = ("plan", "plan.yaml", "--time-budget", "5")
 HAS_RAY = importlib.util.find_spec("ray") is not None
-SMALL_MODEL = ("instance", "from-model", "--layers", "4", "--hidden", "1024", "--heads", "8", "--seq-len", "1024")
-SMALL_MODEL += ("-p", "2", "-m", "4", "--tflops", "100")
+LOCAL_JOBS = JOBS_PER_CORE * available_cores()
 BAD_COMMANDS = [
     BadCommand("time-limit-nan", ("solve", *SMALL, "--time-limit", "nan"), "'nan' is not a finite number"),
     BadCommand("time-limit-inf", ("solve", *SMALL, "--time-limit", "inf"), "'inf' is not a finite number"),
@@ -413,7 +483,23 @@ BAD_COMMANDS = [
         (*SMALL_MODEL, "--experts", "8", "--data-parallel", "2", "--zero", "3"),
         "ZeRO 3 with experts is not modelled; give --zero 0, 1 or 2",
     ),
-    BadCommand("experts-negative", (*SMALL_MODEL, "--experts", "-1"), "--experts must be at least 0, got -1"),
+    BadCommand("experts-negative", (*SMALL_MODEL, "--experts", "-1"), "--experts must be in [0, 4096]"),
+    BadCommand(
+        "experts-2-63",
+        (*SMALL_MODEL, "--experts", str(2**63 - 1)),
+        f"--experts must be in [0, 4096] (routed experts E of a mixture-of-experts layer's MLP (0: a dense MLP)), "
+        f"got {2**63 - 1}",
+    ),
+    BadCommand(
+        "from-model-layers-1e9",
+        (*SMALL_MODEL, "--layers", "1000000000"),
+        "--layers 1,000,000,000 is more than the limit of 10,000; check the sizes, or raise the limit with --max-layers",
+    ),
+    BadCommand(
+        "calibrate-repeats-1e6",
+        ("calibrate", "plan.yaml", "--repeats", "1000000"),
+        "1000000 is not in the range 1<=x<=1000",
+    ),
     BadCommand(
         "recompute-layers-without-full",
         (*SMALL_MODEL, "--recompute-layers", "2"),
@@ -490,6 +576,18 @@ BAD_COMMANDS = [
     ),
     BadCommand("plan-workers-1000", (*PLAN, "--workers", "1000"), "1000 is not in the range 1<=x<=256"),
     BadCommand("plan-jobs-1000", (*PLAN, "--jobs", "1000"), "1000 is not in the range 1<=x<=256"),
+    *(
+        [
+            BadCommand(
+                "plan-jobs-beyond-the-cores",
+                (*PLAN, "--jobs", LOCAL_JOBS + 1),
+                f"--jobs {LOCAL_JOBS + 1} is more than the local executor's limit of {LOCAL_JOBS} ({JOBS_PER_CORE} a "
+                f"core, {available_cores()} cores here)",
+            )
+        ]
+        if LOCAL_JOBS < MAX_WORKERS
+        else []
+    ),
     BadCommand(
         "plan-ray-unreachable",
         (*PLAN, "--executor", "ray", "--ray-address", "127.0.0.1:1", "--ray-timeout", "2"),
@@ -499,3 +597,37 @@ BAD_COMMANDS = [
 """Run in a folder holding `cfg.yaml` (an instance), `s.json` (a valid schedule), `plan.yaml` (the tiny
 plan spec), `CASE.yaml` for each of `BAD_SPACES`, `fifo` (a FIFO), `to-fifo` (a link to it) and
 `folder` (an empty folder)."""
+
+BIG = ("--max-input-mb", "1")
+"""With this cap, `big.yaml` (2 MiB) is too large."""
+_READERS = {
+    "plan": (("plan",), "plan spec"),
+    "solve": (("solve", "-c"), "instance file"),
+    "check": (("check",), "schedule file"),
+    "calibrate": (("calibrate",), "plan spec"),
+    "import-csv": (("import", "csv"), "torch schedule CSV"),
+    "plan-calibration": (("plan", "plan.yaml", "--calibration"), "calibration file"),
+    "from-model-calibration": ((*SMALL_MODEL, "--calibration"), "calibration file"),
+    "tuning": (("solve", *SMALL, "--tuning"), "tuning file"),
+}
+"""Each command that reads an input file, as `name: (the command line before the file, what the file is)`."""
+BAD_READS = [
+    *(
+        BadCommand(f"{name}-{label}", (*command, path), f"{path} is {kind}, not a regular file; the {what} must be one")
+        for name, (command, what) in _READERS.items()
+        for path, label, kind in (("fifo", "fifo", "a FIFO (named pipe)"), ("/dev/zero", "zero", "a character device"))
+    ),
+    BadCommand("tuning-toml-fifo", ("solve", *SMALL, "--tuning", "fifo.toml"), "fifo.toml is a FIFO (named pipe)"),
+    BadCommand("plan-folder", ("plan", "folder"), "'folder' is a directory"),
+    BadCommand(
+        "plan-big",
+        (*BIG, "plan", "big.yaml"),
+        "big.yaml: larger than the limit of 1 MiB for an input file; check it is the plan spec, or raise the limit "
+        "with --max-input-mb",
+    ),
+    BadCommand("solve-big", (*BIG, "solve", "big.yaml"), "big.yaml: larger than the limit of 1 MiB"),
+    BadCommand("calibration-big", (*BIG, "plan", "plan.yaml", "--calibration", "big.yaml"), "big.yaml: larger than"),
+    BadCommand("max-input-zero", ("--max-input-mb", "0", "plan", "plan.yaml"), "0 is not in the range x>=1"),
+]
+"""Run in a folder holding `plan.yaml` (the tiny plan spec), `fifo` and `fifo.toml` (FIFOs without a
+writer), `folder` (an empty folder) and `big.yaml` (2 MiB)."""

@@ -3,7 +3,10 @@ line with the expected message, the expected exit code, no traceback, and nothin
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +14,19 @@ import pytest
 import yaml
 
 from pipesat.models import InputError, PipesatError, load_instance
+from pipesat.solver.instances.calibration import load_calibration
 from pipesat.solver.io.schedule_file import load_schedule
 from pipesat.solver.plan.space import PlanLimits, enumerate_space
 from pipesat.solver.plan.spec import spec_from_dict
 from pipesat.solver.torch.import_schedule import read_torch_csv
-from tests.bad_inputs import BAD_COMMANDS, BAD_FILES, BAD_SPACES, BadCommand, BadFile, BadSpace
+from tests.bad_inputs import BAD_COMMANDS, BAD_FILES, BAD_READS, BAD_SPACES, BadCommand, BadFile, BadSpace
 from tests.cli_helpers import cli_error, cli_ok, run_cli
+from tests.conftest import ROOT
 from tests.solver.plan.conftest import TINY
 
-LOADERS = {"instance": load_instance, "schedule": load_schedule, "csv": read_torch_csv}
+LOADERS = {"instance": load_instance, "schedule": load_schedule, "csv": read_torch_csv, "calibration": load_calibration}
+READS_TIMEOUT = 300
+"""Seconds for every case of BAD_READS together (each takes well under one)."""
 
 
 def _write(folder: Path, bad: BadFile) -> Path:
@@ -80,3 +87,51 @@ def test_a_plan_beyond_its_limits_is_refused_at_the_api(bad: BadSpace) -> None:
 def test_every_error_is_a_pipesat_error_with_one_line() -> None:
     # The catalogue's API errors are PipesatErrors: the CLI turns exactly those into one line and an exit code.
     assert issubclass(InputError, PipesatError)
+
+
+# Each case of BAD_READS in one child process (one import), which prints a line as each case begins
+# and its result as it ends: a case that hangs or fills the memory ends the child, and is named.
+_READS_CHILD = """
+import json, sys
+from tests.bad_inputs import BAD_READS
+from tests.cli_helpers import run_cli
+for bad in BAD_READS:
+    print(json.dumps({"case": bad.case}), flush=True)
+    result = run_cli(*bad.args)
+    print(json.dumps({"case": bad.case, "code": result.exit_code, "out": result.stdout, "err": result.stderr}), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def read_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("reads")
+    (folder / "plan.yaml").write_text(yaml.safe_dump(TINY))
+    os.mkfifo(folder / "fifo")
+    os.mkfifo(folder / "fifo.toml")
+    (folder / "folder").mkdir()
+    (folder / "big.yaml").write_text("num_devices: 2\n" + "#" * (2 << 20) + "\n")
+    before = _contents(folder)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-c", _READS_CHILD]
+    try:
+        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=READS_TIMEOUT)
+        lines, stderr = done.stdout, done.stderr
+    except subprocess.TimeoutExpired as timeout:
+        lines, stderr = (timeout.stdout or b"").decode(), "timed out"
+    results = {entry["case"]: entry for entry in map(json.loads, lines.splitlines())}
+    assert _contents(folder) == before
+    started = [case for case, entry in results.items() if "code" not in entry]
+    assert not started, f"{started[0]} did not end: {stderr[-2000:]}"
+    return results
+
+
+@pytest.mark.parametrize("bad", BAD_READS, ids=lambda bad: bad.case)
+def test_an_input_that_is_no_regular_file_or_too_large_is_refused_at_once(
+    read_results: dict[str, dict[str, Any]], bad: BadCommand
+) -> None:
+    result = read_results[bad.case]
+    lines = result["err"].splitlines()
+    assert result["code"] == bad.exit_code, result
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result["err"], result
+    assert bad.message in lines[0]
+    assert result["out"] == ""

@@ -69,6 +69,7 @@ FLAGS: dict[str, Meaning] = {
     # The search: --workers is always the CP-SAT workers of one solve, --jobs solves at a time.
     "--workers": meaning("int", r"^CP-SAT search workers"),
     "--jobs": meaning("int", r"^Solves at a time"),
+    "--max-layers": meaning("int", r"^Refuse a (plan|model) of more layers"),
     "--seed": meaning("int", r"^CP-SAT random seed"),
     "--time-limit": meaning("number", r"^Seconds CP-SAT may search"),
     "--deterministic": meaning("flag", r"^The same schedule for the same seed"),

@@ -140,6 +140,35 @@ def test_the_plan_keeps_its_budget_and_marks_what_it_did_not_finish() -> None:
 HAS_RAY = importlib.util.find_spec("ray") is not None
 
 
+def _solving_plan(tmp_path: Path, executor: str = "local") -> subprocess.Popen[str]:
+    """`pipesat plan` in a session of its own, once its solves run (its progress line, in
+    tmp_path/stderr.txt, says so); its best schedule goes to tmp_path/best.json."""
+    # Llama 3 8B without tensor parallelism, its replicas one a node at 25 GB/s: its solves run to their
+    # shares (the 1.3B example's end at once, and so do the 8B's on its nodes of 8).
+    spec = ROOT / "instances/plan/llama3-8b-32gpu.yaml"
+    command = [sys.executable, "-m", "pipesat.cli", "plan", str(spec), "--tensor-parallel", "1"]
+    command += ["--gpus-per-node", "1", "--bandwidth", "25"]
+    command += ["--time-budget", "120", "--jobs", "2", "--workers", "1", "--executor", executor]
+    command += ["--progress", "--save-best", str(tmp_path / "best.json")]
+    errors = tmp_path / "stderr.txt"
+    with errors.open("w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
+    started = time.monotonic()
+    while "solving" not in errors.read_text() and time.monotonic() - started < 60 and process.poll() is None:
+        time.sleep(0.2)
+    return process
+
+
+def _left_in(group: int, seconds: float) -> list[str]:
+    """The processes still in process group `group` after up to `seconds` (none: at once)."""
+    until = time.monotonic() + seconds
+    while True:
+        left = subprocess.run(["ps", "-o", "pid=", "-g", str(group)], capture_output=True, text=True).stdout.split()
+        if not left or time.monotonic() > until:
+            return left
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize(
     ("executor", "stop", "group"),
     [
@@ -147,6 +176,8 @@ HAS_RAY = importlib.util.find_spec("ray") is not None
         ("local", signal.SIGTERM, False),
         # SIGTERM to the whole process group, as a job scheduler sends it: the workers die with it.
         ("local", signal.SIGTERM, True),
+        # SIGHUP to the process group, as a closing terminal sends it: as SIGTERM.
+        ("local", signal.SIGHUP, True),
         pytest.param(
             "ray", signal.SIGTERM, False, marks=pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed")
         ),
@@ -155,29 +186,17 @@ HAS_RAY = importlib.util.find_spec("ray") is not None
 def test_a_signal_ends_the_plan_with_the_ranking_so_far(
     tmp_path: Path, executor: str, stop: signal.Signals, group: bool
 ) -> None:
-    best = tmp_path / "best.json"
-    # Llama 3 8B without tensor parallelism, its replicas one a node at 25 GB/s: its solves run to their
-    # shares (the 1.3B example's end at once, and so do the 8B's on its nodes of 8).
-    spec = ROOT / "instances/plan/llama3-8b-32gpu.yaml"
-    command = [sys.executable, "-m", "pipesat.cli", "plan", str(spec), "--tensor-parallel", "1"]
-    command += ["--gpus-per-node", "1", "--bandwidth", "25"]
-    command += ["--time-budget", "120", "--jobs", "2", "--workers", "1", "--executor", executor]
-    command += ["--progress", "--save-best", str(best)]
-    errors = tmp_path / "stderr.txt"
-    with errors.open("w") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
-        started = time.monotonic()
-        while "solving" not in errors.read_text() and time.monotonic() - started < 60 and process.poll() is None:
-            time.sleep(0.2)  # until the solves run (the progress line says so)
-        sent = time.monotonic()
-        if group:
-            os.killpg(process.pid, stop)
-        else:
-            process.send_signal(stop)
-        try:
-            out, _ = process.communicate(timeout=30)
-        finally:
-            process.kill()
+    best, errors = tmp_path / "best.json", tmp_path / "stderr.txt"
+    process = _solving_plan(tmp_path, executor)
+    sent = time.monotonic()
+    if group:
+        os.killpg(process.pid, stop)
+    else:
+        process.send_signal(stop)
+    try:
+        out, _ = process.communicate(timeout=30)
+    finally:
+        process.kill()
     ended = time.monotonic() - sent
     assert process.returncode == EXIT_INTERRUPTED, errors.read_text()[-2000:]
     assert ended < 10
@@ -185,9 +204,16 @@ def test_a_signal_ends_the_plan_with_the_ranking_so_far(
     assert "interrupted: the ranking of what the plan had" in out
     assert "Traceback" not in errors.read_text()
     assert validate(load_schedule(best)) == []
-    time.sleep(0.5)
-    left = subprocess.run(["ps", "-o", "pid=", "-g", str(process.pid)], capture_output=True, text=True).stdout
-    assert left.split() == []  # no worker outlives the plan
+    assert _left_in(process.pid, 5) == []  # no worker outlives the plan
+
+
+def test_a_plan_killed_leaves_no_worker_behind(tmp_path: Path) -> None:
+    # SIGKILL, which nothing can answer: the pool workers and their CP-SAT children watch their parents.
+    process = _solving_plan(tmp_path)
+    assert len(_left_in(process.pid, 0)) > 1  # the plan and its pool workers
+    process.kill()
+    process.communicate(timeout=30)
+    assert _left_in(process.pid, 30) == [], (tmp_path / "stderr.txt").read_text()[-2000:]
 
 
 README_SPEC = ROOT / "instances/plan/gpt-1.3b-16gpu.yaml"

@@ -16,7 +16,8 @@ CP-SAT's search log, when the parameters ask for it (`log_search_progress`, set 
 DEBUG is enabled for this module's logger), comes back through the same pipe, line by line, and is
 logged here; CP-SAT never writes it to the child's standard output. The child's standard error goes to
 a temporary file that is read only when the child ends without its last word (it crashed, or had to be
-killed), to say how it ended. A child whose parent is gone ends too (`_end_with_parent`).
+killed), to say how it ended. A child whose parent is gone ends too (`end_with_parent`, which a plan's
+pool workers run too).
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ def _child(
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    threading.Thread(target=_end_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
+    end_with_parent()
     # What CP-SAT's C++ prints while it is stopped or killed (a `std::bad_function_call` from a callback
     # torn down mid-stop was seen) is not the user's business unless the child dies without its result.
     file = os.open(stderr, os.O_WRONLY | os.O_APPEND)
@@ -273,9 +274,14 @@ def _child(
         sender.close()
 
 
+def end_with_parent() -> None:
+    """End this process when its parent is gone, from a watching thread. A parent that is killed (a
+    plan's pool worker that did not answer a stop in time, a plan killed or whose terminal closed)
+    cannot end its children, and a search with nothing to send, or an idle pool worker, does not notice."""
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
+
+
 def _end_with_parent(parent: int) -> None:
-    """End the child when its parent is gone. A parent that is killed (a plan's pool worker that did not
-    answer a stop in time) cannot end its child, and a search with nothing to send does not notice."""
     while os.getppid() == parent:
         time.sleep(POLL_SECONDS)
     os._exit(1)

@@ -17,8 +17,10 @@ Sequence parallelism splits a layer's inputs and norms over the t GPUs, which a 
 GPU keeps whole; under it the measured memory is scaled by the model's ratio of the two.
 
 Every value is a key (`solver.instances.keys`), checked on construction and on reading with one line
-naming the file and the row (`cal.yaml: layers[2].forward_ms must be a non-negative number, got -1`).
-The file is YAML; this module reads and writes it and imports no torch.
+naming the file and the row (`cal.yaml: layers[2].forward_ms must be in (0, 1e+09], got -1`): a
+time is positive and at most MAX_MS, an amount of memory at most MAX_BYTES (beyond them a stage's sum
+overflows), and `recompute_ms`, a part of `backward_ms`, at most it. A file holds at most MAX_ROWS
+layer rows. The file is YAML; this module reads and writes it and imports no torch.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ from pipesat.solver.instances.value_kinds import NUMBER, TEXT, WHOLE, Word
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 """The dtypes a layer is measured in, and the bytes a value each keeps (`Training.bytes_per_value`)."""
 MLPS = ("GELU", "SwiGLU")
+MAX_MS = 1e9
+"""The longest layer time a row may give (11.6 days)."""
+MAX_BYTES = 1 << 60
+"""The most memory a row may give."""
+MAX_ROWS = 10_000
+"""The most layer rows a file holds: a plan needs a shape for each of at most 10,000 configurations
+(`PlanLimits.max_configurations`)."""
 
 
 @dataclass(frozen=True)
@@ -77,12 +86,26 @@ class MeasuredLayer(LayerShape):
     W (M_W)."""
 
     tensor_parallel: int = key(WHOLE, "The tensor-parallel degree t it was measured for.", at_least=1)
-    forward_ms: float = key(NUMBER, "F: the layer's forward.", unit="ms", at_least=0)
-    backward_ms: float = key(NUMBER, "B: the input gradients, recomputation included.", unit="ms", at_least=0)
-    weight_ms: float = key(NUMBER, "W: the weight gradients.", unit="ms", at_least=0)
-    recompute_ms: float = key(NUMBER, "The part of B that runs the forward again.", unit="ms", at_least=0)
-    activation_bytes: int = key(WHOLE, "M_B: what autograd saves from F for B.", unit="B", at_least=0)
-    weight_bytes: int = key(WHOLE, "M_W: what W still needs after B.", unit="B", at_least=0)
+    forward_ms: float = key(NUMBER, "The layer's forward F.", unit="ms", above=0, at_most=MAX_MS)
+    backward_ms: float = key(
+        NUMBER, "The input gradients B, recomputation included.", unit="ms", above=0, at_most=MAX_MS
+    )
+    weight_ms: float = key(NUMBER, "The weight gradients W.", unit="ms", above=0, at_most=MAX_MS)
+    recompute_ms: float = key(
+        NUMBER, "The part of B that runs the forward again.", unit="ms", at_least=0, at_most=MAX_MS
+    )
+    activation_bytes: int = key(
+        WHOLE, "What autograd saves from F for B, M_B.", unit="B", at_least=0, at_most=MAX_BYTES
+    )
+    weight_bytes: int = key(WHOLE, "What W still needs after B, M_W.", unit="B", at_least=0, at_most=MAX_BYTES)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.recompute_ms > self.backward_ms:
+            raise InstanceError(
+                f"recompute_ms {self.recompute_ms:g} is more than backward_ms {self.backward_ms:g}; "
+                "backward_ms includes the recomputation, recompute_ms is the part of it that recomputes"
+            )
 
     @property
     def shape(self) -> LayerShape:
@@ -111,14 +134,19 @@ class Calibration(Keyed):
     layers: tuple[MeasuredLayer, ...] = ()
     all_reduce: tuple[BusBandwidth, ...] = ()
     source: str = ""
+    _by_shape: dict[LayerShape, MeasuredLayer] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        seen: set[LayerShape] = set()
+        by_shape: dict[LayerShape, MeasuredLayer] = {}
         for row in self.layers:
-            if row.shape in seen:
-                raise InstanceError(f"{self.source or 'the calibration'} has two rows for {row.shape.label}; keep one")
-            seen.add(row.shape)
+            shape = row.shape
+            if shape in by_shape:
+                raise InstanceError(f"{self.source or 'the calibration'} has two rows for {shape.label}; keep one")
+            by_shape[shape] = row
+        object.__setattr__(self, "_by_shape", by_shape)  # `measured` looks a shape up, once per configuration
 
     @property
     def name(self) -> str:
@@ -130,8 +158,7 @@ class Calibration(Keyed):
         or a training that is not the layer measured (see `unlike_measured`)."""
         if unlike_measured(training):
             return None
-        shape = layer_shape(model, training)
-        return next((row for row in self.layers if row.shape == shape), None)
+        return self._by_shape.get(layer_shape(model, training))
 
     def check_training(self, training: Training) -> None:
         """Refuse, in one line, a training that keeps another number of bytes a value than the file's dtype."""
@@ -250,7 +277,13 @@ def load_calibration(path: str | Path) -> Calibration:
     if not isinstance(data, dict):
         raise InputError(f"{where}a calibration file is a mapping of device, dtype, torch, repeats, ... and layers")
     values = _record_values(Calibration, data, where, ("layers", "all_reduce"))
-    rows = [_record(MeasuredLayer, row, f"{where}layers[{i}].") for i, row in enumerate(_rows(data, "layers", where))]
+    layers = _rows(data, "layers", where)
+    if len(layers) > MAX_ROWS:
+        raise InputError(
+            f"{where}{len(layers):,} layer rows, more than the {MAX_ROWS:,} a calibration holds (a shape for each "
+            "configuration of a plan); calibrate one plan's shapes (`pipesat calibrate SPEC`)"
+        )
+    rows = [_record(MeasuredLayer, row, f"{where}layers[{i}].") for i, row in enumerate(layers)]
     sizes = [
         _record(BusBandwidth, row, f"{where}all_reduce[{i}].") for i, row in enumerate(_rows(data, "all_reduce", where))
     ]
@@ -281,7 +314,11 @@ def _rows(data: dict[str, Any], name: str, where: str) -> list[Any]:
 def _record(record: type[Keyed], row: Any, where: str) -> Any:
     if not isinstance(row, dict):
         raise InputError(f"{where.rstrip('.')} must be a mapping of {', '.join(keys(record))}, got {row!r}")
-    return record(**_record_values(record, row, where))
+    values = _record_values(record, row, where)
+    try:
+        return record(**values)
+    except InstanceError as error:  # how the row's keys fit together (each is read and checked alone)
+        raise InputError(f"{where.rstrip('.')}: {error}") from None
 
 
 def _record_values(record: type, data: dict[str, Any], where: str, also: Sequence[str] = ()) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from pipesat.models import InstanceError
+from pipesat.models.limits import MAX_EXPERTS
 from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.gpus import CATALOGUE, GPU_NAMES
 from pipesat.solver.instances.keys import Keyed, key, keys
@@ -31,10 +32,16 @@ class Transformer(Keyed):
     vocab: int = key(WHOLE, "Vocabulary V of the embedding and the output head (0: neither).", 0, at_least=0)
     kv_heads: int = key(WHOLE, "Key/value heads g, for grouped-query attention (0: as many as heads).", 0, at_least=0)
     ffn_hidden: int = key(WHOLE, "MLP width f; given, the MLP is SwiGLU (0: a GELU MLP of width 4h).", 0, at_least=0)
-    experts: int = key(WHOLE, "Routed experts E of a mixture-of-experts layer's MLP (0: a dense MLP).", 0, at_least=0)
+    experts: int = key(
+        WHOLE,
+        "Routed experts E of a mixture-of-experts layer's MLP (0: a dense MLP).",
+        0,
+        at_least=0,
+        at_most=MAX_EXPERTS,
+    )
     top_k: int = key(WHOLE, "Routed experts each token goes to (with experts).", 1, at_least=1)
     shared_experts: int = key(
-        WHOLE, "Experts every token goes to besides its routed ones (with experts).", 0, at_least=0
+        WHOLE, "Experts every token goes to besides its routed ones (with experts).", 0, at_least=0, at_most=MAX_EXPERTS
     )
     expert_ffn_hidden: int = key(
         WHOLE, "An expert's MLP width (0: as the dense MLP's, ffn_hidden or 4h).", 0, at_least=0

@@ -33,7 +33,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from pipesat.models import InputError
-from pipesat.solver.cpsat.child import STOP_GRACE
+from pipesat.solver.cpsat.child import STOP_GRACE, end_with_parent
+from pipesat.solver.cpsat.search_parameters import available_cores
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -42,6 +43,9 @@ WATCH_SECONDS = 0.05
 """How often a task's watcher looks for the stop."""
 STOP_WAIT = STOP_GRACE + 0.25
 """Seconds a stopped task has to hand in its result before its worker is killed."""
+JOBS_PER_CORE = 4
+"""The most tasks at once a core of this machine takes in a `LocalExecutor`: each is a process (a
+solve's with its CP-SAT child) with its memory, and more than a few a core only share the core."""
 RAY_HINT = "the ray executor needs Ray: pip install -e '.[ray]' (or pip install 'ray==2.60.0')"
 RAY_TIMEOUT = 10.0
 """Seconds to reach a Ray cluster's head (`make_executor`'s `timeout`)."""
@@ -176,11 +180,16 @@ process waiting on it to wake, forever when one of them was killed meanwhile."""
 
 def _start_worker(stop: Any) -> None:
     """A pool worker's start: the stop reaches its tasks through their watchers only, so Ctrl-C at the
-    terminal is theirs to answer (`_stoppable`), not the idle worker's; SIGTERM ends it."""
+    terminal is theirs to answer (`_stoppable`), not the idle worker's; a signal the command handles
+    (SIGTERM, SIGHUP: they stop it as Ctrl-C does) ends the worker, and so does its parent's end (a plan
+    killed, or whose terminal closed, leaves no worker behind)."""
     global _STOP
     _STOP = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for number in signal.valid_signals():
+        if number != signal.SIGINT and callable(signal.getsignal(number)):
+            signal.signal(number, signal.SIG_DFL)
+    end_with_parent()
 
 
 def _pool_stopped(seconds: float) -> bool:
@@ -436,6 +445,13 @@ def make_executor(
     if name == "local":
         if address is not None:
             raise InputError("`address` goes with the ray executor, not the local one")
+        cores = available_cores()
+        if parallel > JOBS_PER_CORE * cores:
+            raise InputError(
+                f"`parallel` {parallel} is more than the local executor's limit of {JOBS_PER_CORE * cores} "
+                f"({JOBS_PER_CORE} a core, {cores} cores here): each is a process with its memory; give fewer, "
+                "or run on a cluster with the ray executor"
+            )
         return LocalExecutor(parallel)
     if name == "ray":
         return RayExecutor(parallel, cpus_per_task, address, timeout)

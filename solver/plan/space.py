@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from pipesat.models import InputError, InstanceError, op_kinds
-from pipesat.models.limits import check_model_size, check_work
+from pipesat.models.limits import DEFAULT_MAX_LAYERS, check_cap, check_model_size, check_work
 from pipesat.models.plan_result import Configuration
 from pipesat.models.training_modes import Recompute
 from pipesat.solver.instances.collectives import Collective, group_link, group_nodes
@@ -53,7 +53,7 @@ class PlanLimits:
 
     max_gpus: int = 1 << 20
     max_global_batch: int = 1 << 20
-    max_layers: int = 10_000
+    max_layers: int = DEFAULT_MAX_LAYERS
     max_configurations: int = 10_000
 
 
@@ -95,10 +95,7 @@ def check_limits(spec: PlanSpec, limits: PlanLimits) -> None:
         ("training.global_batch", spec.global_batch, limits.max_global_batch, "max_global_batch"),
         ("model.layers", spec.model.layers, limits.max_layers, "max_layers"),
     ):
-        if value > cap:
-            raise InputError(
-                f"{key} {value:,} is more than the plan's limit of {cap:,}; check the spec, or raise the limit with `{name}`"
-            )
+        check_cap(key, value, cap, name, "the plan's", "the spec")
 
 
 def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:

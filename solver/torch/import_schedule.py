@@ -20,6 +20,7 @@ torch's `I` does nothing and `W` runs the whole backward, and activations stay a
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from pipesat.models import (
     Step,
     step_keys,
 )
-from pipesat.models.document import MAX_FILE_BYTES
+from pipesat.models.document import read_input_text
 from pipesat.models.ops import split_out_weight
 from pipesat.models.placement import placement_devices
 from pipesat.solver.evaluate.simulator import simulate
@@ -197,16 +198,10 @@ def read_torch_csv(path: str | Path) -> TorchOrders:
     """Read a torch schedule CSV (compute_only, or compute_comms whose communication is dropped); a file
     that cannot be read or holds malformed cells is bad input (`InputError`)."""
     path = Path(path)
+    text = read_input_text(path, "torch schedule CSV")
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB; this is not a torch schedule CSV")
-        with path.open(newline="", encoding="utf-8") as file:
-            rows = list(csv.reader(file))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a torch schedule CSV") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as error:
         raise InputError(f"{path}: cannot read ({error})") from None
     try:
         return rows_to_orders(rows)

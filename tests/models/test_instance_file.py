@@ -71,7 +71,7 @@ def test_file_must_hold_a_mapping(tmp_path: Path, name: str, text: str) -> None:
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"nope\.yaml: no such file"):
         load_instance(tmp_path / "nope.yaml")
-    with pytest.raises(InputError, match="is a directory"):
+    with pytest.raises(InputError, match="is a folder, not a regular file; the instance file must be one"):
         load_instance(tmp_path)
 
 

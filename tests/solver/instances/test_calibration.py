@@ -195,7 +195,7 @@ def document(**changes: Any) -> dict[str, Any]:
     ("content", "message"),
     [
         ([1, 2], "cal.yaml: a calibration file is a mapping of device, dtype, torch, repeats, ... and layers"),
-        ("device: [", "cal.yaml:1:10: not valid YAML"),
+        ("device: [", "cal.yaml:2:1: not valid YAML"),
         (document(layers=[ROW], num_devices=2), "cal.yaml: unknown key 'num_devices'; give device, dtype, torch"),
         ({"dtype": "bf16"}, "cal.yaml: device is missing; give it as text"),
         (document(dtype="fp8"), "cal.yaml: dtype must be one of bf16, fp16, fp32, got 'fp8'"),
@@ -203,7 +203,7 @@ def document(**changes: Any) -> dict[str, Any]:
         (document(layers=[3]), "cal.yaml: layers[0] must be a mapping of hidden, head_size, heads"),
         (
             document(layers=[ROW | {"forward_ms": -1}]),
-            "cal.yaml: layers[0].forward_ms must be a non-negative number, got -1",
+            "cal.yaml: layers[0].forward_ms must be in (0, 1e+09] (the layer's forward F), got -1",
         ),
         (
             document(layers=[ROW, ROW | {"mlp": "ReLU"}]),

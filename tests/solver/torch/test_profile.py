@@ -112,7 +112,7 @@ def test_profile_command_writes_an_instance_that_loads(tmp_path: Path) -> None:
         (["--layers", "3", "--seq-len", "16"], "3 layers do not split evenly over 2 x 2 = 4 stages"),
         (["--heads", "3", "--seq-len", "16"], "hidden 32 is not divisible by heads 3"),
         (["--seq-len", "0"], "--seq-len must be at least 1, got 0"),
-        (["--seq-len", "16", "--repeats", "0"], "repeats must be at least 1, got 0"),
+        (["--seq-len", "16", "--repeats", "0"], "0 is not in the range 1<=x<=1000"),
         (["--seq-len", "16", "-p", "0"], "devices must be at least 1, got 0"),
         (["--seq-len", "16", "--chunks", "0"], "chunks must be at least 1, got 0"),
         (["--seq-len", "16", "--kv-heads", "3"], "heads 2 is not divisible by kv_heads 3"),

@@ -147,7 +147,7 @@ def test_calibrate_prints_the_file_without_save_calibration(spec_file: Path, tmp
             "--dtype fp32 keeps 4 bytes a value (fp32) but the training keeps 2; calibrate in a dtype",
         ),
         (["--tensor-parallel", 3], "no configuration to calibrate: t3: does not divide 2 GPUs"),
-        (["--repeats", 0], "repeats must be at least 1, got 0"),
+        (["--repeats", 0], "0 is not in the range 1<=x<=1000"),
     ],
 )
 def test_calibrate_bad_input_is_one_line(spec_file: Path, args: list, message: str) -> None:
