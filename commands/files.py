@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from pipesat.commands.checks import check_window, check_writes, picture_output, reads
-from pipesat.commands.frame import PipesatCommand, PipesatGroup
+from pipesat.commands.frame import PipesatCommand
+from pipesat.commands.lazy import LazyCommand, LazyGroup
 from pipesat.commands.options import (
     ASCII_OPTION,
     FILE,
@@ -102,7 +103,16 @@ def export_command(schedule_file: Path, target: str, out: Path, force: bool) -> 
         click.echo(chrome_trace_line(export_chrome_trace(schedule, out)))
 
 
-@click.group("import", cls=PipesatGroup)
+IMPORT_COMMANDS = {
+    "torch": LazyCommand(
+        "pipesat.commands.torch:import_torch_command",
+        "Torch's built-in schedule NAME, timed with the instance's durations and validated (needs torch).",
+    )
+}
+"""`import torch`, from the torch commands' module (`commands.lazy`)."""
+
+
+@click.group("import", cls=LazyGroup, lazy_commands=IMPORT_COMMANDS)
 def import_group() -> None:
     """Time PyTorch's schedules on an instance: torch's built-ins, or any torch schedule CSV."""
 
