@@ -4,7 +4,7 @@ Chrome trace) and import csv (a torch schedule CSV, timed on an instance)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,10 +28,12 @@ from pipesat.models.errors import ScheduleError
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.io.chrome_trace import export_chrome_trace
 from pipesat.solver.io.schedule_file import load_schedule
-from pipesat.solver.report.schedule_plot import Window
 from pipesat.solver.report.text import chrome_trace_line, torch_csv_lines
 from pipesat.solver.torch import import_schedule as torch_import
 from pipesat.solver.torch.export import export_torch_csv
+
+if TYPE_CHECKING:
+    from pipesat.solver.report.schedule_plot import Window
 
 
 @click.command("check", cls=PipesatCommand)

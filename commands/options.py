@@ -24,6 +24,7 @@ from pipesat.models.limits import DEFAULT_MAX_MODEL_OPS, DEFAULT_MAX_OPS
 from pipesat.models.log import show_log
 from pipesat.models.placement import PLACEMENTS
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning, load_tuning
+from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.instances.description import DENSE_KEYS, Pipeline, Transformer
 from pipesat.solver.instances.from_options import build_instance
 
@@ -158,9 +159,11 @@ PICTURE_OPTIONS = options(
 
 def picture_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     """Check a picture file's extension while parsing, before any long solve."""
+    if value is None:
+        return value
     from pipesat.solver.report.figures import PICTURE_SUFFIXES  # matplotlib, imported when a picture is named
 
-    if value is not None and value.suffix.lower() not in PICTURE_SUFFIXES:
+    if value.suffix.lower() not in PICTURE_SUFFIXES:
         raise InstanceError(f"{param.opts[-1]} {value}: name the picture .png, .svg or .pdf")
     return value
 
@@ -192,6 +195,8 @@ def _log_option(ctx: click.Context, param: click.Parameter, value: bool) -> bool
 
 def _cpsat_param_option(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
     """`--cpsat-param KEY=VALUE ...` as a mapping, checked by protobuf and CP-SAT before any work."""
+    if not value:
+        return {}
     from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs  # OR-Tools, imported to parse
 
     pairs = parse_pairs(value, label="--cpsat-param")
@@ -202,13 +207,6 @@ def _cpsat_param_option(ctx: click.Context, param: click.Parameter, value: tuple
 def _tuning_option(ctx: click.Context, param: click.Parameter, value: Path | None) -> Tuning:
     """`--tuning FILE`: pipesat's own search and bound settings (`models.tuning`), read before any work."""
     return DEFAULT_TUNING if value is None else load_tuning(value)
-
-
-def _available_cores() -> int:
-    """--workers' default: the cores this process may use (`solver.cpsat`, which imports OR-Tools)."""
-    from pipesat.solver.cpsat.search_parameters import available_cores
-
-    return available_cores()
 
 
 # Every command that runs CP-SAT takes these (solve, compare and pareto through SOLVER_OPTIONS, and plan).
@@ -250,7 +248,7 @@ SOLVER_OPTIONS = options(
     click.option(
         "--workers",
         type=WORKER_COUNT,
-        default=_available_cores,
+        default=available_cores,
         show_default="the cores this process may use",
         help="CP-SAT search workers.",
     ),

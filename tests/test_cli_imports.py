@@ -1,5 +1,6 @@
 """The command line starts fast: importing it, `--help` and `--version` load none of OR-Tools,
-matplotlib, torch or ray (nor numpy); each command imports what it needs when it runs."""
+matplotlib, torch or ray (nor numpy); each command imports what it needs when it runs, so that its
+help and a refusal of its inputs start fast too."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+
+from tests.conftest import ROOT
 
 HEAVY = {"ortools", "matplotlib", "numpy", "torch", "ray"}
 
@@ -27,6 +30,22 @@ def test_importing_the_command_line_imports_no_heavy_package() -> None:
 def test_help_version_and_a_usage_error_import_no_heavy_package(args: list[str]) -> None:
     code = f"from pipesat.cli import cli\ntry:\n    cli({args!r}, prog_name='pipesat')\nexcept SystemExit:\n    pass"
     assert heavy_imports(code) == []
+
+
+COMMAND_MODULES = sorted(f"pipesat.commands.{path.stem}" for path in ROOT.joinpath("commands").glob("[!_]*.py"))
+
+
+@pytest.mark.parametrize("module", COMMAND_MODULES)
+def test_a_command_module_imports_no_solver_library(module: str) -> None:
+    """A command's help and a refusal of its options (a file that is not there) load no OR-Tools or
+    matplotlib: the command imports them in its body, once its inputs are checked (numpy may come)."""
+    assert set(heavy_imports(f"import {module}")) <= {"numpy"}
+
+
+@pytest.mark.parametrize("args", [["solve", "--help"], ["plan", "missing.yaml"], ["solve", "missing.json"]])
+def test_a_command_help_and_refusal_import_no_solver_library(args: list[str]) -> None:
+    code = f"from pipesat.cli import cli\ntry:\n    cli({args!r}, prog_name='pipesat')\nexcept SystemExit:\n    pass"
+    assert set(heavy_imports(code)) <= {"numpy"}
 
 
 def test_the_check_can_fail() -> None:

@@ -37,7 +37,8 @@ from typing import IO, Any
 
 from ortools.sat.python import cp_model
 
-STOP_GRACE = 0.5
+from pipesat.solver.cpsat.processes import STOP_GRACE
+
 POLL_SECONDS = 0.05
 # How much of a dead child's standard error says how it ended: its last lines, of the last bytes.
 LAST_LINES = 3

@@ -32,7 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
 from pipesat.models import InputError
-from pipesat.solver.cpsat.child import STOP_GRACE
+from pipesat.solver.cpsat.processes import STOP_GRACE
 
 T = TypeVar("T")
 R = TypeVar("R")
