@@ -6,40 +6,87 @@ of a plan as it runs); every schedule that leaves pipesat has passed `validate`.
 (the `torch` extra). The repository's folders `models/` (the nouns) and `solver/` (the verbs) are the
 subpackages `pipesat.models` and `pipesat.solver`; `pipesat.cli` is the command line. `with
 show_log(): ...` prints what the solves decide and CP-SAT's own search log (the `pipesat` loggers).
+
+Each name is imported on first use (PEP 562), so that `import pipesat` and the command line, which
+imports this package first, do not load OR-Tools, numpy and matplotlib before a command needs them.
 """
 
-from pipesat.models import (
-    InputError,
-    Instance,
-    InstanceError,
-    Minimize,
-    Objective,
-    Op,
-    OpKey,
-    OptionError,
-    PipesatError,
-    Schedule,
-    ScheduleError,
-    Status,
-    load_instance,
-)
-from pipesat.models.log import show_log
-from pipesat.models.plan_result import PlanResult
-from pipesat.models.solve_result import SolveResult, StopReason
-from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
-from pipesat.solver.evaluate.validator import Rule, Violation, ensure_valid, validate
-from pipesat.solver.heuristics import all_heuristics, run_heuristic
-from pipesat.solver.io.schedule_file import load_schedule, save_schedule
-from pipesat.solver.plan.executors import LocalExecutor, RayExecutor
-from pipesat.solver.plan.predict import Prediction, parse_configuration, predict
-from pipesat.solver.plan.search import plan
-from pipesat.solver.plan.spec import PlanSpec, load_spec
-from pipesat.solver.solve import solve
-from pipesat.solver.studies.compare import Comparison, compare
-from pipesat.solver.studies.pareto import ParetoResult, pareto_frontier, pareto_sweep
-from pipesat.solver.torch.export import export_torch_csv
-from pipesat.solver.torch.import_schedule import import_torch_csv, import_torch_schedule
-from pipesat.solver.torch.schedule import torch_schedule
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipesat.models import (
+        InputError,
+        Instance,
+        InstanceError,
+        Minimize,
+        Objective,
+        Op,
+        OpKey,
+        OptionError,
+        PipesatError,
+        Schedule,
+        ScheduleError,
+        Status,
+        load_instance,
+    )
+    from pipesat.models.log import show_log
+    from pipesat.models.plan_result import PlanResult
+    from pipesat.models.solve_result import SolveResult, StopReason
+    from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
+    from pipesat.solver.evaluate.validator import Rule, Violation, ensure_valid, validate
+    from pipesat.solver.heuristics import all_heuristics, run_heuristic
+    from pipesat.solver.io.schedule_file import load_schedule, save_schedule
+    from pipesat.solver.plan.executors import LocalExecutor, RayExecutor
+    from pipesat.solver.plan.predict import Prediction, parse_configuration, predict
+    from pipesat.solver.plan.search import plan
+    from pipesat.solver.plan.spec import PlanSpec, load_spec
+    from pipesat.solver.solve import solve
+    from pipesat.solver.studies.compare import Comparison, compare
+    from pipesat.solver.studies.pareto import ParetoResult, pareto_frontier, pareto_sweep
+    from pipesat.solver.torch.export import export_torch_csv
+    from pipesat.solver.torch.import_schedule import import_torch_csv, import_torch_schedule
+    from pipesat.solver.torch.schedule import torch_schedule
+
+_HOMES = {
+    "pipesat.models": (
+        "InputError",
+        "Instance",
+        "InstanceError",
+        "Minimize",
+        "Objective",
+        "Op",
+        "OpKey",
+        "OptionError",
+        "PipesatError",
+        "Schedule",
+        "ScheduleError",
+        "Status",
+        "load_instance",
+    ),
+    "pipesat.models.log": ("show_log",),
+    "pipesat.models.plan_result": ("PlanResult",),
+    "pipesat.models.solve_result": ("SolveResult", "StopReason"),
+    "pipesat.solver.evaluate.metrics": ("Metrics", "compute_metrics"),
+    "pipesat.solver.evaluate.validator": ("Rule", "Violation", "ensure_valid", "validate"),
+    "pipesat.solver.heuristics": ("all_heuristics", "run_heuristic"),
+    "pipesat.solver.io.schedule_file": ("load_schedule", "save_schedule"),
+    "pipesat.solver.plan.executors": ("LocalExecutor", "RayExecutor"),
+    "pipesat.solver.plan.predict": ("Prediction", "parse_configuration", "predict"),
+    "pipesat.solver.plan.search": ("plan",),
+    "pipesat.solver.plan.spec": ("PlanSpec", "load_spec"),
+    "pipesat.solver.solve": ("solve",),
+    "pipesat.solver.studies.compare": ("Comparison", "compare"),
+    "pipesat.solver.studies.pareto": ("ParetoResult", "pareto_frontier", "pareto_sweep"),
+    "pipesat.solver.torch.export": ("export_torch_csv",),
+    "pipesat.solver.torch.import_schedule": ("import_torch_csv", "import_torch_schedule"),
+    "pipesat.solver.torch.schedule": ("torch_schedule",),
+}
+"""The module each public name is imported from (the imports above, for type checkers)."""
+
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "Comparison",
@@ -88,3 +135,19 @@ __all__ = [
     "torch_schedule",
     "validate",
 ]
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and a name not among them is an error
+
+    def __getattr__(name: str) -> Any:
+        """A public name, imported from its module on first use and kept here for the next."""
+        module = _HOME_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -24,7 +24,7 @@ from results_header import results_header
 
 from pipesat.models.plan_result import Outcome, PlanResult
 from pipesat.models.tolerance import same
-from pipesat.solver.cpsat.search_parameters import available_cores
+from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.plan.executors import LocalExecutor, make_executor
 from pipesat.solver.plan.search import PlanOptions, brute_force, plan

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pipesat.models.errors import InputError
 from pipesat.solver.io.output_file import DefaultName, check_outputs
-from pipesat.solver.report.schedule_plot import Window
-from pipesat.solver.torch import import_schedule as torch_import
+
+if TYPE_CHECKING:
+    from pipesat.solver.report.schedule_plot import Window
 
 INPUTS = "pipesat.inputs"
 
@@ -47,6 +49,8 @@ def check_window(window: Window | None, picture: Path | None) -> None:
 def exit_without_torch() -> None:
     """Refuse, as bad input (one `error:` line, exit 2), with the install line when torch (the optional
     extra) is not installed."""
+    from pipesat.solver.torch import import_schedule as torch_import  # numpy, imported for the torch commands
+
     try:
         torch_import.require_torch()
     except torch_import.TorchMissing as error:

@@ -4,12 +4,13 @@ Chrome trace) and import csv (a torch schedule CSV, timed on an instance)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pipesat.commands.checks import check_window, check_writes, picture_output, reads
-from pipesat.commands.frame import PipesatCommand, PipesatGroup
+from pipesat.commands.frame import PipesatCommand
+from pipesat.commands.lazy import LazyCommand, LazyGroup
 from pipesat.commands.options import (
     ASCII_OPTION,
     FILE,
@@ -27,10 +28,12 @@ from pipesat.models.errors import ScheduleError
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.io.chrome_trace import export_chrome_trace
 from pipesat.solver.io.schedule_file import load_schedule
-from pipesat.solver.report.schedule_plot import Window
 from pipesat.solver.report.text import chrome_trace_line, torch_csv_lines
 from pipesat.solver.torch import import_schedule as torch_import
 from pipesat.solver.torch.export import export_torch_csv
+
+if TYPE_CHECKING:
+    from pipesat.solver.report.schedule_plot import Window
 
 
 @click.command("check", cls=PipesatCommand)
@@ -102,7 +105,16 @@ def export_command(schedule_file: Path, target: str, out: Path, force: bool) -> 
         click.echo(chrome_trace_line(export_chrome_trace(schedule, out)))
 
 
-@click.group("import", cls=PipesatGroup)
+IMPORT_COMMANDS = {
+    "torch": LazyCommand(
+        "pipesat.commands.torch:import_torch_command",
+        "Torch's built-in schedule NAME, timed with the instance's durations and validated (needs torch).",
+    )
+}
+"""`import torch`, from the torch commands' module (`commands.lazy`)."""
+
+
+@click.group("import", cls=LazyGroup, lazy_commands=IMPORT_COMMANDS)
 def import_group() -> None:
     """Time PyTorch's schedules on an instance: torch's built-ins, or any torch schedule CSV."""
 

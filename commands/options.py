@@ -24,11 +24,9 @@ from pipesat.models.limits import DEFAULT_MAX_INPUT_MB, DEFAULT_MAX_MODEL_OPS, D
 from pipesat.models.log import show_log
 from pipesat.models.placement import PLACEMENTS
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning, load_tuning
-from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs
-from pipesat.solver.cpsat.search_parameters import available_cores
+from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.instances.description import DENSE_KEYS, Pipeline, Transformer
 from pipesat.solver.instances.from_options import build_instance
-from pipesat.solver.report.figures import PICTURE_SUFFIXES
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -161,7 +159,11 @@ PICTURE_OPTIONS = options(
 
 def picture_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     """Check a picture file's extension while parsing, before any long solve."""
-    if value is not None and value.suffix.lower() not in PICTURE_SUFFIXES:
+    if value is None:
+        return value
+    from pipesat.solver.report.figures import PICTURE_SUFFIXES  # matplotlib, imported when a picture is named
+
+    if value.suffix.lower() not in PICTURE_SUFFIXES:
         raise InstanceError(f"{param.opts[-1]} {value}: name the picture .png, .svg or .pdf")
     return value
 
@@ -193,6 +195,10 @@ def _log_option(ctx: click.Context, param: click.Parameter, value: bool) -> bool
 
 def _cpsat_param_option(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
     """`--cpsat-param KEY=VALUE ...` as a mapping, checked by protobuf and CP-SAT before any work."""
+    if not value:
+        return {}
+    from pipesat.solver.cpsat.parameters import cpsat_parameters, parse_pairs  # OR-Tools, imported to parse
+
     pairs = parse_pairs(value, label="--cpsat-param")
     cpsat_parameters(pairs, label="--cpsat-param")
     return pairs

@@ -4,6 +4,7 @@ the files of `--save-dir DIR`, and instance files."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,8 +13,10 @@ from pipesat.models.instance_file import format_instance, save_instance
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.io.schedule_file import save_schedule, schedule_text
 from pipesat.solver.report.ascii_view import render_ascii
-from pipesat.solver.report.schedule_plot import Window, plot_schedule
 from pipesat.solver.report.text import describe, field_line, metrics_lines, saved_files_text
+
+if TYPE_CHECKING:
+    from pipesat.solver.report.schedule_plot import Window
 
 STDOUT = Path("-")
 STDOUT_TAKEN = "pipesat.stdout_taken"
@@ -62,6 +65,8 @@ def emit_schedule(
     elif save is not None:
         echo_field("schedule", str(save_schedule(schedule, save)))
     if picture is not None:
+        from pipesat.solver.report.schedule_plot import plot_schedule  # matplotlib, imported to draw
+
         echo_field("picture", str(plot_schedule(schedule, picture, objective, window)))
     if show_ascii:
         say()

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -31,19 +31,15 @@ from pipesat.commands.values import FiniteFloat
 from pipesat.models.errors import ScheduleError
 from pipesat.models.plan_result import Configuration, PlanResult
 from pipesat.models.schedule import Schedule
-from pipesat.solver.cpsat.search_parameters import available_cores
+from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.instances.calibration import Calibration, coverage_line, load_calibration
 from pipesat.solver.instances.explain import explain
 from pipesat.solver.instances.from_model import derive
 from pipesat.solver.io.schedule_file import save_schedule
 from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.measure import iteration_lines
-from pipesat.solver.plan.predict import parse_configuration, predict
-from pipesat.solver.plan.progress import PlanProgress
-from pipesat.solver.plan.search import PlanOptions, plan
 from pipesat.solver.plan.space import PlanLimits, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
-from pipesat.solver.report.plan_plot import plot_plan
 from pipesat.solver.report.plan_text import (
     no_best_text,
     plan_columns,
@@ -55,6 +51,9 @@ from pipesat.solver.report.plan_text import (
     progress_text,
 )
 from pipesat.solver.report.tables import format_rows
+
+if TYPE_CHECKING:
+    from pipesat.solver.plan.progress import PlanProgress
 
 OVERRIDES = (
     "cluster.gpus",
@@ -170,6 +169,8 @@ def plan_command(spec_file: Path, **options: Any) -> None:
     fmt = options["fmt"]
     if fmt == "json":
         give_stdout_to_data()
+    from pipesat.solver.plan.search import PlanOptions, plan  # OR-Tools, once the inputs are read
+
     cores = available_cores()
     parallel = options["jobs"] or cores
     cpsat_workers = options["workers"] or max(1, cores // parallel)
@@ -202,6 +203,8 @@ def plan_command(spec_file: Path, **options: Any) -> None:
 def _predict(spec: PlanSpec, options: dict[str, Any], calibration: Calibration | None) -> None:
     """`--predict`: the configuration as it runs, in lines or its JSON document (`--explain`: how its
     instance was derived and its iteration); `--save-best` writes its schedule."""
+    from pipesat.solver.plan.predict import parse_configuration, predict  # the cost model, once the inputs are read
+
     config, schedule = parse_configuration(options["predict"])
     prediction = predict(spec, config, schedule, calibration=calibration)
     if options["fmt"] == "json":
@@ -266,6 +269,8 @@ def _report(result: PlanResult, options: dict[str, Any], notes: list[str]) -> No
         save_schedule(result.best_schedule, options["save_best"])
         click.echo(f"best schedule: {options['save_best']}", err=fmt != "text")
     if options["output"] is not None:
+        from pipesat.solver.report.plan_plot import plot_plan  # matplotlib, imported to draw
+
         plot_plan(result, options["output"])
         click.echo(f"picture: {options['output']}", err=fmt != "text")
     exit_if_interrupted(result.interrupted)

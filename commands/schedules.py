@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -41,23 +41,19 @@ from pipesat.commands.values import FiniteFloat
 from pipesat.models import Instance, Minimize, Objective, OptionError, Status, Tuning, expected_op_keys
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.limits import check_model_size
-from pipesat.solver.cpsat.search_parameters import cpsat_workers
 from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import check_memory, ensure_valid
 from pipesat.solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
 from pipesat.solver.report.documents import comparison_document, pareto_document, schedule_document, solve_document
-from pipesat.solver.report.figures import save_figure
-from pipesat.solver.report.pareto_plot import pareto_figure
-from pipesat.solver.report.schedule_plot import Window
 from pipesat.solver.report.solve_text import goal_text, no_schedule_text, summary_fields
 from pipesat.solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
 from pipesat.solver.report.tables import format_rows, heuristic_title
 from pipesat.solver.report.text import describe
 from pipesat.solver.report.units import units_of
-from pipesat.solver.solve import solve as run_solver
-from pipesat.solver.studies.compare import SOLVER_NAME, compare, compare_placements, with_torch_rows
-from pipesat.solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
 from pipesat.solver.torch import import_schedule as torch_import
+
+if TYPE_CHECKING:
+    from pipesat.solver.report.schedule_plot import Window
 
 
 @click.command("schedule", cls=PipesatCommand, epilog="Schedules: " + ", ".join(h.name for h in all_heuristics()) + ".")
@@ -159,6 +155,10 @@ def solve(
     check_writes(force, {"--save": save, "-o": output})
     check_model_size(len(expected_op_keys(instance, instance.split_backward)))  # before the header
     data_out(fmt, save)
+    # OR-Tools, imported once the inputs are checked (a refusal of them starts fast)
+    from pipesat.solver.cpsat.search_parameters import cpsat_workers
+    from pipesat.solver.solve import solve as run_solver
+
     goal = goal_text(objective, minimize, makespan_cap)
     say(f"CP-SAT ({goal}) on {describe(instance)}, {time_limit:g} s, {cpsat_workers(workers, deterministic)} worker(s)")
     with live_progress(progress) as line:
@@ -212,6 +212,8 @@ def compare_command(
 ) -> None:
     """Every handwritten schedule and the solver side by side, on one instance and memory limit (or the
     same model at several placements)."""
+    from pipesat.solver.studies.compare import SOLVER_NAME, compare, compare_placements, with_torch_rows  # OR-Tools
+
     if with_torch:
         if placements:
             raise OptionError("--with-torch compares one placement; drop --placements or --with-torch")
@@ -277,6 +279,11 @@ def pareto(
     **search: Any,
 ) -> None:
     """The fastest schedule at each memory limit: the frontier table and its plot."""
+    # OR-Tools and matplotlib, imported when the command runs
+    from pipesat.solver.report.figures import save_figure
+    from pipesat.solver.report.pareto_plot import pareto_figure
+    from pipesat.solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
+
     try:
         values = None if limits is None else parse_limits(limits, instance)
     except InstanceError as error:

@@ -1,5 +1,5 @@
 """The PyTorch commands (the torch extra): profile, calibrate, import torch and torch-run. Registered
-on the `pipesat` group (import torch on `files.import_group`) by `cli.py`."""
+on the `pipesat` group by `cli.py`, import torch on `files.import_group` by `commands.files`."""
 
 from __future__ import annotations
 

@@ -4,11 +4,12 @@ START:END, and the words of `--format`."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipesat.solver.report.schedule_plot import Window
+if TYPE_CHECKING:
+    from pipesat.solver.report.schedule_plot import Window
 
 
 class FiniteFloat(click.FloatRange):

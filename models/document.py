@@ -5,7 +5,7 @@ Every file pipesat reads (instances, schedules, plan specs, calibrations, tuning
 read by `read_input`, so no file can hang pipesat or make it run out of memory: only a regular file
 is read (a device such as /dev/zero, a FIFO, a folder or a socket is refused, checked on the opened
 file, which is opened without blocking, so a FIFO with no writer cannot hang it), and at most
-`max_input_bytes()` of it (`--max-input-mb`, `models.limits`), by its size and by the read itself.
+`max_input_bytes()` of it (the cap `max_input_mb`, `models.limits`), by its size and by the read itself.
 Every input document is then parsed the same way: a file that cannot be read or parsed is one
 `InputError` line (with file:line:col where the parser knows it); a key given twice is an error, not
 "the last one wins"; `NaN` and `Infinity` are refused; YAML aliases may not expand past `MAX_VALUES`

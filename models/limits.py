@@ -52,13 +52,18 @@ def set_max_ops(ops: int, model_ops: int = DEFAULT_MAX_MODEL_OPS) -> None:
     _MAX_MODEL_OPS.set(model_ops)
 
 
+def max_input_mb() -> int:
+    """The largest input file read here, in MiB."""
+    return _MAX_INPUT_MB.get()
+
+
 def max_input_bytes() -> int:
     """The largest input file read here, in bytes."""
-    return _MAX_INPUT_MB.get() << 20
+    return max_input_mb() << 20
 
 
 def set_max_input_mb(megabytes: int) -> None:
-    """Set the largest input file read (MiB) for the rest of this context (the command line's `--max-input-mb`)."""
+    """Set the largest input file read (MiB) for the rest of this context (the command line's option of its name)."""
     if megabytes < 1:
         raise InputError(f"`max_input_mb` must be at least 1, got {megabytes}")
     _MAX_INPUT_MB.set(megabytes)

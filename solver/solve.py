@@ -47,9 +47,10 @@ from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.cpsat.model import build_model
 from pipesat.solver.cpsat.parameters import cpsat_parameters
+from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.cpsat.record import Progress
 from pipesat.solver.cpsat.search import INTERRUPTED, search
-from pipesat.solver.cpsat.search_parameters import SearchOptions, available_cores
+from pipesat.solver.cpsat.search_parameters import SearchOptions
 from pipesat.solver.cpsat.warm_start import tick_value, warm_start
 from pipesat.solver.evaluate.bounds import (
     first_device_instance,

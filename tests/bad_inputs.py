@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from pipesat.commands.options import MAX_WORKERS
-from pipesat.solver.cpsat.search_parameters import available_cores
+from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.instances.calibration import MAX_ROWS
 from pipesat.solver.plan.executors import JOBS_PER_CORE
 from pipesat.solver.plan.schedules import SCHEDULE_NAMES

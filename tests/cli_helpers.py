@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 from click.testing import CliRunner, Result
 
@@ -36,3 +37,10 @@ def cli_error(result: Result, code: int = EXIT_BAD_INPUT) -> str:
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     return lines[0]
+
+
+def subcommands(group: click.Group) -> dict[str, click.Command]:
+    """A group's commands by name, those imported when used (`commands.lazy`) too."""
+    ctx = click.Context(group)
+    found = {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
+    return {name: command for name, command in found.items() if command is not None}

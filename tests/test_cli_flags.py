@@ -24,7 +24,7 @@ from pipesat.commands.options import FILE, FORMAT_WORDS
 from pipesat.commands.progress import ProgressLine, live_progress
 from pipesat.commands.values import TimeWindow
 from pipesat.solver.instances.gpus import GPU_NAMES
-from tests.cli_helpers import cli_error, cli_ok, run_cli
+from tests.cli_helpers import cli_error, cli_ok, run_cli, subcommands
 from tests.conftest import ROOT
 
 
@@ -141,7 +141,7 @@ def commands(
     ctx = click.Context(command, parent=parent, info_name=path.rsplit(" ", 1)[-1], **command.context_settings)
     yield path, command, ctx
     if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
+        for name, sub in sorted(subcommands(command).items()):
             yield from commands(sub, f"{path} {name}", ctx)
 
 

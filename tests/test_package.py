@@ -47,6 +47,26 @@ def test_the_public_api_is_at_the_top() -> None:
         assert name in pipesat.__all__
 
 
+def test_the_public_names_are_imported_when_first_used() -> None:
+    """`import pipesat` loads none of its modules (PEP 562); `from pipesat import X` imports each name of
+    `__all__`, from a fresh interpreter, and `dir(pipesat)` lists them."""
+    code = (
+        "import sys, pipesat\n"
+        "print([m for m in sys.modules if m.startswith('pipesat.')])\n"
+        "for name in pipesat.__all__:\n"
+        "    exec(f'from pipesat import {name}')\n"
+        "print(sorted(set(pipesat.__all__) - set(dir(pipesat))), len(pipesat.__all__))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "[]", str(len(pipesat.__all__))]
+
+
+def test_a_name_the_api_does_not_export_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        pipesat.nothing  # noqa: B018
+
+
 def test_import_pipesat_works_from_anywhere_and_does_not_load_torch(tmp_path: Path) -> None:
     code = "import sys, pipesat; print(len(pipesat.__all__), 'torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)

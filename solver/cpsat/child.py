@@ -38,7 +38,8 @@ from typing import IO, Any
 
 from ortools.sat.python import cp_model
 
-STOP_GRACE = 0.5
+from pipesat.solver.cpsat.processes import STOP_GRACE, end_with_parent
+
 POLL_SECONDS = 0.05
 # How much of a dead child's standard error says how it ended: its last lines, of the last bytes.
 LAST_LINES = 3
@@ -272,19 +273,6 @@ def _child(
         send(Finished(status, solver.best_objective_bound, solver.solution_info()))
     finally:
         sender.close()
-
-
-def end_with_parent() -> None:
-    """End this process when its parent is gone, from a watching thread. A parent that is killed (a
-    plan's pool worker that did not answer a stop in time, a plan killed or whose terminal closed)
-    cannot end its children, and a search with nothing to send, or an idle pool worker, does not notice."""
-    threading.Thread(target=_end_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
-
-
-def _end_with_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(POLL_SECONDS)
-    os._exit(1)
 
 
 class _Reporter(cp_model.CpSolverSolutionCallback):

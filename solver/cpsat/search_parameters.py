@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 from dataclasses import dataclass
 
@@ -54,13 +53,6 @@ PROBE_PRECEDENCE_SUBSOLVER = "precedences"
 PROBE_STRONG_SUBSOLVER = "strong_precedences"
 PORTFOLIO_FIELDS = {"num_workers", "subsolvers", "extra_subsolvers", "ignore_subsolvers", "num_full_subsolvers"}
 LOG = logging.getLogger(__name__)
-
-
-def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity where the platform says, else all of them)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from pipesat.models import Kind, Objective, Schedule
 from pipesat.models.ops import memory_change
 from pipesat.models.tolerance import same
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported in the functions that compute: the command line's help and refusals start without it.
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class Metrics:
 
 
 def _device_arrays(schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import numpy as np
+
     ops = schedule.ops
     device = np.fromiter((op.device for op in ops), dtype=np.int64, count=len(ops))
     start = np.fromiter((op.start for op in ops), dtype=np.float64, count=len(ops))
@@ -79,6 +85,8 @@ def relative_gap(value: float, reference: float) -> float:
 
 def compute_metrics(schedule: Schedule) -> Metrics:
     """All metrics of a schedule (it need not be valid; the validator says whether it is)."""
+    import numpy as np
+
     p = schedule.instance.num_devices
     device, start, end = _device_arrays(schedule)
     if len(device) == 0:
@@ -115,6 +123,8 @@ def memory_profiles(schedule: Schedule) -> list[MemoryProfile]:
     At equal times frees come before allocations, so an op that ends when another starts does not
     count both (the same half-open intervals as the CP-SAT model).
     """
+    import numpy as np
+
     instance = schedule.instance
     split = schedule.split_backward
     events: list[list[tuple[float, int, float]]] = [[] for _ in range(instance.num_devices)]

@@ -28,14 +28,16 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from collections.abc import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from pipesat.models import KINDS, Instance, Kind, OpKey
 from pipesat.models.ops import dependency, memory_change
 from pipesat.models.tolerance import fits
 from pipesat.solver.heuristics.heuristic import Orders
 from pipesat.solver.heuristics.requirements import first_unmet, needs_split_backward, needs_vshape
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CYCLE = 6
 
@@ -196,6 +198,8 @@ class _SlotLayout:
 
     def _memory(self, row: list[OpKey | None]) -> np.ndarray:
         """Memory held after each slot of a device."""
+        import numpy as np  # here: the command line's help and refusals start without it
+
         return np.cumsum([0.0 if key is None else self.delta(key) for key in row])
 
     def orders(self) -> Orders:

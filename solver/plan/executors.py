@@ -33,8 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from pipesat.models import InputError
-from pipesat.solver.cpsat.child import STOP_GRACE, end_with_parent
-from pipesat.solver.cpsat.search_parameters import available_cores
+from pipesat.solver.cpsat.processes import STOP_GRACE, available_cores, end_with_parent
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -20,7 +20,7 @@ from pipesat.solver.plan.space import PlanLimits
 from pipesat.solver.plan.spec import Cluster, PlanSpec
 from pipesat.solver.solve import solve
 from pipesat.solver.torch.profile_spec import ProfileSpec
-from tests.cli_helpers import cli_error, run_cli
+from tests.cli_helpers import cli_error, run_cli, subcommands
 
 SECTIONS = {
     "model": (Transformer,),
@@ -44,7 +44,7 @@ PARAMETERS = {
 def _every_flag(command: click.Command) -> set[str]:
     """The flags of a command and of every command under it."""
     flags = {flag for param in command.params if isinstance(param, click.Option) for flag in param.opts}
-    for sub in command.commands.values() if isinstance(command, click.Group) else ():
+    for sub in subcommands(command).values() if isinstance(command, click.Group) else ():
         flags |= _every_flag(sub)
     return flags
 
