@@ -5,11 +5,10 @@ one `InstanceError` line; `Instance.from_dict` puts them together."""
 
 from __future__ import annotations
 
-import difflib
 import math
 from typing import Any
 
-from pipesat.models.errors import InstanceError
+from pipesat.models.errors import InstanceError, did_you_mean
 
 # The largest total of times (or of memory) an instance may add up to: far beyond any real pipeline,
 # and far enough below the largest float (1.8e308) that no sum, product or ratio pipesat computes overflows.
@@ -55,8 +54,7 @@ def canonical_keys(raw: dict[str, Any]) -> dict[str, Any]:
     given_as: dict[str, str] = {}
     for key, value in raw.items():
         if key not in KNOWN_KEYS:
-            close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(KNOWN_KEYS)}"
+            hint = did_you_mean(key, KNOWN_KEYS) or f"; known keys: {', '.join(KNOWN_KEYS)}"
             raise InstanceError(f"unknown key {key!r}{hint}")
         canonical = ALIASES.get(key, key)
         if canonical in data and data[canonical] != value:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pipesat.models.document import read_document, read_input_text
-from pipesat.models.errors import InputError, OptionError
+from pipesat.models.errors import InputError, OptionError, unknown_hint
 
 INFINITE = "inf"
 """An infinite value in a JSON document (which has no infinity)."""
@@ -170,7 +170,8 @@ class Tuning:
         values = {}
         for name, value in mapping.items():
             if name not in kinds:
-                raise OptionError(f"{source}: unknown tuning field {name!r}; the fields are {', '.join(kinds)}")
+                hint = unknown_hint(name, kinds, f"the fields are {', '.join(kinds)}")
+                raise OptionError(f"{source}: unknown tuning field {name!r}{hint}")
             values[name] = _typed(name, value, str(kinds[name]), source)
         try:
             return cls(**values)

@@ -10,7 +10,6 @@ with one line that names it. The search applies them after pipesat's own setting
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 
 from google.protobuf import text_encoding, text_format  # type: ignore[attr-defined]  # types-protobuf lacks text_encoding
@@ -19,6 +18,7 @@ from ortools.sat import sat_parameters_pb2
 from ortools.sat.python import cp_model
 
 from pipesat.models import OptionError
+from pipesat.models.errors import closest
 
 SatParameters = sat_parameters_pb2.SatParameters
 FIELDS = SatParameters.DESCRIPTOR.fields_by_name
@@ -37,8 +37,8 @@ def cpsat_parameters(pairs: Mapping[str, str], label: str = LABEL) -> str:
     for key, value in pairs.items():
         field = FIELDS.get(key)
         if field is None:
-            close = difflib.get_close_matches(key, FIELDS, n=1)
-            hint = f"; did you mean {close[0]}?" if close else " (see CP-SAT's sat_parameters.proto)"
+            close = closest(key, FIELDS)
+            hint = f"; did you mean {close}?" if close else " (see CP-SAT's sat_parameters.proto)"
             raise OptionError(f"{label} {key}={value}: CP-SAT has no parameter {key!r}{hint}")
         try:
             text_format.Merge(_text(field, value), params)

@@ -35,6 +35,7 @@ import yaml
 
 from pipesat.models import InputError, InstanceError
 from pipesat.models.document import read_document, write_text
+from pipesat.models.errors import unknown_hint
 from pipesat.models.training_modes import RECOMPUTE, Recompute
 from pipesat.models.units import MIB
 from pipesat.solver.instances.cost_model import Cost, layer_cost
@@ -327,7 +328,9 @@ def _record_values(record: type, data: dict[str, Any], where: str, also: Sequenc
     unknown = sorted(set(data) - set(declared) - set(also), key=str)
     if unknown:
         within = f"{where[:-1]}: " if where.endswith(".") else where  # `cal.yaml: layers[0]: `
-        raise InputError(f"{within}unknown key {unknown[0]!r}; give {', '.join([*declared, *also])}")
+        names = [*declared, *also]
+        hint = unknown_hint(unknown[0], names, f"give {', '.join(names)}")
+        raise InputError(f"{within}unknown key {unknown[0]!r}{hint}")
     values = {}
     for name, one in declared.items():
         if name not in data:

@@ -24,6 +24,7 @@ from typing import Any
 
 from pipesat.models import InputError, InstanceError
 from pipesat.models.document import read_document
+from pipesat.models.errors import unknown_hint
 from pipesat.models.placement import PLACEMENTS
 from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.collectives import Fabric
@@ -271,7 +272,8 @@ def _given(data: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise InputError(f"{where}{section} must be a mapping of keys to values, such as {{layers: 24}}")
         wrong = sorted(set(values) - set(names), key=str)
         if wrong:
-            raise InputError(f"{where}unknown key {section}.{wrong[0]}; {section} takes {', '.join(names)}")
+            hint = unknown_hint(wrong[0], names, f"{section} takes {', '.join(names)}")
+            raise InputError(f"{where}unknown key {section}.{wrong[0]}{hint}")
         given |= {f"{section}.{name}": value for name, value in values.items()}
     return given
 

@@ -196,7 +196,10 @@ def document(**changes: Any) -> dict[str, Any]:
     [
         ([1, 2], "cal.yaml: a calibration file is a mapping of device, dtype, torch, repeats, ... and layers"),
         ("device: [", "cal.yaml:2:1: not valid YAML"),
-        (document(layers=[ROW], num_devices=2), "cal.yaml: unknown key 'num_devices'; give device, dtype, torch"),
+        (
+            document(layers=[ROW], num_devices=2),
+            "cal.yaml: unknown key 'num_devices'; did you mean 'device'? give device, dtype, torch",
+        ),
         ({"dtype": "bf16"}, "cal.yaml: device is missing; give it as text"),
         (document(dtype="fp8"), "cal.yaml: dtype must be one of bf16, fp16, fp32, got 'fp8'"),
         (document(layers={"a": 1}), "cal.yaml: layers must be a list of rows, got {'a': 1}"),

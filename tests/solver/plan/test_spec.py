@@ -53,7 +53,12 @@ def test_overrides_replace_keys_and_are_checked(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("sections", "message"),
     [
-        ({"model": {"layer": 3}}, r"unknown key model\.layer; model takes layers, hidden"),
+        ({"model": {"layer": 3}}, r"unknown key model\.layer; did you mean 'layers'\? model takes layers, hidden"),
+        (
+            {"model": {"kv_head": 2}},
+            r"unknown key model\.kv_head; did you mean 'kv_heads'\? model takes layers, hidden",
+        ),
+        ({"model": {"zzz": 3}}, r"unknown key model\.zzz; model takes layers, hidden"),
         ({"cluster": {"gpu_memory": "40"}}, r"cluster\.gpu_memory must be a positive amount with a unit"),
         ({"cluster": {"gpu_memory": "40Gb"}}, r"'Gb' is not a memory unit"),
         ({"cluster": {"efficiency": 2}}, r"cluster\.efficiency must be in \(0, 1\]"),
