@@ -124,7 +124,10 @@ def test_the_default_tuning_is_in_the_json_and_the_log() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("strong_probe = false\n", "unknown tuning field 'strong_probe'; did you mean 'strong_probes'? the fields are makespan_phase, "),
+        (
+            "strong_probe = false\n",
+            "unknown tuning field 'strong_probe'; did you mean 'strong_probes'? the fields are makespan_phase, ",
+        ),
         ("strong_probes = 'no'\n", "tuning field strong_probes must be true or false, got 'no'"),
         ("proof_small_ops = 1.5\n", "tuning field proof_small_ops must be a whole number, got 1.5"),
         ("makespan_phase = 2\n", "tuning field makespan_phase is a share of the time, at most 1, got 2.0"),

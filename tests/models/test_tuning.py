@@ -57,7 +57,10 @@ def test_a_mapping_takes_each_field_of_its_type() -> None:
 @pytest.mark.parametrize(
     ("mapping", "message"),
     [
-        ({"strong_probe": False}, "here: unknown tuning field 'strong_probe'; did you mean 'strong_probes'? the fields are makespan_phase, "),
+        (
+            {"strong_probe": False},
+            "here: unknown tuning field 'strong_probe'; did you mean 'strong_probes'? the fields are makespan_phase, ",
+        ),
         ({"strong_probes": 1}, "here: tuning field strong_probes must be true or false, got 1"),
         ({"knapsack_nodes": True}, "here: tuning field knapsack_nodes must be a whole number, got True"),
         ({"opening_gap": "0.1"}, "here: tuning field opening_gap must be a number, got '0.1'"),
