@@ -50,9 +50,10 @@ from pipesat.models import InstanceError, Status
 from pipesat.models.plan_result import ConfigResult, Configuration, Outcome, PlanResult
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
+from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.instances.calibration import Calibration
-from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted
+from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted, LocalExecutor
 from pipesat.solver.plan.measure import usable_memory
 from pipesat.solver.plan.progress import PlanProgress, Tracker
 from pipesat.solver.plan.schedules import SEARCH, allows
@@ -90,7 +91,7 @@ class PlanOptions:
     CP-SAT's own parameters for them (`solve`'s `cpsat_params`), the calibration whose measured layers
     cost what was measured, and the tuning of every solve and bound (`models.tuning`)."""
 
-    time_budget: float
+    time_budget: float = 120.0  # `pipesat plan --time-budget`'s default
     seed: int = 0
     cpsat_workers: int = 1
     cpsat_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -100,8 +101,8 @@ class PlanOptions:
 
 def plan(
     spec: PlanSpec,
-    executor: Executor,
-    options: PlanOptions,
+    executor: Executor | None = None,
+    options: PlanOptions | None = None,
     *,
     space: Space | None = None,
     started: float | None = None,
@@ -111,7 +112,40 @@ def plan(
     searched as `options` say. `space` is what to search (`enumerate_space(spec)` when not given), and
     the budget counts from `started` (a `time.monotonic()`, now when not given). Ctrl-C or SIGTERM
     ends the plan within a second with what it has: the running solves' best schedules, and what was
-    not finished marked so (`interrupted`)."""
+    not finished marked so (`interrupted`).
+
+    Parameters
+    ----------
+    spec
+        The model, the cluster and what to search (`load_spec`, `spec_from_dict`).
+    executor
+        Where the solves run; None: a local pool of one process a core, closed at the end, as
+        `pipesat plan` runs them (`LocalExecutor`, `RayExecutor`).
+    options
+        The time budget (seconds), seed, CP-SAT workers of each solve, calibration and tuning; None:
+        `PlanOptions()`, the command's defaults (120 s, seed 0, one worker a solve).
+    space, started, progress
+        What to search, when the budget started (`time.monotonic()`) and a callback of the plan's
+        progress.
+
+    Returns
+    -------
+    PlanResult
+        Every configuration ranked, the best one's schedule (validated) and how the plan ran; memory
+        in bytes, times in ms.
+
+    Raises
+    ------
+    InstanceError
+        No configuration of the cluster fits the model and batch.
+    """
+    if executor is None:
+        own = LocalExecutor(available_cores())
+        try:
+            return plan(spec, own, options, space=space, started=started, progress=progress)
+        finally:
+            own.close()
+    options = options or PlanOptions()
     LOG.info("tuning: %s", options.tuning.describe())
     run = _Run(spec, executor, options, started, progress)
     configs, skipped = space or enumerate_space(spec)
