@@ -23,7 +23,7 @@ parameters):
     pipesat export             export_torch_csv, export_chrome_trace
     pipesat import             import_torch_csv, import_torch_schedule
     pipesat torch-run          torch_run (the torch extra)
-    pipesat plan               plan (load_spec, spec_from_dict); --predict: predict
+    pipesat plan               plan (load_spec, spec_from_dict, PlanOptions); --predict: predict
 
 Units: an instance's numbers, and everything computed from them (`Schedule`, `Metrics`,
 `SolveResult`, `ParetoResult`, `Comparison`), are in its `time_unit` and `memory_unit` (`from-model`:
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from pipesat.solver.io.schedule_file import load_schedule, save_schedule
     from pipesat.solver.plan.executors import LocalExecutor, RayExecutor
     from pipesat.solver.plan.predict import Prediction, parse_configuration, predict
-    from pipesat.solver.plan.search import plan
+    from pipesat.solver.plan.search import PlanOptions, plan
     from pipesat.solver.plan.spec import PlanSpec, load_spec, spec_from_dict
     from pipesat.solver.report.ascii_view import render_ascii
     from pipesat.solver.report.schedule_plot import plot_schedule
@@ -107,7 +107,7 @@ _HOMES = {
     "pipesat.solver.io.schedule_file": ("load_schedule", "save_schedule"),
     "pipesat.solver.plan.executors": ("LocalExecutor", "RayExecutor"),
     "pipesat.solver.plan.predict": ("Prediction", "parse_configuration", "predict"),
-    "pipesat.solver.plan.search": ("plan",),
+    "pipesat.solver.plan.search": ("PlanOptions", "plan"),
     "pipesat.solver.plan.spec": ("PlanSpec", "load_spec", "spec_from_dict"),
     "pipesat.solver.report.ascii_view": ("render_ascii",),
     "pipesat.solver.report.schedule_plot": ("plot_schedule",),
@@ -140,6 +140,7 @@ __all__ = [
     "OptionError",
     "ParetoResult",
     "PipesatError",
+    "PlanOptions",
     "PlanResult",
     "PlanSpec",
     "Prediction",

@@ -270,7 +270,22 @@ def test_a_gpu_memory_in_gb_beside_a_catalogue_gpu_says_which_is_used(tmp_path: 
         "note: cluster.gpu_memory 74.5058 GiB (80 GB: 10^9 bytes a GB, 2^30 a GiB) is used, not the H100-SXM's 80 GiB"
     )
     assert note in result.stderr
-    model = ["--layers", "4", "--hidden", "512", "--heads", "8", "--seq-len", "256", "-p", "2", "-m", "4", "--gpu", "H100-SXM"]
+    model = [
+        "--layers",
+        "4",
+        "--hidden",
+        "512",
+        "--heads",
+        "8",
+        "--seq-len",
+        "256",
+        "-p",
+        "2",
+        "-m",
+        "4",
+        "--gpu",
+        "H100-SXM",
+    ]
     made = run_cli("instance", "from-model", *model, "--gpu-memory", "80GB")
     assert "note: --gpu-memory 74.5058 GiB" in cli_ok(made) + made.stderr
     assert "note:" not in run_cli("instance", "from-model", *model, "--gpu-memory", "80GiB").stderr

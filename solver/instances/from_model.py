@@ -28,9 +28,7 @@ from pipesat.solver.instances.layer_split import layer_split
 from pipesat.solver.instances.model_state import DeviceState, activation_budgets, device_states
 
 SOURCE = "pipesat instance from-model (docs/cost-model.md)"
-LISTING = (
-    "the keys are the fields of Transformer, Training, Hardware and Pipeline (`pipesat instance from-model --help`)"
-)
+LISTING = "the keys are the fields of Transformer, Training, Hardware and Pipeline (the options of `pipesat instance from-model`)"
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ class PlanOptions:
     CP-SAT's own parameters for them (`solve`'s `cpsat_params`), the calibration whose measured layers
     cost what was measured, and the tuning of every solve and bound (`models.tuning`)."""
 
-    time_budget: float = 120.0  # `pipesat plan --time-budget`'s default
+    time_budget: float = 120.0  # `pipesat plan`'s default budget
     seed: int = 0
     cpsat_workers: int = 1
     cpsat_params: Mapping[str, str] = dataclasses.field(default_factory=dict)

@@ -118,7 +118,25 @@ MIN_SOLVE_SECONDS = 0.1
 
 def parse_limits(spec: str, instance: Instance) -> list[float]:
     """Absolute limits from a comma-separated list of limits ("1.5,2,3"; "0.5x,1x" relative to the
-    1F1B peak) and ranges "start:stop:step" such as "0.33x:2x:0.1x" (stop included)."""
+    1F1B peak) and ranges "start:stop:step" such as "0.33x:2x:0.1x" (stop included).
+
+    Parameters
+    ----------
+    spec
+        The limits as `pipesat pareto` takes them.
+    instance
+        The instance the limits are for (its 1F1B peak and memory unit).
+
+    Returns
+    -------
+    list[float]
+        The limits in the instance's memory unit, as written.
+
+    Raises
+    ------
+    InstanceError
+        A limit or range that is not one, or more than MAX_POINTS limits.
+    """
     parts = [part.strip() for part in spec.split(",")]
     if not any(parts):
         raise InstanceError("no memory limits given; write a list like '0.5x,1x,2x' or a range like '0.5x:2x:0.25x'")
@@ -162,7 +180,7 @@ def pareto_sweep(
     time_budget: float | None = None,
     **solve_kwargs: Any,
 ) -> ParetoResult:
-    """The best schedule at each memory limit, the twin of `pipesat pareto --limits`.
+    """The best schedule at each memory limit, the twin of `pipesat pareto` given its limits.
 
     Parameters
     ----------
@@ -217,7 +235,7 @@ def pareto_frontier(
     **solve_kwargs: Any,
 ) -> ParetoResult:
     """Every breakpoint of the time/memory trade-off, from the tight end up (the module notes); the
-    twin of `pipesat pareto` without `--limits`.
+    twin of `pipesat pareto` without limits.
 
     Parameters
     ----------
