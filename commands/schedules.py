@@ -334,7 +334,14 @@ def pareto(
         reference = instance.one_f_one_b_peak()
         title = pareto_title(instance, objective)
         figure = pareto_figure(
-            sweep.points, heuristics, objective, reference, title, open_ended=values is None, units=units_of(instance)
+            sweep.points,
+            heuristics,
+            objective,
+            reference,
+            title,
+            open_ended=values is None,
+            units=units_of(instance),
+            ceiling=sweep.ceiling,
         )
         echo_aside("picture", str(save_figure(figure, picture)), fmt)
     if save_dir is not None:

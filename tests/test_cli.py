@@ -373,6 +373,22 @@ def test_a_device_under_its_smallest_limit_is_named() -> None:
     assert line == "error: no schedule fits device 0's memory limit of 0.5; it needs at least 1"
 
 
+def test_pareto_says_the_gpus_budget_that_bounds_it_and_stops_at_its_total_time_budget(tmp_path: Path) -> None:
+    """On a real model the frontier ran past what the GPU holds, for as long as it took."""
+    gpu = {"hardware": {"gpu_memory": 8 * 2**30}}  # as from-model writes it: the limit is the budget
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps({"num_devices": 3, "num_microbatches": 4, "memory_limit": 4, "metadata": gpu}))
+    args = ("pareto", path, "--no-visualization", "--time-limit", 5, "--workers", 1)
+    output = cli_ok(run_cli(*args))
+    assert "limits up to 4: what the roomiest device holds beside its model state" in output
+    memories = [float(line.split()[0]) for line in output.splitlines() if line.strip().endswith("%")]
+    assert memories and max(memories) <= 4
+    short = cli_ok(run_cli(*args, "--time-budget", 1e-6))
+    assert "stopped short: the time budget ran out; the rows are what was done" in short
+    document = json.loads(cli_ok(run_cli(*args, "--time-budget", 1e-6, "--format", "json")))
+    assert document["points"] == [] and document["ceiling"] == 4 and document["ended"] == "the time budget ran out"
+
+
 def test_pareto_table_and_plot(tmp_path: Path) -> None:
     picture = tmp_path / "front.png"
     output = cli_ok(run_cli("pareto", *TINY, "--limits", "0.5x,1x", "-o", picture))

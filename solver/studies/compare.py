@@ -33,7 +33,9 @@ SOLVER_NAME = "cp-sat"
 
 @dataclass(frozen=True)
 class ComparisonRow:
-    """One schedule's line. `schedule` is None for rows that did not produce one (n/a, infeasible)."""
+    """One schedule's line. `schedule` is None for rows that did not produce one (n/a, infeasible).
+    `value` is in the instance's `time_unit`, `peak_memory` in its `memory_unit`, `bubble_rate` and
+    `gap` are fractions; `fits` says whether the peak is within the limit (None without one)."""
 
     name: str
     title: str
