@@ -325,21 +325,26 @@ class _Solves:
 
     def leanest(self, cap: float | None, below: SolveResult | None) -> SolveResult:
         """The least memory of a schedule within `cap` (None: any), `below` the last breakpoint's
-        least-memory solve. When the search stops short of its proof, it is refined: the fastest
-        schedule under the limit halfway to its bound, when it is within the cap, starts a new
-        search (memory-gated handwritten schedules start a solve under a limit, none a search
-        under a time cap), up to `REFINEMENTS` times."""
+        least-memory solve. When the search stops short of its proof it is refined by bisection
+        between its bound and its value: the fastest schedule under the limit halfway, when it is
+        within the cap, starts a new search (memory-gated handwritten schedules start a solve under
+        a limit, none a search under a time cap) and the upper end comes down to what that finds;
+        otherwise the lower end goes up to the halfway limit. At most `REFINEMENTS` limits are tried."""
         leanest = self._least_memory(cap, below, ())
+        if leanest.value is None or leanest.bound is None:
+            return leanest
+        low = leanest.bound
         for _ in range(REFINEMENTS):
-            if leanest.value is None or leanest.status != Status.FEASIBLE or leanest.bound is None:
+            if leanest.status != Status.FEASIBLE or leanest.value is None:
                 break
-            probe = self.fastest((leanest.bound + leanest.value) / 2)
+            middle = (low + leanest.value) / 2
+            probe = self.fastest(middle)
             if probe.schedule is None or probe.value is None or (cap is not None and not fits(probe.value, cap)):
-                break
+                low = middle  # nothing found within the cap under this limit: look above it
+                continue
             better = self._least_memory(cap, below, [probe.schedule])
-            if better.value is None or not better.value < leanest.value:
-                break
-            leanest = better
+            if better.value is not None and better.value < leanest.value:
+                leanest = better
         return leanest
 
 
