@@ -29,14 +29,19 @@ bench = _load_benchmark()
 SWEEPS = {sweep.name: sweep for sweep in bench.load_sweeps()}
 
 
-def test_the_data_file_holds_vtrains_two_sweeps_as_they_ran_on_their_cluster() -> None:
-    assert {name: len(sweep.layouts) for name, sweep in SWEEPS.items()} == {"vtrain-18.4b": 15, "vtrain-175b": 21}
+def test_the_data_file_holds_vtrains_four_sweeps_as_they_ran_on_their_cluster() -> None:
+    assert {name: len(sweep.layouts) for name, sweep in SWEEPS.items()} == {
+        "vtrain-3.6b": 26,
+        "vtrain-18.4b": 15,
+        "vtrain-39.1b": 47,
+        "vtrain-175b": 21,
+    }
     for sweep in SWEEPS.values():
         assert "VIA-Research/vTrain" in sweep.source
         for run in sweep.layouts:
             assert run.tensor_parallel * run.pipeline_parallel * run.data_parallel == run.gpus, run.name
             assert run.microbatches * run.microbatch_size * run.data_parallel == run.global_batch, run.name
-            assert run.cluster == {"gpus_per_node": 8, "bandwidth": 12.5}, run.name
+            assert run.cluster == {"gpus_per_node": 8, "nics_per_node": 4, "bandwidth": 12.5}, run.name
             assert run.recompute == "full" and run.schedule == "1f1b" and run.seq_len == 2048, run.name
             assert run.model["vocab"] == 51200 and run.measured > 0, run.name
     names = [run.name for run in SWEEPS["vtrain-175b"].layouts]
@@ -57,7 +62,8 @@ def test_a_layout_predicts_through_the_plans_code_on_the_sources_cluster() -> No
     run = next(run for run in SWEEPS["vtrain-18.4b"].layouts if run.name == "vtrain-18.4b t8 p8 d4 b8")
     found = bench.iteration(run)
     assert validate(found.schedule) == []
-    assert (found.spec.cluster.bandwidth, found.spec.cluster.gpus_per_node) == (12.5, 8)
+    cluster = found.spec.cluster
+    assert (cluster.bandwidth, cluster.gpus_per_node, cluster.nics_per_node) == (12.5, 8, 4)
     assert found.derivation.instance.num_devices == 8 and found.derivation.instance.num_microbatches == 32
     row = bench.predict_row(run)
     assert row.why == "" and row.predicted_ms == pytest.approx(found.measure.iteration_ms)
