@@ -4,8 +4,9 @@ Every layout of benchmarks/data/measured_sweeps.yaml is predicted as it ran, thr
 plan uses and the way benchmarks/bench_cost_model.py predicts a published run (its functions, not a
 copy): the layout becomes a plan spec with one value in every searched list and the source's
 cluster, and the plan predicts it as it ran (`solver.plan.predict`, what `pipesat plan --predict`
-runs: `space.description`, `from_model.derive`, the run's own schedule, 1F1B, built by the
-handwritten heuristic and validated, and `measure` for its iteration time). Each layout is
+runs: `space.description`, `from_model.derive`, the run's own schedule (1F1B unless its row names
+one: interleaved 1F1B, ZB-1p, ZB-2p), built by the handwritten heuristic and validated, and
+`measure` for its iteration time). Each layout is
 predicted alone, so that every layout gets a number; the plan would consider it unless it refuses
 it by memory or its space leaves it out (tensor parallelism over nodes, say). Nothing is tuned per
 sweep: each GPU type has its catalogue setting.
@@ -16,7 +17,8 @@ Per sweep it prints every layout (measured and predicted iteration time, the err
 GPU predicted against what the plan lets a GPU use, whether the plan would refuse it, or why it
 cannot be predicted), Spearman's rank correlation of the predicted times with the measured, whether
 the plan's pick (the fastest predicted of the layouts it would consider) is the measured best and
-how much slower it measured, the median absolute error, the layouts refused or unpredictable, and
+how much slower it measured (each layout by its time a sequence, so that rows of different global
+batches compare as throughput), the median absolute error, the layouts refused or unpredictable, and
 where each predicted iteration goes. The targets (issue 44) are printed ok or MISS per sweep:
 rho >= 0.8, the pick within 3% of the measured best, median |error| <= 8%, no layout refused or
 unpredictable; the exit status is 1 when any is missed. `--explain` prints, for the layouts named
