@@ -367,11 +367,21 @@ def main() -> None:
     parser.add_argument("--format", choices=("text", "markdown"), default="text")
     parser.add_argument("--explain", help="layouts to explain, by name, separated by commas")
     args = parser.parse_args()
-    print(results_header())
     sweeps = load_sweeps()
     if args.only:
-        names = set(args.only.split(","))
+        names = {name.strip() for name in args.only.split(",")}
+        unknown = sorted(names - {sweep.name for sweep in sweeps})
+        if unknown:
+            parser.error(f"--only: no sweep {', '.join(unknown)}; the sweeps: {', '.join(s.name for s in sweeps)}")
         sweeps = [sweep for sweep in sweeps if sweep.name in names]
+    by_name = {run.name: run for sweep in sweeps for run in sweep.layouts}
+    explained = [name.strip() for name in args.explain.split(",")] if args.explain else []
+    unknown = [name for name in explained if name not in by_name]
+    if unknown:
+        parser.error(
+            f"--explain: no layout {', '.join(unknown)} in the sweeps run (name one as the table does, with its sweep: '{next(iter(by_name))}')"
+        )
+    print(results_header())
     started = time.perf_counter()
     missed = []
     for sweep in sweeps:
@@ -389,12 +399,10 @@ def main() -> None:
         predictions = [row.prediction for row in rows if row.prediction is not None]
         print("\nwhere the predicted iteration goes:")
         print(breakdown_table(predictions, args.format))
-    if args.explain:
-        by_name = {run.name: run for sweep in sweeps for run in sweep.layouts}
-        for name in args.explain.split(","):
-            print()
-            for line in explain_lines(by_name[name.strip()]):
-                print(line)
+    for name in explained:
+        print()
+        for line in explain_lines(by_name[name]):
+            print(line)
     print(f"\n{sum(len(sweep.layouts) for sweep in sweeps)} layouts in {time.perf_counter() - started:.1f} s")
     if missed:
         sys.exit(f"{len(missed)} target(s) missed: {'; '.join(missed)}")

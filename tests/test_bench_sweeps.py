@@ -135,3 +135,21 @@ def test_a_sweep_of_different_batches_is_ranked_by_its_time_a_sequence() -> None
     measured = [row.measured_ms / row.run.global_batch for row in rows]
     predicted = [row.predicted_ms / row.run.global_batch for row in rows]
     assert summary.rho == pytest.approx(bench.spearman(predicted, measured))
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--only", "zb-1.5"], "--only: no sweep zb-1.5; the sweeps: vtrain-18.4b"),
+        (["--only", "zb-1.5b", "--explain", "zb-1.5b t1 p8 d1 b6 m24 zb2p"], "--explain: no layout zb-1.5b t1 p8"),
+    ],
+)
+def test_an_unknown_sweep_or_layout_is_one_line_and_exit_2(
+    argv: list[str], says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["bench_sweeps.py", *argv])
+    with pytest.raises(SystemExit) as exited:
+        bench.main()
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and captured.out == "" and "Traceback" not in captured.err
