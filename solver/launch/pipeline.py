@@ -14,6 +14,26 @@ from pathlib import Path
 from pipesat.models import InputError, Schedule
 from pipesat.solver.torch.export import torch_csv_text
 
+LINE = 120
+"""The longest line a launch file writes, as the formatter a project runs over it (ruff's default 88 aside,
+this repository's 120) would leave it."""
+
+
+def python_list(items: list[str], indent: str = "", outer: int = 0, prefix: str = "", after: str = "") -> str:
+    """The list of the source texts `items` as Python at `indent`, behind `prefix` (`NAME = `) and before
+    `after` (a comma), in a block the caller indents by `outer` more columns: on one line when it fits,
+    else one item a line with a trailing comma, as a formatter writes it."""
+    line = f"{indent}{prefix}[{', '.join(items)}]{after}"
+    if outer + len(line) <= LINE:
+        return line
+    inner = "".join(f"{indent}    {item},\n" for item in items)
+    return f"{indent}{prefix}[\n{inner}{indent}]{after}"
+
+
+def quoted(names: list[str]) -> list[str]:
+    """Strings as Python source, in double quotes."""
+    return [f'"{name}"' for name in names]
+
 
 def csv_name(launch_name: str) -> str:
     """The schedule CSV's name beside the launch file `launch_name` (`torchtitan.py` -> `torchtitan.csv`)."""

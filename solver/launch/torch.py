@@ -8,7 +8,7 @@ pipeline (p1) there is no schedule to load and the module holds the degrees alon
 from __future__ import annotations
 
 from pipesat.solver.launch.launch_input import LaunchInput
-from pipesat.solver.launch.pipeline import csv_name, rank_stages, schedule_csv, stage_layers
+from pipesat.solver.launch.pipeline import csv_name, python_list, quoted, rank_stages, schedule_csv, stage_layers
 
 MESH_DIMS = ("pp", "dp", "cp", "tp")
 """The device mesh's dimensions, outermost first: tensor parallelism within a node, the pipeline across."""
@@ -20,7 +20,7 @@ def write_torch(launch: LaunchInput) -> dict[str, str]:
     shape = (config.pipeline, config.data_parallel, config.context_parallel, config.tensor_parallel)
     constants = [
         f"MESH_SHAPE = {shape}",
-        f"MESH_DIMS = {MESH_DIMS}",
+        f"MESH_DIMS = ({', '.join(quoted(list(MESH_DIMS)))})",
         f"MICROBATCHES = {config.microbatches}  # a data-parallel replica's, an iteration",
         f"MICROBATCH_SIZE = {config.microbatch_size}  # sequences of {spec.model.seq_len} tokens",
         f'RECOMPUTE = "{config.recompute_name}"  # activation recomputation',
@@ -42,8 +42,10 @@ def write_torch(launch: LaunchInput) -> dict[str, str]:
         constants += [
             f'SCHEDULE_CSV = str(Path(__file__).with_name("{csv_name(launch.launch_name)}"))',
             f"NUM_STAGES = {launch.schedule.instance.num_stages}",
-            f"RANK_STAGES = {rank_stages(launch.schedule)}  # the stages each pipeline rank holds",
-            f"STAGE_LAYERS = {stage_layers(launch.schedule)}  # transformer layers of each stage",
+            "# the stages each pipeline rank holds",
+            python_list([str(stages) for stages in rank_stages(launch.schedule)], prefix="RANK_STAGES = "),
+            "# the transformer layers of each stage",
+            python_list([str(layers) for layers in stage_layers(launch.schedule)], prefix="STAGE_LAYERS = "),
         ]
         build = _BUILD
     header = f'''"""torch.distributed.pipelining launch written by pipesat: {config.label}, schedule {launch.schedule_name}.

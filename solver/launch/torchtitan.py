@@ -22,7 +22,7 @@ from __future__ import annotations
 from pipesat.models import InputError
 from pipesat.models.plan_result import Configuration
 from pipesat.solver.launch.launch_input import LaunchInput
-from pipesat.solver.launch.pipeline import csv_name, rank_stages, schedule_csv, stage_layers
+from pipesat.solver.launch.pipeline import csv_name, python_list, quoted, rank_stages, schedule_csv, stage_layers
 
 PLACEMENT_CLASSES = {
     "linear": "PipelineScheduleSingle",
@@ -43,7 +43,7 @@ def write_torchtitan(launch: LaunchInput) -> dict[str, str]:
         files[csv_name(launch.launch_name)] = schedule_csv(launch.schedule)
         body = _pipeline(launch) + body
     ac = AC_CONFIGS.get(config.recompute)
-    body += [_recompute(config, ac)]
+    body += _recompute(config, ac)
     imports = ["from torchtitan.trainer import Trainer"]
     if ac is not None:
         imports.insert(0, f"from torchtitan.distributed.activation_checkpoint import {ac}")
@@ -63,7 +63,7 @@ def _file(launch: LaunchInput, imports: list[str], body: list[str]) -> str:
     if config.pipeline > 1:
         imports = ["from pathlib import Path", "", *imports]
         csv_line = f'\nSCHEDULE_CSV = str(Path(__file__).with_name("{csv_name(launch.launch_name)}"))\n'
-    lines = "\n".join(f"    {line}" for line in parallel + body)
+    lines = "\n".join(f"    {line}" for item in parallel + body for line in item.split("\n"))
     return f'''"""torchtitan launch written by pipesat: {config.label}, schedule {launch.schedule_name}.
 
 Apply it to your model's config in its config_registry.py, and name that function as the config
@@ -95,11 +95,15 @@ def _pipeline(launch: LaunchInput) -> list[str]:
         f"rank {rank}: {', '.join(map(str, stages))}" for rank, stages in enumerate(rank_stages(schedule))
     )
     lines = [
-        f'config.parallelism.pipeline_parallel_schedule = "{layout}"  # the stages each rank builds ({ranks})',
-        f"config.parallelism.pipeline_parallel_schedule_csv = SCHEDULE_CSV  # {launch.schedule_name}'s order",
+        f"# the stages each rank builds ({ranks}); the order is {launch.schedule_name}'s, in the CSV",
+        f'config.parallelism.pipeline_parallel_schedule = "{layout}"',
+        "config.parallelism.pipeline_parallel_schedule_csv = SCHEDULE_CSV",
         f"config.parallelism.num_pp_microbatches = {config.microbatches}",
         "config.parallelism.module_fqns_per_model_part = [",
-        *(f"    {modules!r}," for modules in _stage_modules(stage_layers(schedule))),
+        *(
+            python_list(quoted(modules), "    ", outer=4, after=",")
+            for modules in _stage_modules(stage_layers(schedule))
+        ),
         "]",
     ]
     if schedule.has_pairs:
@@ -130,25 +134,26 @@ def _data_parallel(config: Configuration) -> list[str]:
     if config.zero == 0:
         # Plain data parallelism (DDP) replicates; torchtitan's experts borrow their ranks from the shards.
         shard = ep if ep > 1 else 1
-        lines = [
+        lines = ["# torchtitan's experts take their ranks from the shards: HSDP"] if shard > 1 else []
+        lines += [
             f"config.parallelism.data_parallel_replicate_degree = {d // shard}",
-            f"config.parallelism.data_parallel_shard_degree = {shard}"
-            + ("  # torchtitan's experts take their ranks from the shards: HSDP" if shard > 1 else ""),
+            f"config.parallelism.data_parallel_shard_degree = {shard}",
         ]
     else:
-        policy, note = ("always", "") if config.zero == 3 else ("never", _zero_note(config.zero))
-        lines = [
+        policy = "always" if config.zero == 3 else "never"
+        lines = [] if config.zero == 3 else [_zero_note(config.zero)]
+        lines += [
             "config.parallelism.data_parallel_replicate_degree = 1",
             f"config.parallelism.data_parallel_shard_degree = {d}",
-            f'config.parallelism.fsdp_reshard_after_forward = "{policy}"{note}',
+            f'config.parallelism.fsdp_reshard_after_forward = "{policy}"',
         ]
     return [*lines, f"config.parallelism.expert_parallel_degree = {ep}"]
 
 
 def _zero_note(zero: int) -> str:
     return (
-        f"  # ZeRO {zero} has no torchtitan form: FSDP that keeps parameters gathered from forward to "
-        "backward, sharding them between steps too"
+        f"# ZeRO {zero} has no torchtitan form: FSDP that keeps parameters gathered from forward to backward, "
+        "sharding them between steps too"
     )
 
 
@@ -163,10 +168,8 @@ def _training(launch: LaunchInput) -> list[str]:
     ]
 
 
-def _recompute(config: Configuration, ac: str | None) -> str:
+def _recompute(config: Configuration, ac: str | None) -> list[str]:
     if ac is None:
-        return "config.activation_checkpoint = None"
-    line = f"config.activation_checkpoint = {ac}.Config()"
-    if config.recompute_layers:
-        line += f"  # every layer: torchtitan has no form of pipesat's first {config.recompute_layers} of a stage"
-    return line
+        return ["config.activation_checkpoint = None"]
+    note = f"# every layer: torchtitan has no form of recomputing a stage's first {config.recompute_layers} alone"
+    return [*([note] if config.recompute_layers else []), f"config.activation_checkpoint = {ac}.Config()"]

@@ -22,11 +22,14 @@ class CurrentRun:
     """The current run as predicted, the row its iteration would take among the plan's `ranked` rows
     with a measure (1: faster than every one), its own row in the plan when the plan holds its
     configuration (None when not: its layout or schedule left out), the plan's best and what the best
-    costs and buys against it (None without a best)."""
+    costs and buys against it (None without a best). `unranked_below` counts the configurations
+    without a schedule (pruned, not assessed) whose proven bound is below the run's iteration: they
+    may be faster too."""
 
     prediction: Prediction
     rank: int
     ranked: int
+    unranked_below: int
     row: int | None
     row_result: ConfigResult | None
     best: ConfigResult | None
@@ -50,12 +53,17 @@ def compare_current(prediction: Prediction, result: PlanResult) -> CurrentRun:
     measured = [item for item in result.results if item.measure is not None]
     iteration = prediction.measure.iteration_ms
     rank = 1 + sum(item.measure.iteration_ms < iteration for item in measured if item.measure is not None)
+    unranked_below = sum(
+        item.measure is None and item.iteration_bound_ms is not None and item.iteration_bound_ms < iteration
+        for item in result.results
+    )
     row = next((number for number, item in enumerate(result.results, 1) if item.config == prediction.config), None)
     best = result.best
     return CurrentRun(
         prediction=prediction,
         rank=rank,
         ranked=len(measured),
+        unranked_below=unranked_below,
         row=row,
         row_result=None if row is None else result.results[row - 1],
         best=best,

@@ -22,6 +22,8 @@ class CurrentView(Protocol):
     @property
     def ranked(self) -> int: ...
     @property
+    def unranked_below(self) -> int: ...
+    @property
     def row(self) -> int | None: ...
     @property
     def row_result(self) -> ConfigResult | None: ...
@@ -56,6 +58,8 @@ def current_lines(current: CurrentView) -> list[str]:
         where = f"current would rank {_ordinal(current.rank)}, after all {shown}"
     else:
         where = f"current would rank {_ordinal(current.rank)} of {shown}: between rows {current.rank - 1} and {current.rank}"
+    if current.unranked_below:
+        where += f"; {current.unranked_below} without a schedule may be faster too (their bounds are below it)"
     row = current.row_result
     if current.row is not None and row is not None and row.measure is not None:
         where += (
@@ -83,6 +87,7 @@ def current_document(current: CurrentView) -> dict[str, Any]:
         **{key: value for key, value in predict_document(current.prediction).items() if key not in ("format", "units")},
         "rank": current.rank,
         "ranked": current.ranked,
+        "unranked_below": current.unranked_below,
         "plan_row": current.row,
         "best": None if current.best is None else current.best.config.label,
         "best_gain": None

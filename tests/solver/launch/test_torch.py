@@ -7,6 +7,7 @@ import ast
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.solver.launch.conftest import PIPELINES, launch_files, name_lists, predicted
 
 NAMES = name_lists("torch-names.txt")
@@ -57,3 +58,9 @@ def test_without_a_pipeline_the_launch_holds_the_degrees_alone() -> None:
     files = launch_files("torch", "t1 p1 d32 b1 m8 zero1")
     assert list(files) == ["launch.py"]
     assert "build_schedule" not in files["launch.py"] and constants(files["launch.py"])["MESH_SHAPE"] == (1, 32, 1, 1)
+
+
+def test_the_page_shows_the_launch_as_it_is_written() -> None:
+    page = (ROOT / "docs" / "runtimes" / "torch.md").read_text()
+    files = launch_files("torch", "t1 p2 d16 b1 m16 zero1 zb-auto", "torch.py")
+    assert f"```python\n{files['torch.py'].rstrip()}\n```" in page

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.solver.launch.conftest import PIPELINES, SPEC, launch_files, name_lists
 
 NAMES = name_lists("torchtitan-fields.txt")
@@ -106,7 +107,9 @@ def test_the_values_are_the_configurations(text: str) -> None:
 def test_recomputation_and_zero_are_written_as_torchtitans_nearest() -> None:
     full = launch_files("torchtitan", PIPELINES[0])["launch.py"]
     assert "config.activation_checkpoint = FullAC.Config()" in full
-    assert 'fsdp_reshard_after_forward = "never"  # ZeRO 1 has no torchtitan form' in full
+    assert "# ZeRO 1 has no torchtitan form" in full and 'fsdp_reshard_after_forward = "never"' in full
+    layers = launch_files("torchtitan", "t1 p4 d8 b1 m32 4-layer-recompute zero1")["launch.py"]
+    assert "# every layer: torchtitan has no form of recomputing a stage's first 4 alone" in layers
     assert "config.activation_checkpoint = None" in launch_files("torchtitan", PIPELINES[1])["launch.py"]
     assert "SelectiveAC.Config()" in launch_files("torchtitan", PIPELINES[2])["launch.py"]
     assert 'fsdp_reshard_after_forward = "always"' in launch_files("torchtitan", PIPELINES[4])["launch.py"]
@@ -119,3 +122,10 @@ def test_recomputation_and_zero_are_written_as_torchtitans_nearest() -> None:
 
 def test_without_a_pipeline_no_csv_is_written() -> None:
     assert list(launch_files("torchtitan", "t1 p1 d32 b1 m8 zero1")) == ["launch.py"]
+
+
+def test_the_page_shows_the_launch_as_it_is_written() -> None:
+    page = (ROOT / "docs" / "runtimes" / "torchtitan.md").read_text()
+    files = launch_files("torchtitan", "t1 p2 d16 b1 m16 zero1 zb-auto", "torchtitan.py")
+    assert f"```python\n{files['torchtitan.py'].rstrip()}\n```" in page
+    assert "\n".join(",".join(row.split(",")[:16]) + ",..." for row in files["torchtitan.csv"].splitlines()) in page

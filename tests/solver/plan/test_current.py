@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from pipesat.models import InputError
-from pipesat.models.plan_result import Gain, PlanResult
+from pipesat.models.plan_result import ConfigResult, Gain, Outcome, PlanResult
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.plan.current import compare_current, predict_current
 from pipesat.solver.plan.predict import parse_configuration
@@ -69,3 +69,17 @@ def test_without_a_best_there_is_no_gain() -> None:
     assert prediction is not None
     current = compare_current(prediction, PlanResult([], best_schedule=None))
     assert (current.rank, current.ranked, current.best, current.gain) == (1, 0, None, None)
+
+
+def test_configurations_without_a_schedule_whose_bound_is_below_it_are_counted() -> None:
+    spec = tiny(training={"current": CURRENT})
+    prediction = predict_current(spec)
+    assert prediction is not None
+    prediction = dataclasses.replace(prediction, measure=dataclasses.replace(prediction.measure, iteration_ms=25.0))
+    plan = rows(spec, {"t1 p4 d1 b1 m4": 10.0})
+    pruned = [
+        ConfigResult(parse_configuration(text)[0], Outcome.PRUNED, iteration_bound_ms=bound)
+        for text, bound in (("t2 p2 d1 b1 m4", 20.0), ("t1 p2 d2 b2 m1", 30.0))
+    ]
+    current = compare_current(prediction, dataclasses.replace(plan, results=[*plan.results, *pruned]))
+    assert (current.rank, current.ranked, current.unranked_below) == (2, 1, 1)
