@@ -28,7 +28,7 @@ def write_torch(launch: LaunchInput) -> dict[str, str]:
         f"EXPERT_PARALLEL = {config.expert_parallel}",
     ]
     imports = ["from torch.distributed.device_mesh import init_device_mesh"]
-    files = {launch.launch_name: ""}
+    files = {launch.launch_name: ""}  # the launch file first, its text once the rest is known
     build = ""
     if config.pipeline > 1:
         files[csv_name(launch.launch_name)] = schedule_csv(launch.schedule)

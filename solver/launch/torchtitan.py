@@ -37,7 +37,7 @@ AC_CONFIGS = {"full": "FullAC", "selective": "SelectiveAC"}
 def write_torchtitan(launch: LaunchInput) -> dict[str, str]:
     """The launch file (a `pipesat_config` function) and, with a pipeline, the schedule CSV it names."""
     config = launch.config
-    files = {launch.launch_name: ""}
+    files = {launch.launch_name: ""}  # the launch file first, its text once the rest is known
     body = _data_parallel(config) + _training(launch)
     if config.pipeline > 1:
         files[csv_name(launch.launch_name)] = schedule_csv(launch.schedule)
