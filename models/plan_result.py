@@ -197,3 +197,28 @@ class PlanResult:
     @property
     def feasible(self) -> list[ConfigResult]:
         return [result for result in self.results if result.measure is not None]
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What the plan's best costs and buys against another run of the same training (the user's
+    current one): its iteration's change in ms and in % of the run's (negative: the best is faster),
+    the change in tokens a second (%), in MFU (percentage points) and in the most memory a GPU holds
+    (bytes; positive: the best holds more)."""
+
+    iteration_ms: float
+    iteration_pct: float
+    tokens_per_s_pct: float
+    mfu_points: float
+    memory_per_gpu: float
+
+    @classmethod
+    def between(cls, run: Measure, best: Measure) -> Gain:
+        """The best's measure against the run's."""
+        return cls(
+            iteration_ms=best.iteration_ms - run.iteration_ms,
+            iteration_pct=100 * (best.iteration_ms - run.iteration_ms) / run.iteration_ms,
+            tokens_per_s_pct=100 * (best.tokens_per_s - run.tokens_per_s) / run.tokens_per_s,
+            mfu_points=100 * (best.mfu - run.mfu),
+            memory_per_gpu=best.memory_per_gpu - run.memory_per_gpu,
+        )

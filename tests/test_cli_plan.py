@@ -255,3 +255,51 @@ def test_the_readme_shows_predict_as_it_prints() -> None:
     command = '$ pipesat plan instances/plan/gpt-1.3b-16gpu.yaml --predict "t1 p2 d8 interleaved v13 b2 m4 zero1"\n'
     shown = text[text.index(command) + len(command) :].split("```")[0]
     assert cli_ok(run_cli("plan", README_SPEC, "--predict", "t1 p2 d8 interleaved v13 b2 m4 zero1")) == shown
+
+
+CURRENT_RUN = "t1 p2 d2 b1 m2 1f1b"
+
+
+def test_current_shows_the_run_its_rank_and_the_best_against_it_in_text_and_json(spec_file: Path) -> None:
+    out = cli_ok(run_cli("plan", spec_file, *FAST, "--current", CURRENT_RUN))
+    lines = out.splitlines()
+    at = next(number for number, line in enumerate(lines) if line.startswith("current: "))
+    assert lines[at].startswith("current: t1 p2 d2 linear b1 m2, 1F1B as configured: ")
+    assert lines[at + 1].startswith("current would rank ")
+    assert lines[at + 2].startswith("the best, t1 p4 d1 vshape b1 m4, against it: ")
+    document = json.loads(
+        cli_ok(run_cli("plan", spec_file, *FAST, "--format", "json", "--top", 100, "--current", CURRENT_RUN))
+    )
+    current = document["current"]
+    assert current["configuration"] == "t1 p2 d2 linear b1 m2" and current["schedule"] == "1f1b"
+    assert current["best"] == "t1 p4 d1 vshape b1 m4" and document["best"]["placement"] == "vshape"
+    gain = current["best_gain"]
+    assert gain["iteration_ms"] == pytest.approx(document["best"]["iteration_ms"] - current["iteration_ms"])
+    faster = [row for row in document["configurations"] if "iteration_ms" in row]
+    assert current["rank"] == 1 + sum(row["iteration_ms"] < current["iteration_ms"] for row in faster)
+
+
+def test_current_in_the_spec_and_its_option_overriding_it(tmp_path: Path) -> None:
+    spec = write_yaml(tmp_path / "current.yaml", {**TINY, "training": {**TINY["training"], "current": CURRENT_RUN}})
+    document = json.loads(cli_ok(run_cli("plan", spec, *FAST, "--format", "json")))
+    assert document["current"]["configuration"] == "t1 p2 d2 linear b1 m2"
+    document = json.loads(cli_ok(run_cli("plan", spec, *FAST, "--format", "json", "--current", "t1 p4 d1 b1 m4")))
+    assert document["current"]["configuration"] == "t1 p4 d1 linear b1 m4"
+
+
+@pytest.mark.parametrize(
+    ("current", "message"),
+    [
+        (
+            "t1 p2 d4 b1 m1",
+            "error: --current 't1 p2 d4 b1 m1': t1 p2 d4 linear b1 m1: t·cp·p·d = 8 GPUs, the cluster has 4",
+        ),
+        ("t1 p2 d2 b1 m4", "b·m·d = 8 sequences an iteration, the global batch is 4 (--global-batch)"),
+        ("t1 p2 d2 m2", "gives no b;"),
+    ],
+)
+def test_a_current_run_that_does_not_fit_is_refused_before_any_search(
+    spec_file: Path, current: str, message: str
+) -> None:
+    result = run_cli("plan", spec_file, *FAST, "--current", current)
+    assert message in cli_error(result) and result.stdout == ""

@@ -30,7 +30,7 @@ from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.collectives import Fabric
 from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
-from pipesat.solver.instances.value_kinds import WHOLE, Wholes, Words
+from pipesat.solver.instances.value_kinds import TEXT, WHOLE, Wholes, Words
 from pipesat.solver.plan.schedules import SCHEDULE_NAMES
 
 PLACEMENTS_SEARCHED = tuple(name for name in PLACEMENTS if name != "bidirectional")
@@ -119,7 +119,7 @@ class PlanSpec(Keyed):
     in sequences, and the lists the plan tries: tensor-parallel, context-parallel and pipeline degrees,
     microbatch sizes, placements, chunks of an interleaved pipeline, expert-parallel degrees,
     recomputation settings and ZeRO stages; `schedules` restricts the schedules a configuration may use
-    (`solver.plan.schedules`). A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
+    (`solver.plan.schedules`); `current` is the configuration the user runs now (`solver.plan.current`). A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
     list one value pins a layout."""
 
     model: Transformer
@@ -176,6 +176,13 @@ class PlanSpec(Keyed):
         Words(SCHEDULE_NAMES, "schedules"),
         "The schedules a configuration may use: handwritten ones as `pipesat schedule` names them, cp-sat for "
         "the solver's search, the starts (default: every one).",
+        None,
+    )
+    current: str | None = key(
+        TEXT,
+        "The configuration you run now, as the plan's table writes it (t4 p2 d8 interleaved v2 b1 m16 "
+        "full-recompute zero1, a schedule's name after it or not): the plan predicts it as run and says what "
+        "the best costs and buys against it.",
         None,
     )
 
