@@ -1,8 +1,9 @@
 """The plan's exact search: every configuration's best handwritten schedule, its lower bound, and
 CP-SAT only where a configuration may still beat the best found.
 
-1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap): derive its
-   instance; refuse it by memory when its model state does not fit a GPU or its smallest feasible
+1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap; the smallest
+   pipelines first, for at most BOUND_SHARE of the budget, so that a short budget on a big space
+   still schedules and ranks the most promising of what it bounded): derive its instance; refuse it by memory when its model state does not fit a GPU or its smallest feasible
    activation limit exceeds a device's budget (exact, `solver.evaluate.bounds`); else prove a lower
    bound on the makespan under the budgets. Iteration time = makespan + the fixed data-parallel and
    optimizer terms (`measure`), so the bound on the iteration is the makespan's bound plus those
@@ -27,6 +28,9 @@ stopped (`executors`), a solve keeping its best schedule, and what was not finis
 the ranking (not assessed, not searched) and leaves the best unproven unless every configuration
 has its bound. Ctrl-C and SIGTERM end the
 plan the same way, at once: the ranking of what it has, `interrupted`.
+
+The ranking is by the cost model's iteration time; the configurations within its error of the
+fastest are tied with it, and the best is the simplest of them (`ties`), the fastest on paper beside it.
 
 Every schedule is validated before it is measured. Runs are deterministic for a seed: solves use
 CP-SAT's deterministic time, the shares are computed from the budget and the counts (not from the

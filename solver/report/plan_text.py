@@ -130,14 +130,18 @@ def outcome_text(result: ConfigResult) -> str:
 
 
 def plan_rows(result: PlanResult, top: int | None = None) -> list[dict[str, Any]]:
-    """The ranked rows (the refused ones, unranked, last), the first `top` of them when given."""
+    """The ranked rows (the refused ones, unranked, last), the first `top` of them when given, and the
+    best's after them when it ranks below them (the simplest of the rows tied with the fastest)."""
     rows = []
     rank = 0
     for item in result.results:
         if item.measure is not None:
             rank += 1
         rows.append(plan_row(rank if item.measure is not None else None, item, tie_word(result, item)))
-    return rows if top is None else rows[:top]
+    if top is None:
+        return rows
+    best = next((row for row in rows[top:] if row["tie"] == "best"), None)
+    return rows[:top] + ([best] if best is not None else [])
 
 
 def tie_word(result: PlanResult, item: ConfigResult) -> str:
@@ -187,6 +191,12 @@ def plan_summary(result: PlanResult) -> list[str]:
     lines = [counts_line(result), *left_out_lines(result)]
     if result.interrupted:
         lines.append("interrupted: the ranking of what the plan had; what it had not finished is marked so")
+    elif result.count(Outcome.UNFINISHED) and result.best is not None:
+        lines.append(
+            f"the time budget of {result.time_budget:g} s ran out with "
+            f"{_count(result.count(Outcome.UNFINISHED), 'configuration')} not assessed: the ranking is of what it "
+            "assessed, and the best is not proven; raise it"
+        )
     best = result.best
     if best is None or best.measure is None:
         lines.append(f"best: none; {no_best_text(result)}")
@@ -237,9 +247,9 @@ def _simpler_text(because: str, best: ConfigResult, fastest: ConfigResult) -> st
     """What makes the best simpler than the fastest, on the criterion `because` (`solver.plan.ties`)."""
     one, other = best.config, fastest.config
     if because == "stages":
-        return f"{one.pipeline * one.chunks} pipeline stages against {other.pipeline * other.chunks}"
+        return f"{_count(one.pipeline * one.chunks, 'pipeline stage')} against {other.pipeline * other.chunks}"
     if because == "chunks":
-        return f"{one.chunks} chunks a device against {other.chunks}"
+        return f"{_count(one.chunks, 'chunk')} a device against {other.chunks}"
     if because == "schedule":
         return f"{schedule_title(best.made_by)} against {schedule_title(fastest.made_by)}, nearer a framework's own"
     if best.measure is None or fastest.measure is None:

@@ -147,6 +147,7 @@ def tied_result() -> PlanResult:
 def test_rows_tied_with_the_fastest_are_marked_and_the_best_is_the_simplest_beside_the_fastest() -> None:
     plan = tied_result()
     assert [row["tie"] for row in plan_rows(plan)] == ["tied", "best", "", ""]
+    assert [row["rank"] for row in plan_rows(plan, top=1)] == [1, 2]  # the best follows the top rows
     assert plan.best is plan.results[1] and plan.fastest is plan.results[0]
     lines = plan_summary(plan)
     assert lines[2].startswith("best: t1 p2 d2 linear b1 m2, the simplest of 2 tied within 3%: 2.5 ms an iteration")
@@ -172,6 +173,12 @@ def test_a_budget_that_ran_out_before_any_schedule_says_so_not_that_nothing_fits
         ],
         time_budget=30,
     )
+    unfinished = ConfigResult(Configuration(1, 4, 1, 1, "linear", 1, 4), Outcome.UNFINISHED)
+    ranked = dataclasses.replace(result(), results=[*result().results, unfinished], best_gap=None, time_budget=30)
+    assert (
+        "the time budget of 30 s ran out with 1 configuration not assessed: the ranking is of what it assessed, "
+        "and the best is not proven; raise it"
+    ) in plan_summary(ranked)
     assert no_best_text(plan) == (
         "no configuration has a schedule yet: the time budget of 30 s ran out; raise it (1 refused by memory, "
         "2 not assessed, 1 of them bounded)"
