@@ -272,7 +272,9 @@ def _unused_microbatch_sizes(spec: PlanSpec, layouts: set[tuple[int, int]], used
     divides none of the replicas' shares of the global batch, or leaves fewer microbatches than
     pipeline devices wherever it divides one (`layouts`: each share with its pipeline's devices). A
     size left out for another reason (no placement fills the layers) has that reason's line."""
-    lines = []
+    lines: list[str] = []
+    if not layouts:  # no layout at all: the groups' or the pipelines' lines say why
+        return lines
     shares = {share for share, _ in layouts}
     listed = ", ".join(str(share) for share in sorted(shares))
     for b in spec.microbatch_sizes or ():
