@@ -35,8 +35,9 @@ def test_the_table_picture_and_best_schedule(spec_file: Path, tmp_path: Path) ->
     picture, best = tmp_path / "plan.png", tmp_path / "best.json"
     out = cli_ok(run_cli("plan", spec_file, *FAST, "-o", picture, "--save-best", best))
     lines = out.splitlines()
-    assert lines[0].split()[:11] == ["rank", "t", "cp", "p", "d", "placement", "v", "b", "m", "recompute", "zero"]
-    assert lines[2].split()[:11] == ["1", "1", "1", "4", "1", "vshape", "2", "1", "4", "none", "0"]
+    header = ["rank", "tie", "t", "cp", "p", "d", "placement", "v", "b", "m", "recompute", "zero"]
+    assert lines[0].split()[:12] == header
+    assert lines[2].split()[:12] == ["1", "-", "1", "1", "4", "1", "vshape", "2", "1", "4", "none", "0"]
     assert "configurations: 16 (solved " in out and "pruned by bound" in out
     assert "proven: no configuration can be faster" in out
     assert picture.stat().st_size > 10_000
@@ -57,7 +58,7 @@ def test_csv_json_and_markdown(spec_file: Path) -> None:
     assert document["best"]["placement"] == "vshape"
     assert document["configurations"][0] == document["best"]
     markdown = cli_ok(run_cli("plan", spec_file, *FAST, "--format", "markdown"))
-    assert markdown.startswith("| rank | t | cp | p | d | placement | v | b | m | recompute | zero |")
+    assert markdown.startswith("| rank | tie | t | cp | p | d | placement | v | b | m | recompute | zero |")
 
 
 def test_the_breakdown_view_and_the_best_explained(spec_file: Path) -> None:
@@ -200,7 +201,7 @@ def test_a_signal_ends_the_plan_with_the_ranking_so_far(
     ended = time.monotonic() - sent
     assert process.returncode == EXIT_INTERRUPTED, errors.read_text()[-2000:]
     assert ended < 10
-    assert out.splitlines()[0].split()[:5] == ["rank", "t", "cp", "p", "d"]
+    assert out.splitlines()[0].split()[:6] == ["rank", "tie", "t", "cp", "p", "d"]
     assert "interrupted: the ranking of what the plan had" in out
     assert "Traceback" not in errors.read_text()
     assert validate(load_schedule(best)) == []

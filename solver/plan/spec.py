@@ -126,8 +126,11 @@ class PlanSpec(Keyed):
     training: Training
     cluster: Cluster
     global_batch: int = key(WHOLE, "Sequences an iteration.", at_least=1)
-    tensor_parallel: tuple[int, ...] = key(
-        Wholes(distinct=True), "The tensor-parallel degrees t to try.", (1,), at_least=1
+    tensor_parallel: tuple[int, ...] | None = key(
+        Wholes(distinct=True),
+        "The tensor-parallel degrees t to try (default: 1, 2, 4, ... up to a node's GPUs, those dividing the GPUs).",
+        None,
+        at_least=1,
     )
     microbatch_sizes: tuple[int, ...] | None = key(
         Wholes(distinct=True), "The microbatch sizes b to try (default: every divisor).", None, at_least=1
@@ -172,6 +175,13 @@ class PlanSpec(Keyed):
         at_least=0,
         at_most=3,
     )
+    sequence_parallel: bool = like(
+        Training,
+        "sequence_parallel",
+        help="Split the layer inputs, norms and dropout masks over the t GPUs too (Megatron runs tensor "
+        "parallelism with it; the plan's default).",
+        default=True,
+    )
     schedules: tuple[str, ...] | None = key(
         Words(SCHEDULE_NAMES, "schedules"),
         "The schedules a configuration may use: handwritten ones as `pipesat schedule` names them, cp-sat for "
@@ -201,6 +211,7 @@ SEARCHED: dict[type, tuple[str, ...]] = {
     Transformer: ("microbatch_size",),
     Training: (
         "tensor_parallel",
+        "sequence_parallel",
         "context_parallel",
         "data_parallel",
         "expert_parallel",
@@ -209,7 +220,8 @@ SEARCHED: dict[type, tuple[str, ...]] = {
         "zero",
     ),
 }
-"""The keys the plan searches, which a spec does not give."""
+"""The keys the plan searches, which a spec does not give; `sequence_parallel` is the plan's own key
+(`PlanSpec`), on by default where the record's is off."""
 ALIASES = {"training.seq_len": "model.seq_len"}
 """Keys that stand for another (they must agree when both are given)."""
 

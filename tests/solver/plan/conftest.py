@@ -1,4 +1,5 @@
-"""A tiny plan: 8 layers on 4 GPUs, global batch 4 (7 configurations; CP-SAT proves each in a second)."""
+"""A tiny plan: 8 layers on 4 GPUs, global batch 4, no tensor parallelism (7 configurations; CP-SAT proves
+each in a second)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pipesat.solver.plan.spec import PlanSpec, spec_from_dict
 TINY: dict[str, Any] = {
     "model": {"layers": 8, "hidden": 512, "heads": 8, "seq_len": 512, "vocab": 1000},
     "cluster": {"gpus": 4, "gpu_memory": "2GiB", "tflops": 100, "efficiency": 0.5, "bandwidth": 10, "latency": 10},
-    "training": {"global_batch": 4},
+    "training": {"global_batch": 4, "tensor_parallel": [1]},
 }
 
 
