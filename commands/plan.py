@@ -41,6 +41,7 @@ from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.measure import iteration_lines
 from pipesat.solver.plan.space import PlanLimits, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
+from pipesat.solver.report.current_text import current_document, current_lines
 from pipesat.solver.report.plan_text import (
     no_best_text,
     plan_columns,
@@ -54,6 +55,7 @@ from pipesat.solver.report.plan_text import (
 from pipesat.solver.report.tables import format_rows
 
 if TYPE_CHECKING:
+    from pipesat.solver.plan.current import CurrentRun
     from pipesat.solver.plan.progress import PlanProgress
 
 OVERRIDES = (
@@ -70,6 +72,7 @@ OVERRIDES = (
     "training.tensor_parallel",
     "training.expert_parallel",
     "training.schedules",
+    "training.current",
 )
 """The spec keys an option overrides (`--gpus` for `cluster.gpus`)."""
 LIMITS = {
@@ -168,6 +171,9 @@ def plan_command(spec_file: Path, **options: Any) -> None:
     if options["predict"] is not None:
         _predict(spec, options, calibration)
         return
+    from pipesat.solver.plan.current import compare_current, predict_current  # the cost model, once read
+
+    current = predict_current(spec, calibration)  # refused before any search when it does not fit
     space = enumerate_space(spec, dataclass_from_options(PlanLimits, options))
     fmt = options["fmt"]
     if fmt == "json":
@@ -198,7 +204,7 @@ def plan_command(spec_file: Path, **options: Any) -> None:
         notes = [] if calibration is None else [_measured_line(spec, result, calibration)]
         if options["explain"] and result.best is not None and result.best_schedule is not None:
             notes += _explain_best(spec, result.best.config, result.best_schedule, calibration)
-        _report(result, options, notes)
+        _report(result, options, notes, None if current is None else compare_current(current, result))
     finally:
         executor.close()  # after the report: a Ray started here takes a second to stop
 
@@ -252,13 +258,18 @@ def _explain_best(
     ]
 
 
-def _report(result: PlanResult, options: dict[str, Any], notes: list[str]) -> None:
-    """Print the ranking and the summary (and `notes` after it), save the best schedule, draw the
-    picture; then end with the exit code that says how the plan ended (interrupted, or with no
-    configuration that fits)."""
+def _report(result: PlanResult, options: dict[str, Any], notes: list[str], current: CurrentRun | None) -> None:
+    """Print the ranking and the summary (and `notes` after it, then the current run against the
+    plan), save the best schedule, draw the picture; then end with the exit code that says how the
+    plan ended (interrupted, or with no configuration that fits)."""
     fmt = options["fmt"]
+    if current is not None:
+        notes = [*notes, *current_lines(current)]
     if fmt == "json":
-        click.echo(json.dumps(plan_document(result, options["top"]), indent=1))
+        document = plan_document(result, options["top"])
+        if current is not None:
+            document["current"] = current_document(current)
+        click.echo(json.dumps(document, indent=1))
     else:
         experts = any(item.config.expert_parallel > 1 for item in result.results)
         columns = plan_columns(options["breakdown"], machine=fmt == "csv", experts=experts)

@@ -268,7 +268,8 @@ def compare_command(
 @click.option(
     "--limits",
     help="Memory limits: START:STOP:STEP or a comma-separated list; numbers, or relative like 0.5x. "
-    "Without it: every breakpoint of the trade-off, each proven (--time-limit per solve, two solves each).",
+    "Without it: every breakpoint of the trade-off, from the least memory up, each proven (--time-limit per "
+    "solve).",
 )
 @SOLVER_OPTIONS
 @click.option(
@@ -326,9 +327,9 @@ def pareto(
     else:
         text = pareto_text(instance, sweep.points, sweep.heuristics, objective, fmt, sweep.memory)
         notes = pareto_notes(instance, sweep.ceiling, sweep.ended, sweep.left_out)
-        click.echo("\n".join([text, *notes]) if fmt == "text" else text)
-        for note in notes if fmt != "text" else ():
+        for note in notes if fmt != "text" else ():  # csv and markdown hold the rows alone
             click.echo(note, err=True)
+        click.echo("\n".join([text, *notes]) if fmt == "text" else text)
     if picture is not None:
         heuristics = [(heuristic_title(name), peak, value) for name, peak, value in sweep.heuristics]
         reference = instance.one_f_one_b_peak()

@@ -11,6 +11,7 @@ from enum import Enum
 
 from pipesat.models.objective import Status
 from pipesat.models.schedule import Schedule
+from pipesat.models.tolerance import fits
 from pipesat.models.training_modes import Recompute, ZeroStage
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 
@@ -171,11 +172,20 @@ class PlanResult:
     than `best_gap` (0: the best is proven). `timing_dependent` is True when the time budget ran out
     before the planned shares were spent, so another run may differ. `interrupted` is True when Ctrl-C
     or SIGTERM ended the plan: the results are what was finished by then. `tuning` is every solve's and
-    bound's (`models.tuning`)."""
+    bound's (`models.tuning`). `skipped_shapes` are the shapes left out (the cost model refuses them)
+    and `merged_shapes` the settings tried as another that costs the same. The configurations whose
+    times are within `tie_tolerance` of the fastest's are tied with it (the cost model's error), and
+    `recommended` is the simplest of them (`solver.plan.ties`): the plan's best, whose schedule
+    `best_schedule` is; `recommended_because` names what makes it simpler than the fastest
+    (`stages`, `chunks`, `schedule` or `memory`; '' when the fastest is the best)."""
 
     results: list[ConfigResult]
     best_schedule: Schedule | None
     skipped_shapes: list[str] = field(default_factory=list)
+    merged_shapes: list[str] = field(default_factory=list)
+    recommended: Configuration | None = None
+    recommended_because: str = ""
+    tie_tolerance: float = 0.0
     best_gap: float | None = None
     wall_seconds: float = 0.0
     time_budget: float = 0.0
@@ -188,8 +198,22 @@ class PlanResult:
     tuning: Tuning = DEFAULT_TUNING
 
     @property
-    def best(self) -> ConfigResult | None:
+    def fastest(self) -> ConfigResult | None:
+        """The fastest on paper: the first row, when it has a schedule."""
         return self.results[0] if self.results and self.results[0].measure is not None else None
+
+    @property
+    def best(self) -> ConfigResult | None:
+        """The plan's answer: the recommended configuration, else the fastest."""
+        chosen = (result for result in self.results if result.config == self.recommended)
+        return next(chosen, None) or self.fastest
+
+    def tied(self, result: ConfigResult) -> bool:
+        """Whether `result` is tied with the fastest: a schedule within `tie_tolerance` of its time."""
+        fastest = self.fastest
+        if fastest is None or fastest.measure is None or result.measure is None:
+            return False
+        return fits(result.measure.iteration_ms, fastest.measure.iteration_ms * (1 + self.tie_tolerance))
 
     def count(self, outcome: Outcome) -> int:
         return sum(result.outcome == outcome for result in self.results)
@@ -197,3 +221,28 @@ class PlanResult:
     @property
     def feasible(self) -> list[ConfigResult]:
         return [result for result in self.results if result.measure is not None]
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What the plan's best costs and buys against another run of the same training (the user's
+    current one): its iteration's change in ms and in % of the run's (negative: the best is faster),
+    the change in tokens a second (%), in MFU (percentage points) and in the most memory a GPU holds
+    (bytes; positive: the best holds more)."""
+
+    iteration_ms: float
+    iteration_pct: float
+    tokens_per_s_pct: float
+    mfu_points: float
+    memory_per_gpu: float
+
+    @classmethod
+    def between(cls, run: Measure, best: Measure) -> Gain:
+        """The best's measure against the run's."""
+        return cls(
+            iteration_ms=best.iteration_ms - run.iteration_ms,
+            iteration_pct=100 * (best.iteration_ms - run.iteration_ms) / run.iteration_ms,
+            tokens_per_s_pct=100 * (best.tokens_per_s - run.tokens_per_s) / run.tokens_per_s,
+            mfu_points=100 * (best.mfu - run.mfu),
+            memory_per_gpu=best.memory_per_gpu - run.memory_per_gpu,
+        )

@@ -158,12 +158,13 @@ def memory_gated_candidate(problem: Problem, clock: float) -> Candidate | None:
     return preferred([candidate for candidate in found if candidate is not None])
 
 
-def preferred(candidates: Sequence[Candidate]) -> Candidate | None:
-    """The best value; among equal values (within `models.tolerance`) the lowest peak memory, then the first."""
+def preferred(candidates: Sequence[Candidate], within: float = 0.0) -> Candidate | None:
+    """The best value; among values equal to it (within `models.tolerance`), or up to `within` of it
+    more, the lowest peak memory, then the first."""
     if not candidates:
         return None
     least = min(candidate.value for candidate in candidates)
-    ties = [c for c in candidates if fits(c.value, least)]
+    ties = [c for c in candidates if fits(c.value, least * (1 + within))]
     return min(ties, key=lambda c: c.peak)
 
 

@@ -1,8 +1,9 @@
 """The plan's exact search: every configuration's best handwritten schedule, its lower bound, and
 CP-SAT only where a configuration may still beat the best found.
 
-1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap): derive its
-   instance; refuse it by memory when its model state does not fit a GPU or its smallest feasible
+1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap; the smallest
+   pipelines first, for at most BOUND_SHARE of the budget, so that a short budget on a big space
+   still schedules and ranks the most promising of what it bounded): derive its instance; refuse it by memory when its model state does not fit a GPU or its smallest feasible
    activation limit exceeds a device's budget (exact, `solver.evaluate.bounds`); else prove a lower
    bound on the makespan under the budgets. Iteration time = makespan + the fixed data-parallel and
    optimizer terms (`measure`), so the bound on the iteration is the makespan's bound plus those
@@ -28,6 +29,9 @@ the ranking (not assessed, not searched) and leaves the best unproven unless eve
 has its bound. Ctrl-C and SIGTERM end the
 plan the same way, at once: the ranking of what it has, `interrupted`.
 
+The ranking is by the cost model's iteration time; the configurations within its error of the
+fastest are tied with it, and the best is the simplest of them (`ties`), the fastest on paper beside it.
+
 Every schedule is validated before it is measured. Runs are deterministic for a seed: solves use
 CP-SAT's deterministic time, the shares are computed from the budget and the counts (not from the
 clock) unless the budget runs out, and every order is a total order on the configurations.
@@ -50,16 +54,25 @@ from pipesat.models import InstanceError, Status
 from pipesat.models.plan_result import ConfigResult, Configuration, Outcome, PlanResult
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
-from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.instances.calibration import Calibration
-from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted, LocalExecutor
+from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted, run_locally
 from pipesat.solver.plan.measure import usable_memory
 from pipesat.solver.plan.progress import PlanProgress, Tracker
 from pipesat.solver.plan.schedules import SEARCH, allows
-from pipesat.solver.plan.space import Space, enumerate_space
+from pipesat.solver.plan.space import Space, enumerate_space, op_count
 from pipesat.solver.plan.spec import PlanSpec
-from pipesat.solver.plan.tasks import Assessment, AssessTask, Found, SolveTask, assess, bound, solve_config
+from pipesat.solver.plan.tasks import (
+    SCHEDULE_TIE,
+    Assessment,
+    AssessTask,
+    Found,
+    SolveTask,
+    assess,
+    bound,
+    solve_config,
+)
+from pipesat.solver.plan.ties import TIE_TOLERANCE, deciding, recommend
 
 LOG = logging.getLogger(__name__)
 PHASE1_SHARE = 0.2
@@ -80,6 +93,10 @@ END_MARGIN = STOP_WAIT + 0.5
 STOP_WAIT (or their workers are killed), and half a second is left to kill late workers and rank
 what the plan has. A tenth, and then a quarter, were too little on a loaded machine and in a fresh
 CI environment (benchmarks/experiments/2026-11-24_plan-time-budget)."""
+BOUND_SHARE = 0.5
+"""The most of the budget (to the time tasks are stopped) the bounds may take: a short budget on a
+big space still leaves the rest to schedule the most promising of what was bounded, and ranks them,
+where the bounds alone would have taken it all and left nothing ranked."""
 INTERRUPTED = "interrupted"
 OUT_OF_TIME = "the time budget ran out"
 NO_SEARCH = "training.schedules does not allow cp-sat"
@@ -108,31 +125,21 @@ def plan(
     started: float | None = None,
     progress: Callable[[PlanProgress], None] | None = None,
 ) -> PlanResult:
-    """The best configuration of `spec` and its schedule, every configuration ranked (module notes),
-    searched as `options` say. `space` is what to search (`enumerate_space(spec)` when not given), and
-    the budget counts from `started` (a `time.monotonic()`, now when not given). Ctrl-C or SIGTERM
-    ends the plan within a second with what it has: the running solves' best schedules, and what was
-    not finished marked so (`interrupted`).
+    """The best configuration of `spec`, all ranked (module notes); Ctrl-C ends it with what it has.
 
     Parameters
     ----------
     spec
         The model, the cluster and what to search (`load_spec`, `spec_from_dict`).
-    executor
-        Where the solves run; None: a local pool of one process a core, closed at the end, as
-        `pipesat plan` runs them (`LocalExecutor`, `RayExecutor`).
-    options
-        The time budget (seconds), seed, CP-SAT workers of each solve, calibration and tuning; None:
-        `PlanOptions()`, the command's defaults (120 s, seed 0, one worker a solve).
+    executor, options
+        Where the solves run and how; None: as `pipesat plan` runs (a local pool, `PlanOptions()`).
     space, started, progress
-        What to search, when the budget started (`time.monotonic()`) and a callback of the plan's
-        progress.
+        What to search (None: all of `spec`), when the budget began (None: now), a progress callback.
 
     Returns
     -------
     PlanResult
-        Every configuration ranked, the best one's schedule (validated) and how the plan ran; memory
-        in bytes, times in ms.
+        Every configuration ranked and the best one's schedule (validated); in ms and bytes.
 
     Raises
     ------
@@ -140,15 +147,10 @@ def plan(
         No configuration of the cluster fits the model and batch.
     """
     if executor is None:
-        own = LocalExecutor(available_cores())
-        try:
-            return plan(spec, own, options, space=space, started=started, progress=progress)
-        finally:
-            own.close()
-    options = options or PlanOptions()
-    LOG.info("tuning: %s", options.tuning.describe())
-    run = _Run(spec, executor, options, started, progress)
-    configs, skipped = space or enumerate_space(spec)
+        return run_locally(lambda own: plan(spec, own, options, space=space, started=started, progress=progress))
+    run = _Run(spec, executor, options or PlanOptions(), started, progress)
+    LOG.info("tuning: %s", run.options.tuning.describe())
+    configs, skipped, merged = space or enumerate_space(spec)
     if not configs:
         why = f": {'; '.join(skipped)}" if skipped else ""
         raise InstanceError(f"no configuration of {spec.cluster.gpus} GPUs fits this model and batch{why}")
@@ -157,7 +159,7 @@ def plan(
         run.solve()
     except KeyboardInterrupt:
         run.interrupted = True
-    return run.result(configs, skipped)
+    return run.result(configs, skipped, merged)
 
 
 class _Run:
@@ -177,6 +179,7 @@ class _Run:
         self.clock = time.monotonic() if started is None else started
         self.end = self.clock + budget - executor.closing  # the executor closes within the budget too
         self.stop_at = self.end - END_MARGIN
+        self.bounds_stop_at = self.clock + BOUND_SHARE * (self.stop_at - self.clock)
         self.tracker = Tracker(self.clock, budget, executor.parallel, progress)
         self.found: dict[Configuration, Found] = {}
         self.refused: dict[Configuration, str] = {}
@@ -191,16 +194,18 @@ class _Run:
         self.interrupted = False
 
     def assess(self, configs: list[Configuration]) -> None:
-        """Step 1, until the budget's end: every configuration's bound, then the handwritten
-        schedules of those that may matter, lowest bound first, in waves (module notes)."""
+        """Step 1, until the budget's end: every configuration's bound (the smallest pipelines first,
+        for at most BOUND_SHARE of the budget), then the handwritten schedules of those that may
+        matter, lowest bound first, in waves (module notes)."""
         self.tracker.phase("bound", len(configs), None)
-        tasks = [self._assess_task(config) for config in configs]
+        order = sorted(configs, key=lambda config: (op_count(config), config))  # the cheapest bounds first
+        tasks = [self._assess_task(config) for config in order]
         try:
-            bounds = self.executor.run(bound, tasks, self.tracker.poll, self.stop_at)
+            bounds = self.executor.run(bound, tasks, self.tracker.poll, self.bounds_stop_at)
         except Interrupted as stop:
-            self._assessed(configs, stop.results, INTERRUPTED)
+            self._assessed(order, stop.results, INTERRUPTED)
             raise
-        self._assessed(configs, bounds, OUT_OF_TIME)
+        self._assessed(order, bounds, OUT_OF_TIME)
         queue = sorted(self.bounded.values(), key=lambda item: (item.iteration_bound, item.config))
         self.tracker.phase("assess", len(queue), self.best)
         done, wave_size = 0, WAVE_PER_TASK * self.executor.parallel
@@ -253,19 +258,20 @@ class _Run:
         """Steps 2 and 3: prune, and solve the rest in waves, each with its share of the budget left."""
         options = self.options
         queue = sorted(
-            (item for item in self.found.values() if not item.optimal),
+            (item for item in self.found.values() if not (item.optimal or item.settled)),
             key=lambda item: (item.iteration_bound, item.config),
         )
         spent = time.monotonic() - self.clock
         solve_budget = self.budget * (1 - PHASE1_SHARE)
-        if spent > self.budget * PHASE1_SHARE:
+        overran = spent > self.budget * PHASE1_SHARE
+        if overran:
             solve_budget = max(0.0, self.budget - spent - WALL_MARGIN)
-            self.timing_dependent = True
         queue = self._prune(queue)
         if not allows(self.spec.schedules, SEARCH):
             for item in queue:  # the restriction leaves the search out: they keep their handwritten schedules
                 self.unsearched[item.config] = NO_SEARCH
             queue = []
+        self.timing_dependent |= overran and bool(queue)  # the solves' shares then come from the clock
         self.tracker.phase("solve", len(queue), self.best)
         done = 0
         parallel = self.executor.parallel
@@ -324,9 +330,9 @@ class _Run:
             self.found[after.config] = _kept(before, after)
         self.best = self.tracker.best = _best(self.found.values())
 
-    def result(self, configs: list[Configuration], skipped: list[str]) -> PlanResult:
-        """The ranking of what the plan has now; refused (one line) when the cost model refused every
-        configuration."""
+    def result(self, configs: list[Configuration], skipped: list[str], merged: list[str]) -> PlanResult:
+        """The ranking of what the plan has now, its best the simplest of the configurations tied with
+        the fastest (`ties`); refused (one line) when the cost model refused every configuration."""
         usable = usable_memory(self.spec)
         results = []
         for config in configs:
@@ -349,19 +355,12 @@ class _Run:
             why = next(iter(self.shapes.values()))
             raise InstanceError(f"no configuration of {self.spec.cluster.gpus} GPUs fits this model: {why}")
         out_of_time = OUT_OF_TIME in (*self.unfinished.values(), *self.unsearched.values())
-        best, best_gap = self.best, None
-        unbounded = [config for config in self.unfinished if config not in self.bounded]
-        if best is not None and not unbounded:
-            bounds = [item.iteration_bound for item in self.found.values()]
-            least = min(bounds + [item.iteration_bound for item in self.bounded.values()])
-            best_gap = relative_gap(best.measure.iteration_ms, min(least, best.measure.iteration_ms))
-        return PlanResult(
+        ranked = PlanResult(
             results=sorted(results, key=lambda result: result.rank_key),
-            best_schedule=None
-            if best is None
-            else best.schedule.with_source(plan=best.config.label, iteration_ms=best.measure.iteration_ms),
+            best_schedule=None,
             skipped_shapes=[*skipped, *(f"{config.label}: {why}" for config, why in self.shapes.items())],
-            best_gap=best_gap,
+            merged_shapes=merged,
+            tie_tolerance=TIE_TOLERANCE,
             wall_seconds=time.monotonic() - self.clock,
             time_budget=self.budget,
             parallel=self.executor.parallel,
@@ -371,6 +370,21 @@ class _Run:
             timing_dependent=self.timing_dependent or out_of_time,
             interrupted=self.interrupted,
             tuning=self.options.tuning,
+        )
+        recommended = recommend(ranked)
+        if recommended is None:
+            return ranked
+        best, best_gap = self.found[recommended], None
+        unbounded = [config for config in self.unfinished if config not in self.bounded]
+        if not unbounded:
+            bounds = [item.iteration_bound for item in self.found.values()]
+            least = min(bounds + [item.iteration_bound for item in self.bounded.values()])
+            best_gap = relative_gap(best.measure.iteration_ms, min(least, best.measure.iteration_ms))
+        schedule = best.schedule.with_source(plan=best.config.label, iteration_ms=best.measure.iteration_ms)
+        chosen = next(result for result in ranked.results if result.config == recommended)
+        because = deciding(chosen, ranked.results[0]) if chosen is not ranked.results[0] else ""
+        return dataclasses.replace(
+            ranked, best_schedule=schedule, best_gap=best_gap, recommended=recommended, recommended_because=because
         )
 
     @staticmethod
@@ -393,6 +407,8 @@ class _Run:
             outcome, note = Outcome.PRUNED, self.pruned[config]
         elif config not in self.searched and item.optimal:
             note = "met its lower bound"
+        elif config not in self.searched and item.settled:
+            note = f"within {SCHEDULE_TIE:.1%} of a schedule that meets its lower bound, and holding less memory"
         elif config not in self.searched:
             outcome, note = Outcome.UNSEARCHED, f"not searched: {self.unsearched.get(config, INTERRUPTED)}"
         return ConfigResult(
@@ -412,8 +428,18 @@ class _Run:
 
 def _kept(before: Found, after: Found) -> Found:
     """A configuration's result after its solve: never worse than what it started from (CP-SAT
-    starts from every handwritten schedule, but a short solve may end on no better one)."""
-    return after if after.measure.makespan_ms <= before.measure.makespan_ms else before
+    starts from every handwritten schedule, but a short solve may end on no better one), and of two
+    within SCHEDULE_TIE of each other the one holding less memory (`tasks`); with the better of the
+    two proven bounds."""
+    faster, slower = (after, before) if after.measure.makespan_ms <= before.measure.makespan_ms else (before, after)
+    close = fits(slower.measure.makespan_ms, faster.measure.makespan_ms * (1 + SCHEDULE_TIE))
+    kept = slower if close and slower.measure.memory_per_gpu < faster.measure.memory_per_gpu else faster
+    if kept is after:
+        return after
+    bound = max(before.makespan_bound, after.makespan_bound)
+    status = Status.OPTIMAL if fits(kept.measure.makespan_ms, bound) else Status.FEASIBLE
+    settled = kept.settled or fits(faster.measure.makespan_ms, bound)
+    return dataclasses.replace(kept, makespan_bound=bound, status=status, settled=settled)
 
 
 def _best(found: Iterable[Found]) -> Found | None:
@@ -462,7 +488,7 @@ def brute_force(
 ) -> list[Found]:
     """Every configuration that fits solved with CP-SAT for `time_limit` seconds, no pruning, ranked
     as the plan ranks: what the plan's pruning must agree with (the tests and benchmarks/bench_plan.py)."""
-    configs, _ = enumerate_space(spec)
+    configs, _, _ = enumerate_space(spec)
     assessments = executor.run(assess, [AssessTask(spec=spec, config=config, tuning=tuning) for config in configs])
     fitting = [a.found for a in assessments if a is not None and a.found is not None]
     tasks = [

@@ -43,11 +43,19 @@ clock when the solves share the cores (benchmarks/experiments/2026-11-24_plan-ti
 solve gets this part of its share in deterministic time and is stopped at its whole share of wall
 time. Within it, runs are identical; stopped by the wall clock, the plan says its result may differ."""
 
+SCHEDULE_TIE = 0.005
+"""Schedules of one configuration whose makespans are within this fraction of the fastest's are taken
+as equal, and the one holding the least memory is kept (`assess`; a solve's result against its start,
+`search`): their ops take the same times, so the difference is the order's alone. A policy, trading
+at most half a percent on paper for headroom the model does not count (allocator fragmentation,
+workspaces), where the fastest order often fills the budget."""
+
 
 @dataclass(frozen=True)
 class Found:
     """A configuration with a schedule: the schedule (validated), who made it and its status, its
-    makespan's lower bound, and the measure."""
+    makespan's lower bound, and the measure. `settled`: a schedule of it that meets its bound is known,
+    and this one, within SCHEDULE_TIE of it, was kept for its memory; a search cannot do better."""
 
     config: Configuration
     schedule: Schedule
@@ -56,6 +64,7 @@ class Found:
     makespan_bound: float
     measure: Measure
     wall_limited: bool = False
+    settled: bool = False
 
     @property
     def fixed_ms(self) -> float:
@@ -201,13 +210,20 @@ def assess(task: AssessTask) -> Assessment:
             memory_gated_candidate(problem, clock) if allows(allowed, memory_gated.NAME) else None,
         )
         candidates += [start for start in starts if start is not None]
-    best = preferred(candidates)
+    best = preferred(candidates, within=SCHEDULE_TIE)
     if best is None:  # without a restriction, cannot happen: one-at-a-time fits every feasible limit
         return Assessment(config, refused="no schedule of training.schedules fits the memory budgets")
     schedule = ensure_valid(best.schedule)
     makespan_bound = problem.lower_bound() if task.makespan_bound is None else task.makespan_bound
+    fastest = min(candidate.value for candidate in candidates)
     found = Found(
-        config, schedule, best.name, Status.FEASIBLE, makespan_bound, measure(spec, config, derivation, schedule)
+        config,
+        schedule,
+        best.name,
+        Status.FEASIBLE,
+        makespan_bound,
+        measure(spec, config, derivation, schedule),
+        settled=fits(fastest, makespan_bound),
     )
     found = dataclasses.replace(found, status=Status.OPTIMAL if found.optimal else Status.FEASIBLE)
     return Assessment(config, found=found, makespan_bound=makespan_bound, fixed_ms=found.fixed_ms)

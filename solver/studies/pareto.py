@@ -306,10 +306,11 @@ class _Solves:
             raise _OutOfTime
         return seconds
 
-    def fastest(self, limit: float, starts: Sequence[Schedule] = ()) -> SolveResult:
-        """The least time under `limit` on every device."""
+    def fastest(self, limit: float, starts: Sequence[Schedule] = (), share: float = 1.0) -> SolveResult:
+        """The least time under `limit` on every device, in `share` of a solve's time limit."""
         limited = self.instance.with_limit(limit)
-        return solve(limited, objective=self.objective, time_limit=self._seconds(), starts=starts, **self.options)
+        seconds = self._seconds() * share
+        return solve(limited, objective=self.objective, time_limit=seconds, starts=starts, **self.options)
 
     def _least_memory(self, cap: float | None, below: SolveResult | None, starts: Sequence[Schedule]) -> SolveResult:
         return solve(
@@ -325,31 +326,33 @@ class _Solves:
 
     def leanest(self, cap: float | None, below: SolveResult | None) -> SolveResult:
         """The least memory of a schedule within `cap` (None: any), `below` the last breakpoint's
-        least-memory solve. When the search stops short of its proof it is refined by bisection
-        between its bound and its value: the fastest schedule under the limit halfway, when it is
-        within the cap, starts a new search (memory-gated handwritten schedules start a solve under
-        a limit, none a search under a time cap) and the upper end comes down to what that finds;
-        otherwise the lower end goes up to the halfway limit. At most `REFINEMENTS` limits are tried."""
+        least-memory solve. When the search stops short of its proof it is refined: a bisection of
+        the limits between its bound and its value by the fastest schedule under each (memory-gated
+        handwritten schedules start a solve under a limit, none a search under a time cap), the upper
+        end down to the peak of one within the cap, else the lower end up; at most `REFINEMENTS`
+        limits, each in `PROBE_SHARE` of a solve's time, then one more search from the leanest
+        schedule found within the cap."""
         leanest = self._least_memory(cap, below, ())
-        if leanest.value is None or leanest.bound is None:
+        if leanest.status != Status.FEASIBLE or leanest.value is None or leanest.bound is None:
             return leanest
-        low = leanest.bound
+        low, high, found = leanest.bound, leanest.value, None
         for _ in range(REFINEMENTS):
-            if leanest.status != Status.FEASIBLE or leanest.value is None:
-                break
-            middle = (low + leanest.value) / 2
-            probe = self.fastest(middle)
+            middle = (low + high) / 2
+            probe = self.fastest(middle, share=PROBE_SHARE)
             if probe.schedule is None or probe.value is None or (cap is not None and not fits(probe.value, cap)):
                 low = middle  # nothing found within the cap under this limit: look above it
-                continue
-            better = self._least_memory(cap, below, [probe.schedule])
-            if better.value is not None and better.value < leanest.value:
-                leanest = better
-        return leanest
+            else:
+                found, high = probe.schedule, compute_metrics(probe.schedule).max_peak_memory
+        if found is None:
+            return leanest
+        better = self._least_memory(cap, below, [found])
+        return better if better.value is not None and better.value < leanest.value else leanest
 
 
 REFINEMENTS = 4
-"""How many times a least-memory search stopped short of its proof is refined (`_Solves.leanest`)."""
+"""How many limits refine a least-memory search stopped short of its proof (`_Solves.leanest`)."""
+PROBE_SHARE = 1 / 3
+"""The share of a solve's time limit each of those limits gets: a probe needs a schedule, not a proof."""
 
 
 def _why_none(result: SolveResult) -> str:
