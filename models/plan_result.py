@@ -165,13 +165,28 @@ class ConfigResult:
 
 
 @dataclass(frozen=True)
+class RuntimeBest:
+    """The best configuration a runtime runs (`solver.plan.runtimes`) of those the plan assessed: its
+    schedule's maker (a name as `ConfigResult.made_by` holds it) and measure. `complete`: no
+    configuration the plan left unassessed has a lower bound below it, so none could beat it."""
+
+    runtime: str
+    config: Configuration
+    made_by: str
+    measure: Measure
+    complete: bool = True
+
+
+@dataclass(frozen=True)
 class PlanResult:
     """The plan: every configuration ranked (refused ones last), the best one's schedule (validated),
     the counts, and how it ran. `proven_best` says that no configuration can beat the best by more
     than `best_gap` (0: the best is proven). `timing_dependent` is True when the time budget ran out
     before the planned shares were spent, so another run may differ. `interrupted` is True when Ctrl-C
     or SIGTERM ended the plan: the results are what was finished by then. `tuning` is every solve's and
-    bound's (`models.tuning`)."""
+    bound's (`models.tuning`). `runtime` is the runtime the plan was held to (`any`: none),
+    `best_runs_on` the runtimes that run its best, and `runtime_bests` each runtime's best, in the
+    runtimes' order."""
 
     results: list[ConfigResult]
     best_schedule: Schedule | None
@@ -186,6 +201,9 @@ class PlanResult:
     timing_dependent: bool = False
     interrupted: bool = False
     tuning: Tuning = DEFAULT_TUNING
+    runtime: str = "any"
+    best_runs_on: tuple[str, ...] = ()
+    runtime_bests: tuple[RuntimeBest, ...] = ()
 
     @property
     def best(self) -> ConfigResult | None:

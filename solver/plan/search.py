@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from pipesat.models import InstanceError, Status
-from pipesat.models.plan_result import ConfigResult, Configuration, Outcome, PlanResult
+from pipesat.models.plan_result import ConfigResult, Configuration, Outcome, PlanResult, RuntimeBest
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.metrics import relative_gap
@@ -55,6 +55,7 @@ from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted
 from pipesat.solver.plan.measure import usable_memory
 from pipesat.solver.plan.progress import PlanProgress, Tracker
+from pipesat.solver.plan.runtime_bests import plan_bests, runs_on
 from pipesat.solver.plan.schedules import SEARCH, allows
 from pipesat.solver.plan.space import Space, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec
@@ -152,6 +153,7 @@ class _Run:
         self.pruned: dict[Configuration, str] = {}
         self.bounded: dict[Configuration, Assessment] = {}  # bounded, without a schedule (yet)
         self.searched: dict[Configuration, float] = {}
+        self.runtime_bests: dict[Configuration, tuple[RuntimeBest, ...]] = {}
         self.best: Found | None = None
         self.timing_dependent = False
         self.interrupted = False
@@ -202,6 +204,8 @@ class _Run:
         """Record each configuration's assessment: its schedule, its bound alone, its refusal, or why
         it has none (not finished)."""
         for config, assessment in zip(configs, assessments, strict=True):
+            if assessment is not None and assessment.runtime_bests:
+                self.runtime_bests[config] = assessment.runtime_bests
             if assessment is None:
                 self.unfinished[config] = why
             elif assessment.shape:
@@ -337,6 +341,14 @@ class _Run:
             timing_dependent=self.timing_dependent or out_of_time,
             interrupted=self.interrupted,
             tuning=self.options.tuning,
+            runtime=self.spec.runtime,
+            best_runs_on=() if best is None else runs_on(best.config, best.made_by),
+            runtime_bests=plan_bests(
+                self.runtime_bests,
+                ((item.config, item.made_by, item.measure) for item in self.found.values()),
+                (item.iteration_bound for config, item in self.bounded.items() if config not in self.found),
+                bool(unbounded),
+            ),
         )
 
     @staticmethod
