@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from pipesat.models import InputError
 from pipesat.models.names import SCHEDULE_TITLES, SPLIT_OUT
 from pipesat.solver.instances.from_model import derive
 from pipesat.solver.launch.launch_input import LaunchInput
@@ -140,25 +141,22 @@ def layout_string(split: tuple[int, ...]) -> str:
 
 def _stage_flags(launch: LaunchInput, dialect: Dialect, notes: list[str]) -> list[Flag]:
     """How the layers are laid on the stages: the default even split, chunks of an interleaved
-    pipeline, or the layout of an uneven split."""
+    pipeline, or the layout of an uneven split. Without a layout (the fork) an uneven split is
+    written even, with a note, and one that cannot be even is refused in one line."""
     config, layers = launch.config, launch.spec.model.layers
     split = layer_split(launch)
-    even = len(set(split)) == 1
-    flags: list[Flag] = []
-    if config.placement == "vshape":
-        if not even:
-            notes.append(f"the fork splits the layers evenly; the plan's split is {list(split)}")
-        return flags  # the fork's V schedule makes its two chunks itself
-    if even and config.placement == "interleaved":
-        flags.append(("--num-layers-per-virtual-pipeline-stage", str(layers // len(split))))
-    elif not even and dialect.layout:
-        flags.append(("--pipeline-model-parallel-layout", layout_string(split)))
-    elif not even:
-        notes.append(
-            f"{dialect.name} has no stage layout: it splits the layers evenly; the plan's split is {list(split)}"
-        )
-        if config.placement == "interleaved" and layers % len(split) == 0:
-            flags.append(("--num-layers-per-virtual-pipeline-stage", str(layers // len(split))))
+    if len(set(split)) > 1 and dialect.layout:
+        flags: list[Flag] = [("--pipeline-model-parallel-layout", layout_string(split))]
+    else:
+        if len(set(split)) > 1:
+            if layers % len(split):
+                raise InputError(
+                    f"{dialect.name} splits the layers evenly, and {layers} layers (model.layers) do not fill the "
+                    f"{len(split)} stages of {config.label} so; choose a layout whose stages divide them"
+                )
+            notes.append(f"{dialect.name} splits the layers evenly; the plan timed its split {list(split)}")
+        chunked = config.placement == "interleaved"  # the fork's V schedule makes its two chunks itself
+        flags = [("--num-layers-per-virtual-pipeline-stage", str(layers // len(split)))] if chunked else []
     if config.placement == "interleaved" and dialect.group_size:
         flags.append(("--microbatch-group-size-per-virtual-pipeline-stage", str(config.pipeline)))
     return flags
