@@ -6,7 +6,7 @@ docs/runtimes/megatron-zb-flags.txt for the Sea AI zero-bubble fork, docs/runtim
 for Bridge's keys; the tests hold the writers to them), and the two differ: the fork is Megatron 0.9,
 which has no stage layout, no microbatch group size, no attention backend and few MoE shape flags
 (`Dialect`). The layers: an even split is the default (each stage the same number of layers: with
-chunks, `--num-layers-per-virtual-pipeline-stage`), an uneven one Megatron's layout string, the
+chunks, the layers of a virtual pipeline stage), an uneven one Megatron's layout string, the
 embedding `E` on the first stage and the loss `L` on the last, stages in order (stage s on device s
 mod p, as Megatron's chunks are). What the fork cannot say is written as a note in the script.
 Data, tokenizer, optimizer and checkpoint flags are the user's, after the script's name.
@@ -35,6 +35,8 @@ V_MEMORY = {"zb-v": "zb", "v-half": "half", "v-min": "min"}
 """The fork's V schedule memory setup of each V schedule."""
 
 Flag = tuple[str, str | None]
+"""A flag's name without its dashes (`micro-batch-size`) and its value (None: a switch)."""
+DASHES = "-" * 2
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ class Dialect:
     moe_shapes: bool
 
 
-MEGATRON = Dialect("megatron", MEGATRON_LM, True, True, ("--attention-backend", "flash"), True)
-FORK = Dialect("megatron-zb", ZERO_BUBBLE_FORK, False, False, ("--use-flash-attn", None), False)
+MEGATRON = Dialect("megatron", MEGATRON_LM, True, True, ("attention-backend", "flash"), True)
+FORK = Dialect("megatron-zb", ZERO_BUBBLE_FORK, False, False, ("use-flash-attn", None), False)
 
 
 def write_megatron(launch: LaunchInput) -> dict[str, str]:
@@ -81,10 +83,10 @@ def _script(launch: LaunchInput, dialect: Dialect) -> str:
         "set -euo pipefail",
         *(f"export {name}={value}" for name, value in env),
         "MEGATRON_ARGS=(",
-        *(f"    {flag}" if value is None else f"    {flag} {shlex.quote(value)}" for flag, value in flags),
+        *(f"    {DASHES}{flag}" + ("" if value is None else f" {shlex.quote(value)}") for flag, value in flags),
         ")",
-        f'exec torchrun --nnodes {cluster.gpus // per_node} --nproc-per-node {per_node} "${{PRETRAIN:-pretrain_gpt.py}}" '
-        '"${MEGATRON_ARGS[@]}" "$@"',
+        f"exec torchrun {DASHES}nnodes {cluster.gpus // per_node} {DASHES}nproc-per-node {per_node} "
+        '"${PRETRAIN:-pretrain_gpt.py}" "${MEGATRON_ARGS[@]}" "$@"',
     ]
     return "\n".join(lines) + "\n"
 
@@ -103,22 +105,22 @@ def megatron_flags(launch: LaunchInput, dialect: Dialect) -> tuple[list[Flag], l
     if schedule.endswith(SPLIT_OUT) or schedule.startswith("cp-sat"):
         notes.append(f"{schedule} is not one of {dialect.name}'s schedules; this is its configuration only")
     flags: list[Flag] = [
-        ("--tensor-model-parallel-size", str(config.tensor_parallel)),
-        ("--pipeline-model-parallel-size", str(config.pipeline)),
+        ("tensor-model-parallel-size", str(config.tensor_parallel)),
+        ("pipeline-model-parallel-size", str(config.pipeline)),
     ]
     if config.context_parallel > 1:
-        flags.append(("--context-parallel-size", str(config.context_parallel)))
+        flags.append(("context-parallel-size", str(config.context_parallel)))
     if config.expert_parallel > 1:
-        flags.append(("--expert-model-parallel-size", str(config.expert_parallel)))
+        flags.append(("expert-model-parallel-size", str(config.expert_parallel)))
     if training.sequence_parallel and config.tensor_parallel > 1:
-        flags.append(("--sequence-parallel", None))
+        flags.append(("sequence-parallel", None))
     flags += _stage_flags(launch, dialect, notes)
     flags += _schedule_flags(launch, dialect, env)
     flags += recompute_flags(config.recompute, config.recompute_layers)
     flags += _optimizer_flags(launch, dialect, notes)
     flags += [
-        ("--micro-batch-size", str(config.microbatch_size)),
-        ("--global-batch-size", str(spec.global_batch)),
+        ("micro-batch-size", str(config.microbatch_size)),
+        ("global-batch-size", str(spec.global_batch)),
     ]
     flags += _model_flags(launch, dialect, notes)
     return flags, notes, env
@@ -130,7 +132,7 @@ def layer_split(launch: LaunchInput) -> tuple[int, ...]:
 
 
 def layout_string(split: tuple[int, ...]) -> str:
-    """Megatron's `--pipeline-model-parallel-layout` of the split: `Ett|tt|ttL` (E the embedding, t a
+    """Megatron's pipeline model-parallel layout of the split: `Ett|tt|ttL` (E the embedding, t a
     layer, L the loss), one `|` between stages; a run of n layers written `t*n` past three."""
     stages = []
     for stage, layers in enumerate(split):
@@ -146,7 +148,7 @@ def _stage_flags(launch: LaunchInput, dialect: Dialect, notes: list[str]) -> lis
     config, layers = launch.config, launch.spec.model.layers
     split = layer_split(launch)
     if len(set(split)) > 1 and dialect.layout:
-        flags: list[Flag] = [("--pipeline-model-parallel-layout", layout_string(split))]
+        flags: list[Flag] = [("pipeline-model-parallel-layout", layout_string(split))]
     else:
         if len(set(split)) > 1:
             if layers % len(split):
@@ -156,9 +158,9 @@ def _stage_flags(launch: LaunchInput, dialect: Dialect, notes: list[str]) -> lis
                 )
             notes.append(f"{dialect.name} splits the layers evenly; the plan timed its split {list(split)}")
         chunked = config.placement == "interleaved"  # the fork's V schedule makes its two chunks itself
-        flags = [("--num-layers-per-virtual-pipeline-stage", str(layers // len(split)))] if chunked else []
+        flags = [("num-layers-per-virtual-pipeline-stage", str(layers // len(split)))] if chunked else []
     if config.placement == "interleaved" and dialect.group_size:
-        flags.append(("--microbatch-group-size-per-virtual-pipeline-stage", str(config.pipeline)))
+        flags.append(("microbatch-group-size-per-virtual-pipeline-stage", str(config.pipeline)))
     return flags
 
 
@@ -169,10 +171,10 @@ def _schedule_flags(launch: LaunchInput, dialect: Dialect, env: list[tuple[str, 
         return []
     env.append(("CUDA_DEVICE_MAX_CONNECTIONS", "8"))  # the fork's runtime asks for at least 8 with overlapped p2p
     if schedule in V_MEMORY:
-        return [("--zero-bubble-v-schedule", None), ("--zero-bubble-v-schedule-mem-setup", V_MEMORY[schedule])]
-    flags: list[Flag] = [("--enable-zero-bubble", None)]
+        return [("zero-bubble-v-schedule", None), ("zero-bubble-v-schedule-mem-setup", V_MEMORY[schedule])]
+    flags: list[Flag] = [("enable-zero-bubble", None)]
     if schedule in ZERO_BUBBLE_MEMORY:
-        flags.append(("--zero-bubble-max-pending-backward", str(ZERO_BUBBLE_MEMORY[schedule] * p)))
+        flags.append(("zero-bubble-max-pending-backward", str(ZERO_BUBBLE_MEMORY[schedule] * p)))
     return flags
 
 
@@ -180,21 +182,21 @@ def recompute_flags(recompute: str, layers: int) -> list[Flag]:
     """Megatron's recomputation: selective (the attention core), or full of every layer (uniform,
     one layer a unit) or of a stage's first `layers` (block)."""
     if recompute == "selective":
-        return [("--recompute-granularity", "selective")]
+        return [("recompute-granularity", "selective")]
     if recompute != "full":
         return []
     method, count = ("block", layers) if layers else ("uniform", 1)
     return [
-        ("--recompute-granularity", "full"),
-        ("--recompute-method", method),
-        ("--recompute-num-layers", str(count)),
+        ("recompute-granularity", "full"),
+        ("recompute-method", method),
+        ("recompute-num-layers", str(count)),
     ]
 
 
 def _optimizer_flags(launch: LaunchInput, dialect: Dialect, notes: list[str]) -> list[Flag]:
     """The distributed optimizer (ZeRO 1) and the overlaps of the data-parallel communication."""
     config, training = launch.config, launch.spec.training
-    flags: list[Flag] = [("--use-distributed-optimizer", None)] if config.zero == 1 else []
+    flags: list[Flag] = [("use-distributed-optimizer", None)] if config.zero == 1 else []
     zero_bubble = dialect is FORK and launch.schedule_name in (*ZERO_BUBBLE_MEMORY, "zb-auto", *V_MEMORY)
     if zero_bubble and config.zero == 1:
         notes.append(
@@ -204,12 +206,12 @@ def _optimizer_flags(launch: LaunchInput, dialect: Dialect, notes: list[str]) ->
         )
         return flags
     if training.overlap_grad_reduce and config.data_parallel > 1:
-        flags.append(("--overlap-grad-reduce", None))
+        flags.append(("overlap-grad-reduce", None))
     if training.overlap_param_gather and config.zero == 1:
-        flags.append(("--overlap-param-gather", None))
+        flags.append(("overlap-param-gather", None))
     if training.overlap_tp_comm and training.sequence_parallel and config.tensor_parallel > 1:
-        flags.append(("--tp-comm-overlap", None))
-        notes.append("--tp-comm-overlap needs Transformer Engine's userbuffers")
+        flags.append(("tp-comm-overlap", None))
+        notes.append("tp-comm-overlap needs Transformer Engine's userbuffers")
     return flags
 
 
@@ -218,28 +220,28 @@ def _model_flags(launch: LaunchInput, dialect: Dialect, notes: list[str]) -> lis
     the plan counts them."""
     model, training = launch.spec.model, launch.spec.training
     flags: list[Flag] = [
-        ("--num-layers", str(model.layers)),
-        ("--hidden-size", str(model.hidden)),
-        ("--num-attention-heads", str(model.heads)),
-        ("--seq-length", str(model.seq_len)),
-        ("--max-position-embeddings", str(model.seq_len)),
+        ("num-layers", str(model.layers)),
+        ("hidden-size", str(model.hidden)),
+        ("num-attention-heads", str(model.heads)),
+        ("seq-length", str(model.seq_len)),
+        ("max-position-embeddings", str(model.seq_len)),
     ]
     if 0 < model.kv_heads < model.heads:
-        flags += [("--group-query-attention", None), ("--num-query-groups", str(model.kv_heads))]
+        flags += [("group-query-attention", None), ("num-query-groups", str(model.kv_heads))]
     if model.ffn_hidden:
-        flags += [("--swiglu", None), ("--ffn-hidden-size", str(model.ffn_hidden))]
+        flags += [("swiglu", None), ("ffn-hidden-size", str(model.ffn_hidden))]
     else:
-        flags.append(("--ffn-hidden-size", str(4 * model.hidden)))
+        flags.append(("ffn-hidden-size", str(4 * model.hidden)))
     if model.experts:
-        flags += [("--num-experts", str(model.experts)), ("--moe-router-topk", str(model.top_k))]
+        flags += [("num-experts", str(model.experts)), ("moe-router-topk", str(model.top_k))]
         if dialect.moe_shapes:
             flags += _moe_shape_flags(launch)
         else:
             notes.append(f"{dialect.name} has no flags for the experts' width, shared experts or dense layers")
     if model.vocab:
-        flags.append(("--untie-embeddings-and-output-weights", None))
+        flags.append(("untie-embeddings-and-output-weights", None))
     if training.bytes_per_value == 2:
-        flags.append(("--bf16", None))
+        flags.append(("bf16", None))
     if training.flash_attention:
         flags.append(dialect.flash_attention)
     return flags
@@ -248,11 +250,11 @@ def _model_flags(launch: LaunchInput, dialect: Dialect, notes: list[str]) -> lis
 def _moe_shape_flags(launch: LaunchInput) -> list[Flag]:
     model = launch.spec.model
     width = model.expert_ffn_hidden or model.ffn_hidden or 4 * model.hidden
-    flags: list[Flag] = [("--moe-ffn-hidden-size", str(width))]
+    flags: list[Flag] = [("moe-ffn-hidden-size", str(width))]
     if model.shared_experts:
-        flags.append(("--moe-shared-expert-intermediate-size", str(model.shared_experts * width)))
+        flags.append(("moe-shared-expert-intermediate-size", str(model.shared_experts * width)))
     if model.dense_layers:
-        flags.append(("--moe-layer-freq", f"([0]*{model.dense_layers}+[1]*{model.layers - model.dense_layers})"))
+        flags.append(("moe-layer-freq", f"([0]*{model.dense_layers}+[1]*{model.layers - model.dense_layers})"))
     return flags
 
 
@@ -275,7 +277,7 @@ def bridge_overrides(launch: LaunchInput) -> list[str]:
     if config.placement == "interleaved":
         values.append(("model.microbatch_group_size_per_vp_stage", config.pipeline))
     for flag, value in recompute_flags(config.recompute, config.recompute_layers):
-        values.append((f"model.{flag.removeprefix('--').replace('-', '_')}", value))
+        values.append((f"model.{flag.replace('-', '_')}", value))
     distributed = config.zero == 1
     values += [
         ("train.micro_batch_size", config.microbatch_size),

@@ -14,9 +14,9 @@ What each runtime runs was read in its own code (docs/runtimes/):
   (DDP) or 1 (its distributed optimizer); its ZeRO 2 and 3 are Megatron-FSDP, not written here.
   Main gradients in fp32 (4 bytes).
 - `megatron-zb`, the Sea AI zero-bubble fork of Megatron-LM (its Megatron 0.9): Megatron's two and
-  the fork's: the automatic ZB scheduler (`--enable-zero-bubble`) under the memory budget (zb-auto),
+  the fork's: the automatic ZB scheduler (its `enable_zero_bubble`) under the memory budget (zb-auto),
   or under ZB-H1's and ZB-H2's memory (p and 2p pending backwards: the paper's ZB-1p and ZB-2p, whose
-  bubbles equal ZB-H1's and ZB-H2's, Table 5), and its V schedules (`--zero-bubble-v-schedule` with
+  bubbles equal ZB-H1's and ZB-H2's, Table 5), and its V schedules (`zero_bubble_v_schedule` with
   memory setup zb, half or min: ZB-V, V-Half, V-Min). ZeRO 0 by default: with the distributed
   optimizer the fork refuses to overlap the gradient reduction under a zero-bubble schedule.
 - `torchtitan`: torch.distributed.pipelining's built-in schedules (GPipe, 1F1B, Interleaved1F1B,

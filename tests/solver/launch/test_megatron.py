@@ -96,7 +96,7 @@ def test_every_flag_written_is_the_frameworks(sections, config, schedule, runtim
     spec = spec_of(**sections)
     files = launch(spec, config, schedule, runtime)
     flags = script_flags(files["run.sh"])
-    assert set(flags) <= FLAGS[runtime], sorted(set(flags) - FLAGS[runtime])
+    assert flags and set(flags) <= FLAGS[runtime], sorted(set(flags) - FLAGS[runtime])
     assert flags["--tensor-model-parallel-size"] == str(config.tensor_parallel)
     assert flags["--pipeline-model-parallel-size"] == str(config.pipeline)
     assert flags["--micro-batch-size"] == str(config.microbatch_size)
