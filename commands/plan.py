@@ -235,11 +235,16 @@ def _predict(spec: PlanSpec, options: dict[str, Any], calibration: Calibration |
         save_schedule(prediction.schedule, options["save_best"])
         click.echo(f"schedule: {options['save_best']}", err=options["fmt"] == "json")
     if options["launch"] is not None:
+        from pipesat.solver.plan.runtime_bests import runs_on
+
+        running = runs_on(config, prediction.made_by, prediction.measure.iteration_ms, ())
         line = write_launch(
             spec,
             config,
             prediction.schedule,
             prediction.made_by,
+            running,
+            {},
             options["launch"],
             options["force"],
             _outputs(options),
@@ -296,11 +301,14 @@ def _report(spec: PlanSpec, result: PlanResult, options: dict[str, Any], notes: 
         click.echo(f"best schedule: {options['save_best']}", err=fmt != "text")
     best = result.best
     if options["launch"] is not None and best is not None and result.best_schedule is not None:
+        own = {item.runtime: item.made_by for item in result.runtime_bests if item.config == best.config}
         line = write_launch(
             spec,
             best.config,
             result.best_schedule,
             best.made_by,
+            result.best_runs_on,
+            own,
             options["launch"],
             options["force"],
             _outputs(options),

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pipesat.models import Schedule
 from pipesat.models.plan_result import Configuration, Measure, RuntimeBest
+from pipesat.models.tolerance import fits
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.instances.from_model import Derivation
 from pipesat.solver.plan.measure import measure
@@ -95,6 +96,9 @@ def plan_bests(
     return tuple(chosen)
 
 
-def runs_on(config: Configuration, made_by: str) -> tuple[str, ...]:
-    """The runtimes that run the schedule `made_by` made of `config`."""
-    return tuple(name for name, runtime in RUNTIMES.items() if runtime.runs(config, made_by))
+def runs_on(config: Configuration, made_by: str, iteration_ms: float, bests: Iterable[RuntimeBest]) -> tuple[str, ...]:
+    """The runtimes that run `config` as fast as its schedule `made_by` does (`iteration_ms`): those
+    that run that schedule, and those whose own best of it (`bests`, its `config_bests`) is as fast
+    (on one device, or with one microbatch, the orders coincide)."""
+    fast = {item.runtime for item in bests if fits(item.measure.iteration_ms, iteration_ms)}
+    return tuple(name for name, runtime in RUNTIMES.items() if runtime.runs(config, made_by) or name in fast)

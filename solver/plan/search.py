@@ -342,7 +342,9 @@ class _Run:
             interrupted=self.interrupted,
             tuning=self.options.tuning,
             runtime=self.spec.runtime,
-            best_runs_on=() if best is None else runs_on(best.config, best.made_by),
+            best_runs_on=()
+            if best is None
+            else runs_on(best.config, best.made_by, best.measure.iteration_ms, self.runtime_bests.get(best.config, ())),
             runtime_bests=plan_bests(
                 self.runtime_bests,
                 ((item.config, item.made_by, item.measure) for item in self.found.values()),

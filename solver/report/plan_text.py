@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from pipesat.models.plan_result import PART_NAMES, ConfigResult, Configuration, Measure, Outcome, PlanResult
+from pipesat.models.tolerance import fits
 from pipesat.models.units import GIB
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
@@ -181,7 +182,7 @@ def plan_summary(result: PlanResult) -> list[str]:
 
 def runtime_lines(result: PlanResult) -> list[str]:
     """Which runtimes run the best, and each runtime's best with what it costs against the plan's
-    best (docs/runtimes/README.md says how they are found)."""
+    best (docs/plan.md says how they are found)."""
     best = result.best
     if best is None or best.measure is None:
         return []
@@ -193,7 +194,15 @@ def runtime_lines(result: PlanResult) -> list[str]:
     for item in result.runtime_bests:
         measure = item.measure
         slower = measure.iteration_ms / best.measure.iteration_ms - 1
-        versus = "the best" if slower <= 0 else f"+{format_percent(slower)} on the best"
+        versus = (
+            "the plan's best"
+            if fits(measure.iteration_ms, best.measure.iteration_ms)
+            else (
+                f"+{format_percent(slower)} on the plan's best"
+                if slower > 0
+                else f"{format_percent(-slower)} faster than the plan's best"
+            )
+        )
         unsure = "" if item.complete else "; an unassessed configuration may beat it"
         lines.append(
             f"  {item.runtime:<{width}}  {item.config.label}, {schedule_title(item.made_by)}: "
