@@ -142,7 +142,7 @@ def held_to(
 ) -> dict[str, Any]:
     """The plan's lists (`PlanSpec` keys: schedules, placements, zero, recompute, recompute_layers)
     held to what `runtime` runs. A list the spec gives must lie within the runtime's, else one line
-    naming what it runs. Left out, the schedules are the runtime's and the placements those of
+    naming what it runs; of the placements, one it runs is enough. Left out, the schedules are the runtime's and the placements those of
     `placements` (the plan's default) it runs; the ZeRO stages are the runtime's defaults
     (`with_defaults`), and every runtime runs every recomputation the plan tries by default."""
     run = {placement for name in runtime.schedules for placement in placements_of(name)}
@@ -154,6 +154,8 @@ def held_to(
     }
     for name, allowed in limits.items():
         outside = [item for item in values.get(name) or () if item not in allowed]
+        if name == "placements" and len(outside) < len(values.get(name) or ()):
+            continue  # some it runs: the space leaves out the others, each in a line (`space`)
         if outside:
             raise InputError(
                 f"{where}training.{name} {outside[0]} is not run by {runtime.name} ({runtime.title}), which runs "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from pipesat.models.plan_result import PART_NAMES, ConfigResult, Configuration, Measure, Outcome, PlanResult
-from pipesat.models.tolerance import fits
+from pipesat.models.tolerance import same
 from pipesat.models.units import GIB
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
@@ -196,7 +196,7 @@ def runtime_lines(result: PlanResult) -> list[str]:
         slower = measure.iteration_ms / best.measure.iteration_ms - 1
         versus = (
             "the plan's best"
-            if fits(measure.iteration_ms, best.measure.iteration_ms)
+            if same(measure.iteration_ms, best.measure.iteration_ms)
             else (
                 f"+{format_percent(slower)} on the plan's best"
                 if slower > 0
