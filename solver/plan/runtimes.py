@@ -132,6 +132,11 @@ RUNTIME_NAMES = (ANY, *RUNTIMES)
 """Every name `training.runtime` takes."""
 
 
+def _titled(runtime: Runtime) -> str:
+    """` (Megatron-LM)`: the runtime's title after its name, where they differ."""
+    return "" if runtime.title == runtime.name else f" ({runtime.title})"
+
+
 def with_defaults(runtime: Runtime | None, given: Mapping[str, Any]) -> dict[str, Any]:
     """The spec's values by dotted name, with the runtime's defaults for those it does not give."""
     return dict(runtime.defaults) | dict(given) if runtime is not None else dict(given)
@@ -158,7 +163,7 @@ def held_to(
             continue  # some it runs: the space leaves out the others, each in a line (`space`)
         if outside:
             raise InputError(
-                f"{where}training.{name} {outside[0]} is not run by {runtime.name} ({runtime.title}), which runs "
+                f"{where}training.{name} {outside[0]} is not run by {runtime.name}{_titled(runtime)}, which runs "
                 f"{', '.join(map(str, allowed))}; drop it, or choose another training.runtime"
             )
     if not runtime.recompute_layers and any(values.get("recompute_layers") or ()):
