@@ -166,6 +166,19 @@ class ConfigResult:
 
 
 @dataclass(frozen=True)
+class RuntimeBest:
+    """The best configuration a runtime runs (`solver.plan.runtimes`) of those the plan assessed: its
+    schedule's maker (a name as `ConfigResult.made_by` holds it) and measure. `complete`: no
+    configuration the plan left unassessed has a lower bound below it, so none could beat it."""
+
+    runtime: str
+    config: Configuration
+    made_by: str
+    measure: Measure
+    complete: bool = True
+
+
+@dataclass(frozen=True)
 class PlanResult:
     """The plan: every configuration ranked (refused ones last), the best one's schedule (validated),
     the counts, and how it ran. `proven_best` says that no configuration can beat the best by more
@@ -177,7 +190,9 @@ class PlanResult:
     times are within `tie_tolerance` of the fastest's are tied with it (the cost model's error), and
     `recommended` is the simplest of them (`solver.plan.ties`): the plan's best, whose schedule
     `best_schedule` is; `recommended_because` names what makes it simpler than the fastest
-    (`stages`, `chunks`, `schedule` or `memory`; '' when the fastest is the best)."""
+    (`stages`, `chunks`, `schedule` or `memory`; '' when the fastest is the best). `runtime` is the
+    runtime the plan was held to (`any`: none), `best_runs_on` the runtimes that run its best, and
+    `runtime_bests` each runtime's best, in the runtimes' order."""
 
     results: list[ConfigResult]
     best_schedule: Schedule | None
@@ -196,6 +211,9 @@ class PlanResult:
     timing_dependent: bool = False
     interrupted: bool = False
     tuning: Tuning = DEFAULT_TUNING
+    runtime: str = "any"
+    best_runs_on: tuple[str, ...] = ()
+    runtime_bests: tuple[RuntimeBest, ...] = ()
 
     @property
     def fastest(self) -> ConfigResult | None:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipesat.models import Instance, Objective, PipesatError, Schedule, Step
-from pipesat.models.names import SCHEDULE_TITLES
+from pipesat.models.names import SCHEDULE_TITLES, SPLIT_OUT
 from pipesat.models.ops import split_out_weight
 from pipesat.models.solve_result import NamedValue
 from pipesat.models.tolerance import fits
@@ -175,7 +175,7 @@ def as_candidate(problem: Problem, name: str, schedule: Schedule, clock: float) 
         if not problem.split:
             return None  # a schedule with separate W ops is not a fused-backward schedule
         orders = [[part for step in order for part in split_out_weight(step)] for order in orders]
-        name = f"{SCHEDULE_TITLES.get(name, name)} with W split out"
+        name = f"{SCHEDULE_TITLES.get(name, name)}{SPLIT_OUT}"
     try:
         timed = problem.timed(orders, name=name).with_source(kind="heuristic", name=name)
     except PipesatError:

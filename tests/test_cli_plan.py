@@ -251,6 +251,29 @@ def test_schedules_restricts_the_plan(spec_file: Path) -> None:
     assert all(row["schedule"] in (None, "1F1B", "1F1B with W split out") for row in document["configurations"])
 
 
+def test_runtime_megatron_ranks_its_orders_and_launch_writes_its_flags(spec_file: Path, tmp_path: Path) -> None:
+    launch = tmp_path / "run.sh"
+    document = json.loads(
+        cli_ok(run_cli("plan", spec_file, *FAST, "--runtime", "megatron", "--format", "json", "--launch", launch))
+    )
+    ranked = [row for row in document["configurations"] if row["schedule"] is not None]
+    assert ranked and {row["schedule"] for row in ranked} <= {"1F1B", "Interleaved 1F1B"}
+    runtimes = document["runtimes"]
+    assert runtimes["held_to"] == "megatron" and "megatron" in runtimes["best_runs_on"]
+    assert runtimes["best"]["megatron"]["iteration_ms"] == document["best"]["iteration_ms"]
+    script = launch.read_text()
+    assert f"--micro-batch-size {document['best']['microbatch_size']}\n" in script
+    assert (tmp_path / "run-bridge.txt").is_file()
+    again = run_cli("plan", spec_file, *FAST, "--runtime", "megatron", "--launch", launch)
+    assert cli_error(again, 2) == f"error: {launch} already exists; add --force to replace it, or write to another file"
+    assert launch.read_text() == script
+
+
+def test_the_plan_says_each_runtimes_best(spec_file: Path) -> None:
+    out = cli_ok(run_cli("plan", spec_file, *FAST))
+    assert "\nruns on: " in out and "\nbest per runtime (of the configurations assessed):\n  megatron " in out
+
+
 def test_the_readme_shows_predict_as_it_prints() -> None:
     text = (ROOT / "README.md").read_text()
     command = '$ pipesat plan instances/plan/gpt-1.3b-16gpu.yaml --predict "t1 p2 d8 interleaved v13 b2 m4 zero1"\n'

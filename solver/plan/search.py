@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from pipesat.models import InstanceError, Status
-from pipesat.models.plan_result import ConfigResult, Configuration, Outcome, PlanResult
+from pipesat.models.plan_result import ConfigResult, Configuration, Outcome, PlanResult, RuntimeBest
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.metrics import relative_gap
@@ -59,6 +59,7 @@ from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted
 from pipesat.solver.plan.measure import usable_memory
 from pipesat.solver.plan.progress import PlanProgress, Tracker
+from pipesat.solver.plan.runtime_bests import plan_bests, runs_on
 from pipesat.solver.plan.schedules import SEARCH, allows
 from pipesat.solver.plan.space import Space, enumerate_space, op_count
 from pipesat.solver.plan.spec import PlanSpec
@@ -171,6 +172,7 @@ class _Run:
         self.pruned: dict[Configuration, str] = {}
         self.bounded: dict[Configuration, Assessment] = {}  # bounded, without a schedule (yet)
         self.searched: dict[Configuration, float] = {}
+        self.runtime_bests: dict[Configuration, tuple[RuntimeBest, ...]] = {}
         self.best: Found | None = None
         self.timing_dependent = False
         self.interrupted = False
@@ -223,6 +225,8 @@ class _Run:
         """Record each configuration's assessment: its schedule, its bound alone, its refusal, or why
         it has none (not finished)."""
         for config, assessment in zip(configs, assessments, strict=True):
+            if assessment is not None and assessment.runtime_bests:
+                self.runtime_bests[config] = assessment.runtime_bests
             if assessment is None:
                 self.unfinished[config] = why
             elif assessment.shape:
@@ -337,6 +341,7 @@ class _Run:
             why = next(iter(self.shapes.values()))
             raise InstanceError(f"no configuration of {self.spec.cluster.gpus} GPUs fits this model: {why}")
         out_of_time = OUT_OF_TIME in (*self.unfinished.values(), *self.unsearched.values())
+        unbounded = [config for config in self.unfinished if config not in self.bounded]
         ranked = PlanResult(
             results=sorted(results, key=lambda result: result.rank_key),
             best_schedule=None,
@@ -352,12 +357,18 @@ class _Run:
             timing_dependent=self.timing_dependent or out_of_time,
             interrupted=self.interrupted,
             tuning=self.options.tuning,
+            runtime=self.spec.runtime,
+            runtime_bests=plan_bests(
+                self.runtime_bests,
+                ((item.config, item.made_by, item.measure) for item in self.found.values()),
+                (item.iteration_bound for config, item in self.bounded.items() if config not in self.found),
+                bool(unbounded),
+            ),
         )
         recommended = recommend(ranked)
         if recommended is None:
             return ranked
         best, best_gap = self.found[recommended], None
-        unbounded = [config for config in self.unfinished if config not in self.bounded]
         if not unbounded:
             bounds = [item.iteration_bound for item in self.found.values()]
             least = min(bounds + [item.iteration_bound for item in self.bounded.values()])
@@ -366,7 +377,14 @@ class _Run:
         chosen = next(result for result in ranked.results if result.config == recommended)
         because = deciding(chosen, ranked.results[0]) if chosen is not ranked.results[0] else ""
         return dataclasses.replace(
-            ranked, best_schedule=schedule, best_gap=best_gap, recommended=recommended, recommended_because=because
+            ranked,
+            best_schedule=schedule,
+            best_gap=best_gap,
+            recommended=recommended,
+            recommended_because=because,
+            best_runs_on=runs_on(
+                best.config, best.made_by, best.measure.iteration_ms, self.runtime_bests.get(best.config, ())
+            ),
         )
 
     @staticmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from pipesat.models.plan_result import PART_NAMES, ConfigResult, Configuration, Measure, Outcome, PlanResult
+from pipesat.models.tolerance import same
 from pipesat.models.units import GIB
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
@@ -214,6 +215,7 @@ def plan_summary(result: PlanResult) -> list[str]:
             lines.append(
                 f"proven: no configuration can be more than {format_percent(result.best_gap)} faster than the best"
             )
+    lines += runtime_lines(result)
     lines.append(
         f"wall time {result.wall_seconds:.1f} s of a {result.time_budget:g} s budget; {result.parallel} solves at "
         f"a time ({result.executor}), {result.cpsat_workers} CP-SAT workers each, seed {result.seed}"
@@ -255,6 +257,56 @@ def _simpler_text(because: str, best: ConfigResult, fastest: ConfigResult) -> st
     if best.measure is None or fastest.measure is None:
         return "the same"
     return f"{best.measure.memory_per_gpu / GIB:.1f} GiB a GPU against {fastest.measure.memory_per_gpu / GIB:.1f}"
+
+
+def runtime_lines(result: PlanResult) -> list[str]:
+    """Which runtimes run the best, and each runtime's best with what it costs against the plan's
+    best (docs/plan.md says how they are found)."""
+    best = result.best
+    if best is None or best.measure is None:
+        return []
+    held = "" if result.runtime == "any" else f" (the plan was held to {result.runtime})"
+    lines = [f"runs on: {', '.join(result.best_runs_on) or 'none of the runtimes'}{held}"]
+    if result.runtime_bests:
+        lines.append("best per runtime (of the configurations assessed):")
+    width = max((len(item.runtime) for item in result.runtime_bests), default=0)
+    for item in result.runtime_bests:
+        measure = item.measure
+        slower = measure.iteration_ms / best.measure.iteration_ms - 1
+        versus = (
+            "the plan's best"
+            if same(measure.iteration_ms, best.measure.iteration_ms)
+            else (
+                f"+{format_percent(slower)} on the plan's best"
+                if slower > 0
+                else f"{format_percent(-slower)} faster than the plan's best"
+            )
+        )
+        unsure = "" if item.complete else "; an unassessed configuration may beat it"
+        lines.append(
+            f"  {item.runtime:<{width}}  {item.config.label}, {schedule_title(item.made_by)}: "
+            f"{measure.iteration_ms:.1f} ms, {measure.tokens_per_s:,.0f} tokens/s, MFU {format_percent(measure.mfu)}, "
+            f"{measure.memory_per_gpu / GIB:.1f} GiB ({versus}{unsure})"
+        )
+    return lines
+
+
+def runtime_document(result: PlanResult) -> dict[str, Any]:
+    """The runtimes' part of the plan's JSON document."""
+    return {
+        "held_to": result.runtime,
+        "best_runs_on": list(result.best_runs_on),
+        "best": {
+            item.runtime: {
+                **configuration_cells(item.config),
+                "label": item.config.label,
+                "schedule": schedule_title(item.made_by),
+                "complete": item.complete,
+                **measure_cells(item.measure),
+            }
+            for item in result.runtime_bests
+        },
+    }
 
 
 def iteration_text(measure: Measure, usable_memory: float) -> str:
@@ -315,6 +367,7 @@ def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
         "configurations": plan_rows(result, top),
         "shapes_left_out": result.skipped_shapes,
         "merged": result.merged_shapes,
+        "runtimes": runtime_document(result),
         "run": {
             "wall_seconds": result.wall_seconds,
             "time_budget": result.time_budget,
