@@ -21,3 +21,9 @@ class LaunchInput:
     schedule: Schedule
     schedule_name: str
     launch_name: str
+
+    @property
+    def sequence_parallel(self) -> bool:
+        """Whether the configuration runs sequence parallelism: the plan's `sequence_parallel` with t > 1
+        (what the plan timed, `solver.plan.space`)."""
+        return self.spec.sequence_parallel and self.config.tensor_parallel > 1

@@ -99,7 +99,6 @@ def megatron_flags(launch: LaunchInput, dialect: Dialect) -> tuple[list[Flag], l
     """The flags (flag, value or None) of `launch` in `dialect`, the notes on what they cannot say,
     and the environment the runtime needs."""
     spec, config, schedule = launch.spec, launch.config, launch.schedule_name
-    training = spec.training
     notes: list[str] = []
     env: list[tuple[str, str]] = []
     if schedule.endswith(SPLIT_OUT) or schedule.startswith("cp-sat"):
@@ -112,7 +111,7 @@ def megatron_flags(launch: LaunchInput, dialect: Dialect) -> tuple[list[Flag], l
         flags.append(("context-parallel-size", str(config.context_parallel)))
     if config.expert_parallel > 1:
         flags.append(("expert-model-parallel-size", str(config.expert_parallel)))
-    if training.sequence_parallel and config.tensor_parallel > 1:
+    if launch.sequence_parallel:
         flags.append(("sequence-parallel", None))
     flags += _stage_flags(launch, dialect, notes)
     flags += _schedule_flags(launch, dialect, env)
@@ -209,7 +208,7 @@ def _optimizer_flags(launch: LaunchInput, dialect: Dialect, notes: list[str]) ->
         flags.append(("overlap-grad-reduce", None))
     if training.overlap_param_gather and config.zero == 1:
         flags.append(("overlap-param-gather", None))
-    if training.overlap_tp_comm and training.sequence_parallel and config.tensor_parallel > 1:
+    if training.overlap_tp_comm and launch.sequence_parallel:
         flags.append(("tp-comm-overlap", None))
         notes.append("tp-comm-overlap needs Transformer Engine's userbuffers")
     return flags
@@ -268,7 +267,7 @@ def bridge_overrides(launch: LaunchInput) -> list[str]:
         ("model.pipeline_model_parallel_size", config.pipeline),
         ("model.context_parallel_size", config.context_parallel),
         ("model.expert_model_parallel_size", config.expert_parallel),
-        ("model.sequence_parallel", spec.training.sequence_parallel and config.tensor_parallel > 1),
+        ("model.sequence_parallel", launch.sequence_parallel),
     ]
     if len(set(split)) > 1:
         values.append(("model.pipeline_model_parallel_layout", f"'{layout_string(split)}'"))
