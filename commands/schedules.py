@@ -125,6 +125,11 @@ def schedule_command(
     show_default=True,
     help="Stop once the value is at most this fraction over the lower bound (0.05: 5% slower at most).",
 )
+@click.option(
+    "--offload",
+    is_flag=True,
+    help="Let CP-SAT offload activations to host memory over the instance's host link (the makespan only).",
+)
 @output_option("Picture file (.png, .svg, .pdf).")
 @WINDOW_OPTION
 @PICTURE_OPTIONS
@@ -140,6 +145,7 @@ def solve(
     seed: int,
     deterministic: bool,
     gap: float,
+    offload: bool,
     output: Path | None,
     window: Window | None,
     save: Path | None,
@@ -175,6 +181,7 @@ def solve(
             progress=line,
             cpsat_params=cpsat_params,
             tuning=tuning,
+            offload=offload,
         )
     if fmt == "json":
         click.echo(json.dumps(solve_document(result, instance, objective), indent=1))

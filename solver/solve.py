@@ -95,6 +95,7 @@ def solve(
     wall_factor: float = 10.0,
     cpsat_params: Mapping[str, str] | None = None,
     tuning: Tuning = DEFAULT_TUNING,
+    offload: bool = False,
 ) -> SolveResult:
     """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
 
@@ -114,7 +115,8 @@ def solve(
     stage 0's device (`Tuning.first_device_phase`).
     `cpsat_params` are CP-SAT's own parameters for experts (`solver.cpsat.parameters`: field name to
     value, such as `{"linearization_level": "2"}`), applied after pipesat's. `tuning` is pipesat's own
-    settings of the search and the bounds (`models.tuning`), part of the result.
+    settings of the search and the bounds (`models.tuning`), part of the result. `offload` lets CP-SAT
+    offload activations over the instance's host link (docs/offload.md; the makespan only).
 
     What the solve decides and why, and CP-SAT's search log, go to the `pipesat` loggers
     (`models.log`: `with show_log(): solve(...)` prints them).
@@ -122,6 +124,8 @@ def solve(
     clock = time.monotonic()
     workers = available_cores() if workers is None else workers
     _check_options(objective, minimize, time_limit, workers, seed, gap, makespan_cap)
+    if offload:
+        _check_offload(instance, objective, minimize)
     objective, minimize = Objective(objective), Minimize(minimize)
     split = resolve_split(instance, split_backward)
     check_model_size(len(expected_op_keys(instance, split)))
@@ -136,6 +140,7 @@ def solve(
         symmetry_breaking=symmetry_breaking,
         known_bound=known_bound,
         tuning=tuning,
+        offload=offload,
     )
     parameters = cpsat_parameters(cpsat_params or {})
     LOG.info("tuning: %s", tuning.describe())
@@ -188,6 +193,14 @@ def _check_options(
         raise OptionError("a makespan cap applies only when minimizing memory; drop it or minimize memory")
     if cap is not None and not cap > 0:
         raise OptionError(f"the makespan cap must be positive, got {cap:g}")
+
+
+def _check_offload(instance: Instance, objective: Objective | str, minimize: Minimize | str) -> None:
+    """Offload needs a host link, and is decided for the least makespan only."""
+    if instance.host_link_bandwidth is None:
+        raise OptionError("offload needs a host link: give the instance a host_link_bandwidth")
+    if objective != Objective.MAKESPAN or minimize != Minimize.TIME:
+        raise OptionError("offload is decided for the least makespan only; drop the objective span or memory")
 
 
 @dataclass(frozen=True)
@@ -435,6 +448,7 @@ class _Solve:
                 minimize_memory=problem.minimize_memory,
                 time_cap=problem.time_cap,
                 tuning=problem.tuning,
+                offload=problem.offload,
             )
         )
         objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound)
@@ -443,7 +457,7 @@ class _Solve:
         outcome = search(model, self.options, self.clock, bound, start_value, self.progress, objective_range)
         found = None
         if outcome.orders is not None:
-            timed = problem.timed(outcome.orders, name="cp-sat")
+            timed = problem.timed(outcome.orders, name="cp-sat", transfers=outcome.transfers)
             found = problem.candidate("cp-sat", timed, outcome.found_at or 0.0)
         chosen = found if found is not None and (lead is None or found.value < lead.value) else lead
         if chosen is None:
@@ -458,7 +472,9 @@ class _Solve:
         LOG.info("kept: %s = %g", chosen.name, chosen.value)
         first = next((start.found_at for start in (best, lead) if start is not None), outcome.first_at)
         resolution = None
-        if outcome.tick_optimum is not None and tick_value(model, chosen.schedule.orders()) <= outcome.tick_optimum:
+        # The tick value of an order leaves its transfers out: with offload, no resolution is claimed.
+        optimum = None if problem.offload else outcome.tick_optimum
+        if optimum is not None and tick_value(model, chosen.schedule.orders()) <= optimum:
             resolution = 1 / model.data.ticks_per_unit  # the order is optimal for the times in whole ticks
         ending = (outcome.stopped_by, outcome.reason)
         return schedule_result(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pipesat.models import Instance, Kind, Objective, OpKey, Step
 from pipesat.solver.cpsat.model import PipelineModel
+from pipesat.solver.cpsat.offload import hint_no_offloads
 from pipesat.solver.cpsat.pairs import model_steps
 from pipesat.solver.cpsat.scale import ceil_ticks
 from pipesat.solver.evaluate.bounds import lower_bound, minimum_memory_limit
@@ -43,7 +44,9 @@ def warm_start(
     if data.minimize_memory:
         bound = minimum_memory_limit(data.tick_instance)
     else:
-        bound = lower_bound(data.tick_instance, data.objective, data.split_backward, tuning=data.tuning)
+        # The bounds under a memory limit assume no offload; with offload only the unlimited ones hold.
+        bounded = data.tick_instance.with_limit(None) if data.offload else data.tick_instance
+        bound = lower_bound(bounded, data.objective, data.split_backward, tuning=data.tuning)
         exact = data.scale.exact_span if data.objective == Objective.SPAN else data.scale.exact_time
         if floor is not None and exact:
             bound = max(bound, floor * data.ticks_per_unit)
@@ -115,6 +118,7 @@ def add_hint(model: PipelineModel, starts: Mapping[OpKey, int], capacity: int | 
         time_value = max(spans)
     else:
         time_value = max(ends.values())
+    hint_no_offloads(cp, variables)
     cp.add_hint(variables.time_objective, time_value)
     if variables.capacity is not None:
         if capacity is None:
