@@ -40,6 +40,7 @@ from pipesat.commands.progress import live_progress
 from pipesat.commands.values import FiniteFloat
 from pipesat.models import Instance, Minimize, Objective, OptionError, Status, Tuning, expected_op_keys
 from pipesat.models.errors import InstanceError, ScheduleError
+from pipesat.models.host_link import check_offload
 from pipesat.models.limits import check_model_size
 from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import check_memory, ensure_valid
@@ -160,6 +161,8 @@ def solve(
     check_window(window, output)
     check_writes(force, {"--save": save, "-o": output})
     check_model_size(len(expected_op_keys(instance, instance.split_backward)))  # before the header
+    if offload:
+        check_offload(instance, objective, minimize)
     data_out(fmt, save)
     # OR-Tools, imported once the inputs are checked (a refusal of them starts fast)
     from pipesat.solver.cpsat.search_parameters import cpsat_workers

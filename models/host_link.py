@@ -11,11 +11,15 @@ stage's activation memory (M_B) that an offload copies to the host, in [0, 1] (M
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipesat.models.errors import InstanceError
+from pipesat.models.errors import InstanceError, OptionError
 from pipesat.models.instance_fields import as_number
+from pipesat.models.objective import Minimize, Objective
 from pipesat.models.units import TIME_UNITS, memory_in
+
+if TYPE_CHECKING:
+    from pipesat.models.instance import Instance
 
 _PER_SECOND = "/s"
 
@@ -53,3 +57,12 @@ def offload_fraction(data: dict[str, Any]) -> float:
     if not 0 <= fraction <= 1:
         raise InstanceError(f"offload_fraction must be in [0, 1] (the part of M_B offloaded), got {fraction:g}")
     return fraction
+
+
+def check_offload(instance: Instance, objective: Objective | str, minimize: Minimize | str) -> None:
+    """A solve may offload only over a host link, and decides offloads for the least makespan only
+    (the max span's re-timing and the memory minimisation do not move transfers)."""
+    if instance.host_link_bandwidth is None:
+        raise OptionError("offload needs a host link: give the instance a host_link_bandwidth")
+    if objective != Objective.MAKESPAN or minimize != Minimize.TIME:
+        raise OptionError("offload is decided for the least makespan only; drop the objective span or memory")

@@ -40,6 +40,7 @@ from pipesat.models import (
     Status,
     expected_op_keys,
 )
+from pipesat.models.host_link import check_offload
 from pipesat.models.limits import check_model_size
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
 from pipesat.models.tolerance import fits
@@ -125,7 +126,7 @@ def solve(
     workers = available_cores() if workers is None else workers
     _check_options(objective, minimize, time_limit, workers, seed, gap, makespan_cap)
     if offload:
-        _check_offload(instance, objective, minimize)
+        check_offload(instance, objective, minimize)
     objective, minimize = Objective(objective), Minimize(minimize)
     split = resolve_split(instance, split_backward)
     check_model_size(len(expected_op_keys(instance, split)))
@@ -193,14 +194,6 @@ def _check_options(
         raise OptionError("a makespan cap applies only when minimizing memory; drop it or minimize memory")
     if cap is not None and not cap > 0:
         raise OptionError(f"the makespan cap must be positive, got {cap:g}")
-
-
-def _check_offload(instance: Instance, objective: Objective | str, minimize: Minimize | str) -> None:
-    """Offload needs a host link, and is decided for the least makespan only."""
-    if instance.host_link_bandwidth is None:
-        raise OptionError("offload needs a host link: give the instance a host_link_bandwidth")
-    if objective != Objective.MAKESPAN or minimize != Minimize.TIME:
-        raise OptionError("offload is decided for the least makespan only; drop the objective span or memory")
 
 
 @dataclass(frozen=True)
