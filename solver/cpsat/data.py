@@ -96,7 +96,8 @@ class ModelData:
         (ops, pairs, p2p), so a multiple of their greatest common divisor g; its least max span is the
         largest mean of a cycle of its constraints, a sum W of those times over the k devices whose
         span closes the cycle, k at most p (`solver.cpsat.scale`), rounded up to whole ticks. So no
-        optimum lies between `ticks` and the least such value above it, and a bound CP-SAT proves or
+        optimum lies between `ticks` and the least such value above it (a path may pass host-link
+        transfers too, with offload: their times count among the model's), and a bound CP-SAT proves or
         a probe it refutes rises to that value (V p = 3 with times in quarters: the span's ticks are
         1/24, and above 128.5 the next such value is 128.5833).
         """
@@ -109,7 +110,8 @@ class ModelData:
     @functools.cached_property
     def _time_step(self) -> int:
         """The greatest common divisor of every time in the model (ticks; 0 when all are 0)."""
-        return math.gcd(*self.durations.values(), *self.pairs.values(), int(self.tick_instance.p2p_time))
+        times = (*self.durations.values(), *self.pairs.values(), *self.offload_ticks.values())
+        return math.gcd(*times, int(self.tick_instance.p2p_time))
 
 
 def model_data(

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipesat.models import Instance, OptionError, Status
+from pipesat.models import Instance, OpKey, OptionError, Status
 from pipesat.models.ops import Kind
+from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.solve import solve
@@ -56,3 +57,13 @@ def test_without_offload_a_link_changes_nothing() -> None:
     a, b = solve(plain, time_limit=10), solve(linked, time_limit=10)
     assert (a.status, a.value) == (b.status, b.value)
     assert b.schedule is not None and not b.schedule.transfers
+
+
+def test_the_value_grid_counts_the_transfers_times() -> None:
+    # F 1, B 2, a transfer 1/4: in quarter ticks the ops are multiples of 4 but a path through a
+    # transfer is not, so a bound of 5 ticks may not be rounded up to 8.
+    instance = Instance.from_dict({"num_devices": 2, "num_microbatches": 2, "host_link_bandwidth": 4})
+    data = model_data(instance, offload=True)
+    assert data.durations[OpKey(Kind.F, 0, 0)] == 4 and data.offload_ticks == {0: 1, 1: 1}
+    assert data.least_value_from(5) == 5
+    assert model_data(instance).offload_ticks == {}

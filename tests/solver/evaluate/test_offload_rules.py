@@ -6,42 +6,18 @@ import dataclasses
 
 import pytest
 
-from pipesat.models import Instance, OpKey, Schedule, ScheduleError
-from pipesat.models.ops import Kind
+from pipesat.models import OpKey, Schedule, ScheduleError
 from pipesat.solver.evaluate.bounds import least_offload_limits, minimum_memory_limits
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import Rule, validate
-
-F, B, OFF, R = Kind.F, Kind.B, Kind.O, Kind.R
-# A V on 2 devices, one microbatch at a time: device 0 runs stages 0 and 3, device 1 stages 1 and 2.
-INSTANCE = Instance.from_dict(
-    {"num_devices": 2, "num_microbatches": 2, "chunks": 2, "placement": "vshape", "host_link_bandwidth": 4}
-)
-
-
-def _orders() -> list[list[OpKey]]:
-    return [
-        [OpKey(kind, s, j) for j in range(2) for kind, s in ((F, 0), (F, 3), (B, 3), (B, 0))],
-        [OpKey(kind, s, j) for j in range(2) for kind, s in ((F, 1), (F, 2), (B, 2), (B, 1))],
-    ]
-
-
-def _offloaded() -> Schedule:
-    """Each device's first stage offloaded after its F and reloaded once the inner stage's B is done."""
-    links = [[OpKey(kind, s, j) for j in range(2) for kind in (OFF, R)] for s in (0, 1)]
-    waits = {}
-    for first, inner in ((0, 3), (1, 2)):
-        for j in range(2):
-            waits[OpKey(F, inner, j)] = [OpKey(OFF, first, j)]
-            waits[OpKey(R, first, j)] = [OpKey(B, inner, j)]
-    return simulate(INSTANCE.with_limit(0.5), _orders(), links=links, waits=waits)
+from tests.offloaded import INSTANCE, OFF, B, F, R, offloaded, one_at_a_time
 
 
 def test_offload_halves_the_peak_of_one_microbatch_at_a_time() -> None:
-    plain = simulate(INSTANCE.with_limit(0.5), _orders())
+    plain = simulate(INSTANCE.with_limit(0.5), one_at_a_time())
     assert {v.rule for v in validate(plain)} == {Rule.MEMORY}
-    schedule = _offloaded()
+    schedule = offloaded()
     assert validate(schedule) == []
     assert compute_metrics(schedule).max_peak_memory == pytest.approx(0.5)
     assert len(schedule.transfers) == 8
@@ -57,7 +33,7 @@ def _moved(schedule: Schedule, key: OpKey, by: float) -> Schedule:
 
 
 def test_each_transfer_rule_is_checked() -> None:
-    schedule = _offloaded()
+    schedule = offloaded()
     at = {op.key: op for op in (*schedule.ops, *schedule.transfers)}
     reload = OpKey(R, 0, 0)
     late = at[OpKey(B, 0, 0)].start - at[reload].start  # the reload now ends after its B starts
@@ -75,7 +51,7 @@ def test_each_transfer_rule_is_checked() -> None:
 
 
 def test_memory_is_charged_while_a_transfer_is_in_flight() -> None:
-    schedule = _offloaded()
+    schedule = offloaded()
     # The inner F starts after the offload that makes room for it ends: one ending later overlaps it.
     inner = next(op for op in schedule.ops if op.key == OpKey(F, 3, 0))
     offload = next(op for op in schedule.transfers if op.key == OpKey(OFF, 0, 0))
@@ -86,9 +62,9 @@ def test_memory_is_charged_while_a_transfer_is_in_flight() -> None:
 
 def test_the_simulator_refuses_bad_links() -> None:
     with pytest.raises(ScheduleError, match="without its reload"):
-        simulate(INSTANCE, _orders(), links=[[OpKey(OFF, 0, 0)], []])
+        simulate(INSTANCE, one_at_a_time(), links=[[OpKey(OFF, 0, 0)], []])
     with pytest.raises(ScheduleError, match="no host link"):
-        simulate(dataclasses.replace(INSTANCE, host_link_bandwidth=None), _orders(), links=[[], []])
+        simulate(dataclasses.replace(INSTANCE, host_link_bandwidth=None), one_at_a_time(), links=[[], []])
 
 
 def test_the_offload_bound_on_the_limit_is_below_the_exact_one_without_offload() -> None:
@@ -97,11 +73,11 @@ def test_the_offload_bound_on_the_limit_is_below_the_exact_one_without_offload()
     half = dataclasses.replace(INSTANCE, offload_fraction=0.5)
     assert least_offload_limits(half) == [0.75, 0.75]
     # The bound is met: the schedule above holds exactly that.
-    assert compute_metrics(_offloaded()).peak_memory == (0.5, 0.5)
+    assert compute_metrics(offloaded()).peak_memory == (0.5, 0.5)
 
 
 def test_the_schedule_file_carries_the_transfers() -> None:
-    schedule = _offloaded()
+    schedule = offloaded()
     again = Schedule.from_dict(schedule.to_dict())
     assert again.transfers == schedule.transfers and again.ops == schedule.ops
-    assert "transfers" not in simulate(INSTANCE, _orders()).to_dict()
+    assert "transfers" not in simulate(INSTANCE, one_at_a_time()).to_dict()
