@@ -162,7 +162,7 @@ def solve(
     check_writes(force, {"--save": save, "-o": output})
     check_model_size(len(expected_op_keys(instance, instance.split_backward)))  # before the header
     if offload:
-        check_offload(instance, objective, minimize)
+        check_offload(instance.host_link_bandwidth, objective, minimize)
     data_out(fmt, save)
     # OR-Tools, imported once the inputs are checked (a refusal of them starts fast)
     from pipesat.solver.cpsat.search_parameters import cpsat_workers

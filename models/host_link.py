@@ -11,15 +11,12 @@ stage's activation memory (M_B) that an offload copies to the host, in [0, 1] (M
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipesat.models.errors import InstanceError, OptionError
 from pipesat.models.instance_fields import as_number
 from pipesat.models.objective import Minimize, Objective
 from pipesat.models.units import TIME_UNITS, memory_in
-
-if TYPE_CHECKING:
-    from pipesat.models.instance import Instance
 
 _PER_SECOND = "/s"
 
@@ -59,10 +56,11 @@ def offload_fraction(data: dict[str, Any]) -> float:
     return fraction
 
 
-def check_offload(instance: Instance, objective: Objective | str, minimize: Minimize | str) -> None:
-    """A solve may offload only over a host link, and decides offloads for the least makespan only
-    (the max span's re-timing and the memory minimisation do not move transfers)."""
-    if instance.host_link_bandwidth is None:
+def check_offload(bandwidth: float | None, objective: Objective | str, minimize: Minimize | str) -> None:
+    """A solve may offload only over a host link (its `bandwidth`, None without one), and decides
+    offloads for the least makespan only (the max span's re-timing and the memory minimisation do
+    not move transfers)."""
+    if bandwidth is None:
         raise OptionError("offload needs a host link: give the instance a host_link_bandwidth")
     if objective != Objective.MAKESPAN or minimize != Minimize.TIME:
         raise OptionError("offload is decided for the least makespan only; drop the objective span or memory")

@@ -34,6 +34,8 @@ from pipesat.solver.evaluate.simulator import TransferPlan, simulate
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics.memory_gated import NAME as MEMORY_GATED
 from pipesat.solver.heuristics.memory_gated import memory_gated_schedules
+from pipesat.solver.heuristics.offloaded import NAME as OFFLOADED
+from pipesat.solver.heuristics.offloaded import offloaded_one_at_a_time
 from pipesat.solver.heuristics.one_at_a_time import NAME as ONE_AT_A_TIME
 from pipesat.solver.heuristics.one_at_a_time import one_at_a_time_orders
 from pipesat.solver.heuristics.periodic import NAME as PERIODIC
@@ -49,7 +51,7 @@ class Problem:
     `known_bound` is a lower bound on the result's objective proven elsewhere (a Pareto sweep's).
     `tuning` is the solve's (`models.tuning`): the bounds read it here. With `offload` the search may
     offload activations over the instance's host link (docs/offload.md); the starting schedules
-    offload nothing."""
+    offload nothing but the one-at-a-time order with everything offloaded, when nothing else fits."""
 
     instance: Instance
     objective: Objective
@@ -124,7 +126,8 @@ def starting_candidates(
     problem: Problem, handwritten: Sequence[tuple[str, Schedule]], others: Sequence[Schedule], clock: float
 ) -> list[Candidate]:
     """Every handwritten (name, schedule) and every other given schedule that fits, re-timed for the
-    objective, plus the one-at-a-time schedule when minimising memory or when nothing else fits."""
+    objective, plus the one-at-a-time schedule when minimising memory or when nothing else fits, and
+    with offload, when that does not fit either, it with everything offloaded."""
     sources = [*handwritten, *((schedule.name or "start", schedule) for schedule in others)]
     names = {name for name, _ in handwritten}
     found = []
@@ -137,6 +140,12 @@ def starting_candidates(
         one = one_at_a_time_candidate(problem, clock)
         _log_start(ONE_AT_A_TIME, one)
         found += [one] if one else []
+    if not found and problem.offload:
+        offloaded = problem.candidate(
+            OFFLOADED, offloaded_one_at_a_time(problem.instance, problem.split), time.monotonic() - clock
+        )
+        _log_start(OFFLOADED, offloaded)
+        found += [offloaded] if offloaded else []
     return found
 
 

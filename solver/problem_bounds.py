@@ -21,7 +21,7 @@ from pipesat.solver.portfolio import Problem
 
 def bounds_infeasibility(problem: Problem) -> Infeasibility | None:
     """Why no schedule exists, when the analytic bounds show it: the memory limit below the smallest
-    feasible one (with offload, a bound on it), or the time cap below the time objective's lower bound."""
+    feasible one (with offload, `least_offload_limits`), or the time cap below the time objective's lower bound."""
     instance = problem.instance
     limits = instance.memory_limit
     if limits is not None:

@@ -58,6 +58,7 @@ from pipesat.solver.evaluate.bounds import (
     resolve_split,
     span_is_makespan,
 )
+from pipesat.solver.evaluate.simulator import transfer_plan_of
 from pipesat.solver.heuristics import handwritten_schedules
 from pipesat.solver.portfolio import (
     Candidate,
@@ -126,7 +127,7 @@ def solve(
     workers = available_cores() if workers is None else workers
     _check_options(objective, minimize, time_limit, workers, seed, gap, makespan_cap)
     if offload:
-        check_offload(instance, objective, minimize)
+        check_offload(instance.host_link_bandwidth, objective, minimize)
     objective, minimize = Objective(objective), Minimize(minimize)
     split = resolve_split(instance, split_backward)
     check_model_size(len(expected_op_keys(instance, split)))
@@ -444,7 +445,8 @@ class _Solve:
                 offload=problem.offload,
             )
         )
-        objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound)
+        plan = transfer_plan_of(lead.schedule) if lead is not None and lead.schedule.transfers else None
+        objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound, plan)
         start_value = None if lead is None else lead.value
         LOG.info("CP-SAT searches from %s", "no schedule" if lead is None else f"{lead.name} = {lead.value:g}")
         outcome = search(model, self.options, self.clock, bound, start_value, self.progress, objective_range)

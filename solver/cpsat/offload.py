@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import Kind, OpKey
+from pipesat.models import Kind, Op, OpKey, Schedule
 from pipesat.models.ops import offload_amount
 from pipesat.solver.cpsat.constraints import memory_limit_ticks
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.scale import to_ticks
 from pipesat.solver.cpsat.variables import ModelVariables, offload_keys, op_name
-from pipesat.solver.evaluate.simulator import TransferPlan
+from pipesat.solver.evaluate.simulator import TransferPlan, transfer_plan_of
 
 
 def add_offloads(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
@@ -102,50 +102,29 @@ class _Holds:
 
 
 def transfer_plan(data: ModelData, starts: dict[OpKey, int], values: list[int]) -> TransferPlan:
-    """The plan of a solution: `starts` are its ops' starts, `values` the offload variables (`watched`).
-
-    Re-timed as soon as possible at float times, ops may move earlier, and a transfer with them; so
-    that the memory profile stays one the model accepted, every allocation (an F's start, a reload's
-    start) waits for each free (a B's or W's end, an offload's end) on its device that came before it
-    in the solution. Frees of compute ops before an F are before it in the device's order already; the
-    rest are the last compute op ending by a reload's start, and the last offload ending by an F's or a
-    reload's start (the device's offloads run one at a time, so the earlier ones ended before it).
-    """
+    """The plan of a solution (`simulator.transfer_plan_of` of it in ticks): `starts` are its ops'
+    starts, `values` the offload variables (`watched`)."""
     instance = data.instance
-    devices = range(instance.num_devices)
-    transfers: list[tuple[int, OpKey, int]] = []
+    ops = [
+        Op(kind, s, j, instance.placement[s], start, start + data.durations[OpKey(kind, s, j)])
+        for (kind, s, j), start in starts.items()
+    ]
+    transfers = []
     for (s, j), at in zip(offload_keys(data), range(0, len(values), 3), strict=True):
         if values[at]:
-            transfers.append((values[at + 1], OpKey(Kind.O, s, j), instance.placement[s]))
-            transfers.append((values[at + 2], OpKey(Kind.R, s, j), instance.placement[s]))
-    transfers.sort(key=lambda item: item[0])
-    links: list[list[OpKey]] = [[] for _ in devices]
-    offload_ends: list[list[tuple[int, OpKey]]] = [[] for _ in devices]
-    for start, key, device in transfers:
-        links[device].append(key)
-        if key.kind == Kind.O:
-            offload_ends[device].append((start + data.offload_ticks[key.stage], key))
-    compute_ends: list[list[tuple[int, OpKey]]] = [[] for _ in devices]
-    for key, start in starts.items():
-        compute_ends[instance.placement[key.stage]].append((start + data.durations[key], key))
-    waits: dict[OpKey, list[OpKey]] = {}
-    allocations = [(start, key, device) for start, key, device in transfers if key.kind == Kind.R]
-    allocations += [(at, key, instance.placement[key.stage]) for key, at in starts.items() if key.kind == Kind.F]
-    for at, key, device in allocations:
-        frees = [offload_ends[device], *([compute_ends[device]] if key.kind == Kind.R else [])]
-        for ends in frees:
-            last = max((item for item in ends if item[0] <= at and item[1] != key), default=None)
-            if last is not None:
-                waits.setdefault(key, []).append(last[1])
-    return TransferPlan(links, waits)
+            for kind, start in ((Kind.O, values[at + 1]), (Kind.R, values[at + 2])):
+                transfers.append(Op(kind, s, j, instance.placement[s], start, start + data.offload_ticks[s]))
+    return transfer_plan_of(Schedule(instance, tuple(ops), transfers=tuple(transfers)))
 
 
-def hint_no_offloads(model: cp_model.CpModel, variables: ModelVariables) -> None:
-    """Hint that nothing is offloaded (a start's schedule offloads nothing)."""
+def hint_offloads(model: cp_model.CpModel, variables: ModelVariables, starts: dict[OpKey, int]) -> None:
+    """Hint the offloads from a start's transfers (`starts`: their starts in ticks): each offloaded
+    where the start offloads it, and nowhere else."""
     for o in variables.offloads:
-        model.add_hint(o.offloaded, False)
-        model.add_hint(o.offload_start, 0)
-        model.add_hint(o.reload_start, 0)
+        offload, reload = OpKey(Kind.O, o.stage, o.microbatch), OpKey(Kind.R, o.stage, o.microbatch)
+        model.add_hint(o.offloaded, offload in starts)
+        model.add_hint(o.offload_start, starts.get(offload, 0))
+        model.add_hint(o.reload_start, starts.get(reload, 0))
 
 
 def watched(variables: ModelVariables) -> list[cp_model.IntVar]:

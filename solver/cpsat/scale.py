@@ -113,6 +113,10 @@ def scaled_instance(instance: Instance, scale: TickScale) -> Instance:
         activation_memory=memory(instance.activation_memory),
         weight_memory=memory(instance.weight_memory),
         memory_limit=None if instance.memory_limit is None else memory(instance.memory_limit),
+        # Memory ticks per time tick: a transfer lasts its amount over it (offload only reads it).
+        host_link_bandwidth=None
+        if instance.host_link_bandwidth is None
+        else instance.host_link_bandwidth * scale.memory / scale.time,
     )
 
 

@@ -97,13 +97,13 @@ def minimum_memory_limits(instance: Instance) -> list[float]:
 
 
 def least_offload_limits(instance: Instance) -> list[float]:
-    """A lower bound on each device's smallest memory limit when activations may be offloaded
-    (docs/offload.md; exact when the whole of M_B is offloaded).
+    """Each device's smallest memory limit when activations may be offloaded, exactly (docs/offload.md).
 
     An F holds its stage's whole activation from its start, offloaded or not; a microbatch's earlier
     stages on the device (on its route) keep what an offload leaves, `1 - offload_fraction` of theirs,
     until their B, which comes after this F's. So device d holds at least, for some stage s of its,
-    M_B[s] plus that part of its earlier stages'.
+    M_B[s] plus that part of its earlier stages'. The one-at-a-time order with everything offloaded
+    (`solver.heuristics.offloaded`) holds no more.
     """
     kept = 1 - instance.offload_fraction
     memory = instance.activation_memory

@@ -46,6 +46,38 @@ class TransferPlan:
     waits: dict[OpKey, list[OpKey]]
 
 
+def transfer_plan_of(schedule: Schedule) -> TransferPlan:
+    """The plan that times `schedule`'s orders with its transfers and keeps its memory profile
+    (docs/offload.md, timing): its transfers per device in start order, and the waits.
+
+    Timed as soon as possible, ops may move earlier, and a transfer with them; so that no memory
+    interval that ended before another began overlaps it, every allocation (an F's start, a reload's
+    start) waits for each free (a B's or W's end, an offload's end) on its device that came before it
+    in `schedule`. Frees of compute ops before an F are before it in the device's order already; the
+    rest are the last compute op ending by a reload's start, and the last offload ending by an F's or
+    a reload's start (the device's offloads run one at a time, so the earlier ones ended before it).
+    """
+    devices = range(schedule.instance.num_devices)
+    links: list[list[OpKey]] = [[] for _ in devices]
+    offload_ends: list[list[tuple[float, OpKey]]] = [[] for _ in devices]
+    for op in sorted(schedule.transfers, key=lambda o: (o.start, o.end)):
+        links[op.device].append(op.key)
+        if op.kind == Kind.O:
+            offload_ends[op.device].append((op.end, op.key))
+    compute_ends: list[list[tuple[float, OpKey]]] = [[] for _ in devices]
+    for op in schedule.ops:
+        compute_ends[op.device].append((op.end, op.key))
+    waits: dict[OpKey, list[OpKey]] = {}
+    allocations = [op for op in (*schedule.ops, *schedule.transfers) if op.kind in (Kind.F, Kind.R)]
+    for op in allocations:
+        frees = [offload_ends[op.device], *([compute_ends[op.device]] if op.kind == Kind.R else [])]
+        for ends in frees:
+            last = max((item for item in ends if item[0] <= op.start and item[1] != op.key), default=None)
+            if last is not None:
+                waits.setdefault(op.key, []).append(last[1])
+    return TransferPlan(links, waits)
+
+
 def simulate(
     instance: Instance,
     orders: Sequence[Sequence[Step]],
