@@ -19,6 +19,7 @@ def test_solve_offloads_where_the_order_alone_fits_nothing(tmp_path: Path) -> No
     )
     assert "status:         optimal" in out and "peak memory:    0.5" in out
     assert "host link: O offload, R reload" in out
+    assert "offloads:       " in out and "of 16 (stage, microbatch)s; host links busy" in out
     data = json.loads(saved.read_text())
     assert data["transfers"] and data["instance"]["host_link_bandwidth"] == 2
     assert picture.stat().st_size > 0

@@ -117,6 +117,15 @@ def compute_metrics(schedule: Schedule) -> Metrics:
     )
 
 
+def link_busy(schedule: Schedule) -> tuple[float, ...]:
+    """Per device, how long its host link carries transfers, both directions added (docs/offload.md);
+    all 0 for a schedule that offloads nothing."""
+    busy = [0.0] * schedule.instance.num_devices
+    for op in schedule.transfers:
+        busy[op.device] += op.end - op.start
+    return tuple(busy)
+
+
 def memory_profiles(schedule: Schedule) -> list[MemoryProfile]:
     """Memory over time per device, by `models.ops.memory_change`.
 

@@ -8,7 +8,7 @@ import pytest
 
 from pipesat.models import OpKey, Schedule, ScheduleError
 from pipesat.solver.evaluate.bounds import least_offload_limits, minimum_memory_limits
-from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.metrics import compute_metrics, link_busy
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import Rule, validate
 from tests.offloaded import INSTANCE, OFF, B, F, R, offloaded, one_at_a_time
@@ -81,3 +81,9 @@ def test_the_schedule_file_carries_the_transfers() -> None:
     again = Schedule.from_dict(schedule.to_dict())
     assert again.transfers == schedule.transfers and again.ops == schedule.ops
     assert "transfers" not in simulate(INSTANCE, one_at_a_time()).to_dict()
+
+
+def test_link_busy_adds_both_directions_per_device() -> None:
+    # Each device moves 2 offloads and 2 reloads of 0.125.
+    assert link_busy(offloaded()) == pytest.approx((0.5, 0.5))
+    assert link_busy(simulate(INSTANCE, one_at_a_time())) == (0.0, 0.0)
