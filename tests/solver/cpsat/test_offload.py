@@ -8,6 +8,7 @@ import pytest
 from pipesat.models import Instance, OpKey, OptionError, Status
 from pipesat.models.ops import Kind
 from pipesat.solver.cpsat.data import model_data
+from pipesat.solver.evaluate.bounds import least_offload_limits
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.solve import solve
@@ -67,3 +68,16 @@ def test_the_value_grid_counts_the_transfers_times() -> None:
     assert data.durations[OpKey(Kind.F, 0, 0)] == 4 and data.offload_ticks == {0: 1, 1: 1}
     assert data.least_value_from(5) == 5
     assert model_data(instance).offload_ticks == {}
+
+
+def test_at_the_smallest_limit_with_offload_a_schedule_is_found_and_below_it_none() -> None:
+    # A V on 3 devices with W apart: one stage's activation (half a device's share) is the least.
+    shape = {"num_devices": 3, "num_microbatches": 3, "chunks": 2, "placement": "vshape", "weight_times": 1}
+    instance = Instance.from_dict({**shape, "host_link_bandwidth": 1})
+    least = max(least_offload_limits(instance))
+    assert least == 0.5
+    result = solve(instance.with_limit(least), time_limit=5, offload=True)
+    assert result.schedule is not None and validate(result.schedule) == []
+    below = solve(instance.with_limit(least * 0.99), time_limit=5, offload=True)
+    assert below.status == Status.INFEASIBLE and below.schedule is None
+    assert solve(instance.with_limit(least), time_limit=5).status == Status.INFEASIBLE
