@@ -25,9 +25,10 @@ from pipesat.solver.cpsat.constraints import (
 )
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.objective import add_time_cap, add_time_objective, set_minimized
-from pipesat.solver.cpsat.offload import TransferPlan, add_offloads, transfer_plan
+from pipesat.solver.cpsat.offload import add_offloads, transfer_plan
 from pipesat.solver.cpsat.offload import watched as offload_watched
 from pipesat.solver.cpsat.variables import ModelVariables, make_variables
+from pipesat.solver.evaluate.simulator import TransferPlan
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,9 @@ def add_offloads(model: cp_model.CpModel, data: ModelData, variables: ModelVaria
         model.add(o.reload_start >= o.offload_start + o.duration).only_enforce_if(present)
         model.add(variables.starts[backward] >= o.reload_start + o.duration).only_enforce_if(present)
         for kind, start in ((Kind.O, o.offload_start), (Kind.R, o.reload_start)):
-            interval = model.new_optional_fixed_size_interval_var(start, o.duration, present, f"link {kind}{o.stage}")
+            interval = model.new_optional_fixed_size_interval_var(
+                start, o.duration, present, f"link {kind}{o.stage}.{o.microbatch}"
+            )
             links.setdefault((device, kind), []).append(interval)
     for intervals in links.values():
         model.add_no_overlap(intervals)

@@ -23,11 +23,11 @@ from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat.child import Ended, Message, Solution, run_search
 from pipesat.solver.cpsat.data import SOLVER_BOUND_NOISE
 from pipesat.solver.cpsat.model import PipelineModel, orders_from_starts
-from pipesat.solver.cpsat.offload import TransferPlan
 from pipesat.solver.cpsat.probes import Bisection, Outcome, Probe, RunProbe, bisect
 from pipesat.solver.cpsat.record import Progress, Record
 from pipesat.solver.cpsat.search_parameters import SearchOptions, search_parameters, search_seconds
 from pipesat.solver.cpsat.warm_start import ObjectiveRange, tick_value
+from pipesat.solver.evaluate.simulator import TransferPlan
 
 LOG = logging.getLogger(__name__)
 INTERRUPTED = "stopped by Ctrl-C or SIGTERM"
