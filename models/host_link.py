@@ -3,8 +3,8 @@ the part of a stage's activations an offload moves (docs/offload.md).
 
 `host_link_bandwidth` is in the instance's memory unit per time unit (a number), or written with
 units as `"25GB/s"` when the instance names both its units. `offload_fraction` is the part of a
-stage's activation memory (M_B) that an offload copies to the host, in [0, 1] (Megatron-LM's
-`--activation-offload-fraction`); 1 without it. Each refuses what is malformed with one
+stage's activation memory (M_B) that an offload copies to the host, in [0, 1] (Megatron-LM's activation
+offload fraction); 1 without it. Each refuses what is malformed with one
 `InstanceError` line.
 """
 
@@ -61,6 +61,6 @@ def check_offload(bandwidth: float | None, objective: Objective | str, minimize:
     offloads for the least makespan only (the max span's re-timing and the memory minimisation do
     not move transfers)."""
     if bandwidth is None:
-        raise OptionError("offload needs a host link: give the instance a host_link_bandwidth")
+        raise OptionError("offload needs a host link: give the instance a `host_link_bandwidth`")
     if objective != Objective.MAKESPAN or minimize != Minimize.TIME:
         raise OptionError("offload is decided for the least makespan only; drop the objective span or memory")
