@@ -40,6 +40,7 @@ from pipesat.models import (
     Status,
     expected_op_keys,
 )
+from pipesat.models.host_link import check_offload
 from pipesat.models.limits import check_model_size
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
 from pipesat.models.tolerance import fits
@@ -57,6 +58,7 @@ from pipesat.solver.evaluate.bounds import (
     resolve_split,
     span_is_makespan,
 )
+from pipesat.solver.evaluate.simulator import transfer_plan_of
 from pipesat.solver.heuristics import handwritten_schedules
 from pipesat.solver.portfolio import (
     Candidate,
@@ -95,6 +97,7 @@ def solve(
     wall_factor: float = 10.0,
     cpsat_params: Mapping[str, str] | None = None,
     tuning: Tuning = DEFAULT_TUNING,
+    offload: bool = False,
 ) -> SolveResult:
     """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
 
@@ -114,7 +117,8 @@ def solve(
     stage 0's device (`Tuning.first_device_phase`).
     `cpsat_params` are CP-SAT's own parameters for experts (`solver.cpsat.parameters`: field name to
     value, such as `{"linearization_level": "2"}`), applied after pipesat's. `tuning` is pipesat's own
-    settings of the search and the bounds (`models.tuning`), part of the result.
+    settings of the search and the bounds (`models.tuning`), part of the result. `offload` lets CP-SAT
+    offload activations over the instance's host link (docs/offload.md; the makespan only).
 
     What the solve decides and why, and CP-SAT's search log, go to the `pipesat` loggers
     (`models.log`: `with show_log(): solve(...)` prints them).
@@ -122,6 +126,8 @@ def solve(
     clock = time.monotonic()
     workers = available_cores() if workers is None else workers
     _check_options(objective, minimize, time_limit, workers, seed, gap, makespan_cap)
+    if offload:
+        check_offload(instance.host_link_bandwidth, objective, minimize)
     objective, minimize = Objective(objective), Minimize(minimize)
     split = resolve_split(instance, split_backward)
     check_model_size(len(expected_op_keys(instance, split)))
@@ -136,6 +142,7 @@ def solve(
         symmetry_breaking=symmetry_breaking,
         known_bound=known_bound,
         tuning=tuning,
+        offload=offload,
     )
     parameters = cpsat_parameters(cpsat_params or {})
     LOG.info("tuning: %s", tuning.describe())
@@ -435,15 +442,17 @@ class _Solve:
                 minimize_memory=problem.minimize_memory,
                 time_cap=problem.time_cap,
                 tuning=problem.tuning,
+                offload=problem.offload,
             )
         )
-        objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound)
+        plan = transfer_plan_of(lead.schedule) if lead is not None and lead.schedule.transfers else None
+        objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound, plan)
         start_value = None if lead is None else lead.value
         LOG.info("CP-SAT searches from %s", "no schedule" if lead is None else f"{lead.name} = {lead.value:g}")
         outcome = search(model, self.options, self.clock, bound, start_value, self.progress, objective_range)
         found = None
         if outcome.orders is not None:
-            timed = problem.timed(outcome.orders, name="cp-sat")
+            timed = problem.timed(outcome.orders, name="cp-sat", transfers=outcome.transfers)
             found = problem.candidate("cp-sat", timed, outcome.found_at or 0.0)
         chosen = found if found is not None and (lead is None or found.value < lead.value) else lead
         if chosen is None:
@@ -458,7 +467,9 @@ class _Solve:
         LOG.info("kept: %s = %g", chosen.name, chosen.value)
         first = next((start.found_at for start in (best, lead) if start is not None), outcome.first_at)
         resolution = None
-        if outcome.tick_optimum is not None and tick_value(model, chosen.schedule.orders()) <= outcome.tick_optimum:
+        # The tick value of an order leaves its transfers out: with offload, no resolution is claimed.
+        optimum = None if problem.offload else outcome.tick_optimum
+        if optimum is not None and tick_value(model, chosen.schedule.orders()) <= optimum:
             resolution = 1 / model.data.ticks_per_unit  # the order is optimal for the times in whole ticks
         ending = (outcome.stopped_by, outcome.reason)
         return schedule_result(
