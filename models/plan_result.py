@@ -80,6 +80,26 @@ class Outcome(str, Enum):
         return self.value
 
 
+MEMORY_ERROR = 0.12
+"""The stated relative error of a configuration's memory estimate (model state plus activations):
+the largest error, rounded up to a whole percent, of the measured peaks that benchmarks/bench_memory.py
+holds the estimate against (benchmarks/results/memory.txt: +8.0% and +11.9% on torchtitan's two eager
+Llama 3.1 8B FSDP runs; Korthikanti et al.'s counts within 5%); the benchmark fails when a run held
+in is beyond it. `solver.plan.memory_fit` says what the plan makes of it."""
+
+
+class MemoryFit(str, Enum):
+    """How a configuration's memory estimate (model state plus activations) stands against the memory
+    a GPU may use, given the estimate's stated error (`solver.plan.memory_fit`)."""
+
+    FITS = "fits"  # the estimate is within the usable memory
+    TIGHT = "tight"  # above it by less than the estimate's error: may fit, to be checked on the GPU
+    REFUSED = "refused"  # above it by more than the error (or not assessed by memory: no estimate)
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """Where an iteration's time goes, in ms, summing to it: on the critical device (the busiest),
@@ -122,8 +142,9 @@ PART_NAMES = {
 class Measure:
     """One schedule of one configuration as a training iteration: the schedule's makespan, the
     exposed data-parallel exchange after it and the optimizer step (ms each) and their sum; tokens a
-    second, model FLOPs utilisation, the most memory a GPU holds (model state plus the schedule's
-    activations, bytes; the reserve is apart), and where the time goes."""
+    second, model FLOPs utilisation, the memory of the GPU that holds the most, apart: its model state
+    (weights, gradients, optimizer state: what the layout needs whatever the schedule) and its
+    schedule's peak activations (bytes; the reserve is apart), and where the time goes."""
 
     makespan_ms: float
     exchange_ms: float
@@ -131,8 +152,14 @@ class Measure:
     iteration_ms: float
     tokens_per_s: float
     mfu: float
-    memory_per_gpu: float
+    model_state: float
+    activations: float
     breakdown: Breakdown
+
+    @property
+    def memory_per_gpu(self) -> float:
+        """The most memory a GPU holds: its model state plus its schedule's peak activations (bytes)."""
+        return self.model_state + self.activations
 
 
 @dataclass(frozen=True)
@@ -140,8 +167,9 @@ class ConfigResult:
     """A configuration's outcome: its best schedule's measure (None when refused), the schedule's
     maker and status (OPTIMAL or FEASIBLE; None when refused), the proven lower bounds on its makespan
     and iteration time, the gap of the makespan to its bound, the wall seconds CP-SAT was given (0: no
-    search), the memory a GPU may use (its memory less the reserve, bytes) and a line saying why it
-    was pruned or refused."""
+    search), the memory a GPU may use (its memory less the reserve, bytes), how its memory estimate
+    stands against that (`memory_fit`: tight rows are ranked, marked) and a line saying why it was
+    pruned or refused."""
 
     config: Configuration
     outcome: Outcome
@@ -154,6 +182,13 @@ class ConfigResult:
     search_seconds: float = 0.0
     usable_memory: float = 0.0
     note: str = ""
+    memory_fit: MemoryFit = MemoryFit.FITS
+
+    @property
+    def headroom(self) -> float | None:
+        """The usable memory its schedule leaves free on the GPU that holds the most (bytes; below 0 on
+        a tight row), None without a schedule."""
+        return None if self.measure is None else self.usable_memory - self.measure.memory_per_gpu
 
     @property
     def rank_key(self) -> tuple[float, float, Configuration]:

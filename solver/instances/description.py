@@ -153,6 +153,14 @@ class Training(Keyed):
         True,
     )
     weight_bytes: float = key(NUMBER, "Bytes per weight.", 2.0, above=0)
+    gathered_weight_bytes: float = key(
+        NUMBER,
+        "Bytes per weight of a unit ZeRO 3 gathers to compute with (FSDP's mixed-precision param dtype: 2 with "
+        "fp32 sharded weights).",
+        None,
+        above=0,
+        default_from="weight_bytes",
+    )
     grad_bytes: float = key(NUMBER, "Bytes per gradient.", 4.0, at_least=0)
     optimizer_bytes: float = key(
         NUMBER, "Optimizer bytes per parameter (Adam: master weights, two moments).", 12.0, at_least=0

@@ -383,7 +383,7 @@ def _sharded_lines(description: Description, derivation: Derivation) -> list[str
     training, hardware = description.training, description.hardware
     lines = [
         "  plus, whole, the weights of the unit it computes and of the one it prefetches: its two largest units "
-        f"(a layer, the embedding or the head) x {training.weight_bytes:g} bytes"
+        f"(a layer, the embedding or the head) x {training.gathered_weight_bytes:g} bytes"
     ]
     if hardware.dp_bandwidth <= 0:
         return [

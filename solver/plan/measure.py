@@ -22,7 +22,9 @@ where the time goes.
   head, as `solver.instances.cost_model` counts them, without recomputation and before any
   tensor-parallel split.
 - **Memory per GPU** = the largest over the devices of its model state plus its schedule's peak
-  activations. The reserve is apart: the usable memory is the GPU's less the reserve.
+  activations, the two kept apart (the model state is what the layout needs whatever its schedule;
+  the activations are what the schedule holds, up to its limit). The reserve is apart: the usable
+  memory is the GPU's less the reserve.
 - **Where the time goes** (`Breakdown`, summing to the iteration time exactly): the critical device
   is the busiest one (the least idle). Its busy time is its ops' times; of them the cost model's
   recomputation, exposed tensor- and context-parallel communication, the experts' all-to-all (less
@@ -168,7 +170,8 @@ def measure(spec: PlanSpec, config: Configuration, derivation: Derivation, sched
     iteration = metrics.makespan + exchange + optimizer
     seconds = iteration / 1e3
     peak_flops = spec.cluster.gpus * spec.cluster.tflops * 1e12
-    memory = max(state.bytes + peak * MIB for state, peak in zip(derivation.states, metrics.peak_memory, strict=True))
+    held = [(state.bytes, peak * MIB) for state, peak in zip(derivation.states, metrics.peak_memory, strict=True)]
+    model_state, activations = max(held, key=sum)
     return Measure(
         makespan_ms=metrics.makespan,
         exchange_ms=exchange,
@@ -176,7 +179,8 @@ def measure(spec: PlanSpec, config: Configuration, derivation: Derivation, sched
         iteration_ms=iteration,
         tokens_per_s=spec.tokens_per_iteration / seconds,
         mfu=model_flops(spec) / (peak_flops * seconds),
-        memory_per_gpu=memory,
+        model_state=model_state,
+        activations=activations,
         breakdown=breakdown(derivation, schedule, metrics, (exchange, optimizer)),
     )
 

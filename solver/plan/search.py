@@ -3,7 +3,9 @@ CP-SAT only where a configuration may still beat the best found.
 
 1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap): derive its
    instance; refuse it by memory when its model state does not fit a GPU or its smallest feasible
-   activation limit exceeds a device's budget (exact, `solver.evaluate.bounds`); else prove a lower
+   activation limit exceeds a device's budget (exact, `solver.evaluate.bounds`) by more than the
+   memory estimate's error (`memory_fit`: within it, the configuration is tight, searched under the
+   stretched budgets and ranked with a mark); else prove a lower
    bound on the makespan under the budgets. Iteration time = makespan + the fixed data-parallel and
    optimizer terms (`measure`), so the bound on the iteration is the makespan's bound plus those
    terms. Then *schedule* them, most promising (lowest bound) first, in waves: time every
@@ -47,7 +49,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from pipesat.models import InstanceError, Status
-from pipesat.models.plan_result import ConfigResult, Configuration, Outcome, PlanResult
+from pipesat.models.plan_result import ConfigResult, Configuration, MemoryFit, Outcome, PlanResult
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.metrics import relative_gap
@@ -300,7 +302,14 @@ class _Run:
                 continue
             item, bounded = self.found.get(config), self.bounded.get(config)
             if config in self.refused:
-                results.append(ConfigResult(config, Outcome.REFUSED, usable_memory=usable, note=self.refused[config]))
+                refused = ConfigResult(
+                    config,
+                    Outcome.REFUSED,
+                    usable_memory=usable,
+                    note=self.refused[config],
+                    memory_fit=MemoryFit.REFUSED,
+                )
+                results.append(refused)
             elif item is not None:
                 results.append(self._ranked(item, usable))
             elif bounded is not None and config in self.pruned:
@@ -349,6 +358,7 @@ class _Run:
             iteration_bound_ms=item.iteration_bound,
             usable_memory=usable,
             note=note,
+            memory_fit=item.memory_fit,
         )
 
     def _ranked(self, item: Found, usable: float) -> ConfigResult:
@@ -373,6 +383,7 @@ class _Run:
             search_seconds=self.searched.get(config, 0.0),
             usable_memory=usable,
             note=note,
+            memory_fit=item.memory_fit,
         )
 
 

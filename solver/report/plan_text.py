@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pipesat.models.plan_result import PART_NAMES, ConfigResult, Configuration, Measure, Outcome, PlanResult
+from pipesat.models.plan_result import (
+    MEMORY_ERROR,
+    PART_NAMES,
+    ConfigResult,
+    Configuration,
+    Measure,
+    MemoryFit,
+    Outcome,
+    PlanResult,
+)
 from pipesat.models.units import GIB
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
@@ -20,6 +29,10 @@ BAR = 20
 
 def _number(digits: int) -> Any:
     return lambda value: "-" if value is None else f"{value:.{digits}f}"
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value / GIB:.1f}"
 
 
 def plan_columns(breakdown: bool = False, machine: bool = False, experts: bool = False) -> list[Column]:
@@ -43,10 +56,17 @@ def plan_columns(breakdown: bool = False, machine: bool = False, experts: bool =
         Column("iteration_ms", "iteration (ms)", _number(1), unit="ms"),
     ]
     parts = [Column(key, header, _number(1), unit="ms") for key, header in PART_NAMES.items()]
+    memory = [
+        Column("model_state", "state GiB", _gib, unit="B"),
+        Column("activations", "act. GiB", _gib, unit="B"),
+        Column("headroom", "free GiB", _gib, unit="B"),
+    ]
+    if machine:
+        memory = [Column("memory_per_gpu", "GiB/GPU", _gib, unit="B"), *memory, Column("memory_fit", "memory")]
     outcome = [
         Column("tokens_per_s", "tokens/s", _number(0), unit="tokens/s"),
         Column("mfu", "MFU", percent_or_dash),
-        Column("memory_per_gpu", "GiB/GPU", lambda v: "-" if v is None else f"{v / GIB:.1f}", unit="B"),
+        *memory,
         Column("schedule", "schedule", align_right=False),
         Column("gap", "gap", percent_or_dash),
         Column("outcome", "outcome", align_right=False),
@@ -73,6 +93,9 @@ def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
         "outcome": outcome_text(result),
         "note": result.note,
         "iteration_bound_ms": result.iteration_bound_ms,
+        "memory_fit": result.memory_fit.value,
+        "usable_memory": result.usable_memory,
+        "headroom": result.headroom,
     }
     return row if measure is None else row | measure_cells(measure)
 
@@ -104,12 +127,20 @@ def measure_cells(measure: Measure) -> dict[str, Any]:
         "tokens_per_s": measure.tokens_per_s,
         "mfu": measure.mfu,
         "memory_per_gpu": measure.memory_per_gpu,
+        "model_state": measure.model_state,
+        "activations": measure.activations,
     }
 
 
 def outcome_text(result: ConfigResult) -> str:
     """`solved (optimal, CP-SAT 8 s)`, `pruned by bound` (with its bound where no schedule was made),
-    `refused by memory`, `not searched (feasible)`, `not assessed`."""
+    `refused by memory`, `not searched (feasible)`, `not assessed`; `tight, ` before it when its memory
+    estimate is above the usable memory within the estimate's error (`MemoryFit.TIGHT`)."""
+    text = _search_text(result)
+    return f"tight, {text}" if result.memory_fit is MemoryFit.TIGHT else text
+
+
+def _search_text(result: ConfigResult) -> str:
     if result.outcome == Outcome.PRUNED and result.measure is None and result.iteration_bound_ms is not None:
         return f"pruned by bound (at least {result.iteration_bound_ms:.1f} ms, no schedule made)"
     if result.outcome == Outcome.PRUNED:
@@ -151,6 +182,13 @@ def counts_line(result: PlanResult) -> str:
 def plan_summary(result: PlanResult) -> list[str]:
     """The lines under the table: the counts, the best and how good it is proven, how the plan ran."""
     lines = [counts_line(result)]
+    tight = [item for item in result.results if item.memory_fit is MemoryFit.TIGHT]
+    if tight:
+        lines.append(
+            f"tight: {len(tight)} configurations need more than the {tight[0].usable_memory / GIB:.1f} GiB a GPU may "
+            f"use, by less than the memory estimate's {MEMORY_ERROR:.0%} error: ranked, marked tight; they may fit, "
+            "check them on the GPU"
+        )
     if result.interrupted:
         lines.append("interrupted: the ranking of what the plan had; what it had not finished is marked so")
     best = result.best
@@ -159,6 +197,8 @@ def plan_summary(result: PlanResult) -> list[str]:
     else:
         measure = best.measure
         lines.append(f"best: {best.config.label}: {iteration_text(measure, best.usable_memory)}")
+        if best.memory_fit is MemoryFit.TIGHT:
+            lines.append(tight_text(measure.memory_per_gpu, best.usable_memory))
         lines.append(f"where the time goes: {breakdown_text(measure)}")
         lines.append(
             f"schedule: {schedule_title(best.made_by)}, {best.status}, gap to its bound {format_percent(best.gap or 0.0)}"
@@ -179,13 +219,32 @@ def plan_summary(result: PlanResult) -> list[str]:
 
 
 def iteration_text(measure: Measure, usable_memory: float) -> str:
-    """`548.4 ms an iteration (schedule ... + ...), 239,000 tokens/s, MFU 41.2%, 30.1 GiB per GPU of 37.2
-    GiB usable`: a configuration's measure in a line."""
+    """`548.4 ms an iteration (schedule ... + ...), 239,000 tokens/s, MFU 41.2%, 30.1 GiB per GPU (model
+    state 12.0 + activations 18.1) of 37.2 GiB usable, 7.1 free`: a configuration's measure in a line."""
     return (
         f"{measure.iteration_ms:.1f} ms an iteration "
         f"(schedule {measure.makespan_ms:.1f} + data-parallel exchange {measure.exchange_ms:.1f} + optimizer "
         f"{measure.optimizer_ms:.1f}), {measure.tokens_per_s:,.0f} tokens/s, MFU {format_percent(measure.mfu)}, "
-        f"{measure.memory_per_gpu / GIB:.1f} GiB per GPU of {usable_memory / GIB:.1f} GiB usable"
+        f"{memory_split_text(measure, usable_memory)}"
+    )
+
+
+def memory_split_text(measure: Measure, usable_memory: float) -> str:
+    """`30.1 GiB per GPU (model state 12.0 + activations 18.1) of 37.2 GiB usable, 7.1 free`: the model
+    state is what the layout needs, the activations what its schedule holds."""
+    return (
+        f"{measure.memory_per_gpu / GIB:.1f} GiB per GPU (model state {measure.model_state / GIB:.1f} + activations "
+        f"{measure.activations / GIB:.1f}) of {usable_memory / GIB:.1f} GiB usable, "
+        f"{(usable_memory - measure.memory_per_gpu) / GIB:.1f} free"
+    )
+
+
+def tight_text(memory: float, usable_memory: float) -> str:
+    """`tight: predicted 74.0 GiB per GPU of 72.0 GiB usable, within the memory estimate's 10% error:
+    may fit, check it on the GPU`."""
+    return (
+        f"tight: predicted {memory / GIB:.1f} GiB per GPU of {usable_memory / GIB:.1f} GiB usable, within the memory "
+        f"estimate's {MEMORY_ERROR:.0%} error: may fit, check it on the GPU"
     )
 
 
@@ -269,6 +328,8 @@ class PredictedRun(Protocol):
     @property
     def usable_memory(self) -> float: ...
     @property
+    def memory_fit(self) -> MemoryFit: ...
+    @property
     def refusal(self) -> str: ...
     @property
     def over_budget(self) -> str: ...
@@ -285,6 +346,8 @@ def predict_lines(prediction: PredictedRun) -> list[str]:
         f"iteration: {iteration_text(measure, prediction.usable_memory)}",
         f"where the time goes: {breakdown_text(measure)}",
     ]
+    if prediction.memory_fit is MemoryFit.TIGHT:
+        lines.append(tight_text(measure.memory_per_gpu, prediction.usable_memory))
     lines += [f"{what}: {why}" for what, why in _prediction_notes(prediction) if why]
     return lines
 
@@ -308,6 +371,8 @@ def predict_document(prediction: PredictedRun) -> dict[str, Any]:
         "schedule_title": schedule_title(prediction.made_by),
         **measure_cells(prediction.measure),
         "usable_memory": prediction.usable_memory,
+        "headroom": prediction.usable_memory - prediction.measure.memory_per_gpu,
+        "memory_fit": prediction.memory_fit.value,
         "fits": not (prediction.refusal or prediction.over_budget),
         "refusal": prediction.refusal,
         "over_budget": prediction.over_budget,
