@@ -30,13 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from bench_cost_model import DATA as PUBLISHED, Run, iteration, load_runs, run_from_fields
+from bench_cost_model import DATA as PUBLISHED
+from bench_cost_model import Run, iteration, load_runs, run_from_fields
 from results_header import results_header
 
 from pipesat.models.plan_result import MEMORY_ERROR, MemoryFit
 from pipesat.models.units import GIB
-from pipesat.solver.plan.measure import usable_memory
 from pipesat.solver.plan.memory_fit import fit_layout
 from pipesat.solver.plan.space import description
 from pipesat.solver.report.tables import Column, format_percent, format_rows

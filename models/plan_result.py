@@ -168,7 +168,7 @@ class ConfigResult:
     maker and status (OPTIMAL or FEASIBLE; None when refused), the proven lower bounds on its makespan
     and iteration time, the gap of the makespan to its bound, the wall seconds CP-SAT was given (0: no
     search), the memory a GPU may use (its memory less the reserve, bytes), how its memory estimate
-    stands against that (`memory_fit`: tight rows are ranked, marked) and a line saying why it was
+    stands against that (`tight`: above it within the estimate's error; ranked, marked) and a line saying why it was
     pruned or refused."""
 
     config: Configuration
@@ -182,7 +182,14 @@ class ConfigResult:
     search_seconds: float = 0.0
     usable_memory: float = 0.0
     note: str = ""
-    memory_fit: MemoryFit = MemoryFit.FITS
+    tight: bool = False
+
+    @property
+    def memory_fit(self) -> MemoryFit:
+        """Refused with the outcome, tight when its layout fits only within the estimate's error."""
+        if self.outcome == Outcome.REFUSED:
+            return MemoryFit.REFUSED
+        return MemoryFit.TIGHT if self.tight else MemoryFit.FITS
 
     @property
     def headroom(self) -> float | None:

@@ -302,14 +302,7 @@ class _Run:
                 continue
             item, bounded = self.found.get(config), self.bounded.get(config)
             if config in self.refused:
-                refused = ConfigResult(
-                    config,
-                    Outcome.REFUSED,
-                    usable_memory=usable,
-                    note=self.refused[config],
-                    memory_fit=MemoryFit.REFUSED,
-                )
-                results.append(refused)
+                results.append(ConfigResult(config, Outcome.REFUSED, usable_memory=usable, note=self.refused[config]))
             elif item is not None:
                 results.append(self._ranked(item, usable))
             elif bounded is not None and config in self.pruned:
@@ -358,7 +351,7 @@ class _Run:
             iteration_bound_ms=item.iteration_bound,
             usable_memory=usable,
             note=note,
-            memory_fit=item.memory_fit,
+            tight=item.memory_fit is MemoryFit.TIGHT,
         )
 
     def _ranked(self, item: Found, usable: float) -> ConfigResult:
@@ -383,7 +376,7 @@ class _Run:
             search_seconds=self.searched.get(config, 0.0),
             usable_memory=usable,
             note=note,
-            memory_fit=item.memory_fit,
+            tight=item.memory_fit is MemoryFit.TIGHT,
         )
 
 

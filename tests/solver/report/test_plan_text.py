@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 
 from pipesat.models.placement import PLACEMENTS
-from pipesat.models.plan_result import Breakdown, ConfigResult, Configuration, Measure, Outcome, PlanResult
+from pipesat.models.plan_result import (
+    MEMORY_ERROR,
+    Breakdown,
+    ConfigResult,
+    Configuration,
+    Measure,
+    Outcome,
+    PlanResult,
+)
 from pipesat.solver.report.plan_plot import plot_plan
 from pipesat.solver.report.plan_text import plan_columns, plan_document, plan_rows, plan_summary, progress_text
 from pipesat.solver.report.tables import format_rows
@@ -24,7 +32,9 @@ def result() -> PlanResult:
     fast = ranked(
         Configuration(1, 4, 1, 2, "vshape", 1, 4),
         Outcome.SOLVED,
-        Measure(2.0, 0.0, 0.5, 2.5, 1000.0, 0.3, 2 * GIB, Breakdown(1.5, 0.0, 0.2, 0.0, 0.0, 0.1, 0.2, 0.5)),
+        Measure(
+            2.0, 0.0, 0.5, 2.5, 1000.0, 0.3, 1.5 * GIB, 0.5 * GIB, Breakdown(1.5, 0.0, 0.2, 0.0, 0.0, 0.1, 0.2, 0.5)
+        ),
         made_by="cp-sat",
         status="optimal",
         makespan_bound=2.0,
@@ -35,7 +45,7 @@ def result() -> PlanResult:
     slow = ranked(
         Configuration(1, 2, 2, 1, "linear", 1, 2),
         Outcome.PRUNED,
-        Measure(3.0, 1.0, 0.5, 4.5, 500.0, 0.15, 4 * GIB, Breakdown(2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.5, 0.5)),
+        Measure(3.0, 1.0, 0.5, 4.5, 500.0, 0.15, 3 * GIB, 1 * GIB, Breakdown(2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.5, 0.5)),
         made_by="zb-h1",
         status="feasible",
         iteration_bound_ms=4.0,
@@ -83,6 +93,38 @@ def test_the_breakdown_view_puts_the_iterations_parts_in_place_of_the_outcome() 
     machine = format_rows(plan_columns(machine=True), rows, "csv").splitlines()[0]
     assert "tokens_per_s (tokens/s)" in machine and "bubble_ms (ms)" in machine and "ep," in machine
     assert " ep " not in plain and " ep " in format_rows(plan_columns(experts=True), rows)
+
+
+def test_rows_show_model_state_activations_and_headroom_apart() -> None:
+    rows = plan_rows(result())
+    assert (rows[0]["model_state"], rows[0]["activations"]) == (1.5 * GIB, 0.5 * GIB)
+    assert rows[0]["memory_per_gpu"] == 2 * GIB and rows[0]["headroom"] == 6 * GIB
+    assert rows[0]["memory_fit"] == "fits" and rows[2]["memory_fit"] == "refused" and rows[2]["headroom"] is None
+    header, _, first, *_ = format_rows(plan_columns(), rows).splitlines()
+    assert "state GiB  act. GiB  free GiB" in header and "GiB/GPU" not in header
+    assert "     1.5       0.5       6.0  " in first
+    machine = format_rows(plan_columns(machine=True), rows, "csv").splitlines()[0]
+    assert "memory_per_gpu (B),model_state (B),activations (B),headroom (B),memory_fit" in machine
+    assert plan_summary(result())[1].endswith(
+        "2.0 GiB per GPU (model state 1.5 + activations 0.5) of 8.0 GiB usable, 6.0 free"
+    )
+
+
+def test_a_tight_row_is_marked_in_its_outcome_and_under_the_table() -> None:
+    plain = result()
+    tight = dataclasses.replace(plain.results[0], usable_memory=1.9 * GIB, tight=True)
+    marked = dataclasses.replace(plain, results=[tight, *plain.results[1:]])
+    assert plan_rows(marked)[0]["outcome"] == "tight, solved (optimal, CP-SAT 4 s)"
+    assert plan_rows(marked)[0]["headroom"] == pytest.approx(-0.1 * GIB)
+    lines = plan_summary(marked)
+    assert lines[1] == (
+        "tight: 1 configurations need more than the 1.9 GiB a GPU may use, by less than the memory estimate's "
+        f"{MEMORY_ERROR:.0%} error: ranked, marked tight; they may fit, check them on the GPU"
+    )
+    assert (
+        lines[3]
+        == f"tight: predicted 2.0 GiB per GPU of 1.9 GiB usable, within the memory estimate's {MEMORY_ERROR:.0%} error: may fit, check it on the GPU"
+    )
 
 
 def test_the_document_and_the_progress_line() -> None:
