@@ -16,13 +16,15 @@ error (predicted / measured - 1) and the plan's outcome for the layout (fits, ti
 `solver.plan.memory_fit`, against the usable memory of the GPU the source names); then the median
 absolute error of the runs held in and the stated error `MEMORY_ERROR`. Korthikanti et al.'s Figure 1
 counts of model state and activations (published_runs.yaml) are shown apart: they are the paper's
-accounting, not a profiler's reading. It exits 1 when a run held in is beyond the stated error (so
-is its median) or when a run that trained (every run here) would be refused.
+accounting, not a profiler's reading. The stated error is the largest error of the runs held in,
+rounded up to a whole percent; it exits 1 when `MEMORY_ERROR` is not that number, when a run held in
+is beyond it, or when a run that trained (every run here) would be refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from dataclasses import dataclass
@@ -160,18 +162,22 @@ def main(argv: list[str] | None = None) -> int:
     median = statistics.median(abs(row.error) for row in held)
     refused = [row.name for row in predicted if row.fit is MemoryFit.REFUSED]
     within = sum(abs(row.error) <= MEMORY_ERROR for row in held)
+    derived = math.ceil(max(abs(row.error) for row in held) * 100) / 100
     lines = [
         results_header(),
         format_rows(COLUMNS, table_rows(shown), args.format),
         "",
         f"held in: {len(held)} runs; median |error| {format_percent(median)}; within the stated error "
         f"{within} of {len(held)}; mean error {format_percent(statistics.mean(row.error for row in held))}",
-        f"stated error of the memory estimate (MEMORY_ERROR): {MEMORY_ERROR:.0%}",
+        f"stated error of the memory estimate (MEMORY_ERROR): {MEMORY_ERROR:.0%}; the largest |error| held in, "
+        f"rounded up to a whole percent: {derived:.0%}",
         f"refused by the plan though they trained: {', '.join(refused) or 'none'}",
     ]
     failures = []
     if within < len(held):
         failures.append(f"{len(held) - within} runs held in are beyond the stated {MEMORY_ERROR:.0%}")
+    if not math.isclose(derived, MEMORY_ERROR):
+        failures.append(f"MEMORY_ERROR is {MEMORY_ERROR:.0%}, the runs held in give {derived:.0%}")
     if refused:
         failures.append(f"{len(refused)} runs that trained would be refused")
     lines += [f"MISSED: {failure}" for failure in failures] or ["target met"]

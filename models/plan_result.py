@@ -80,12 +80,13 @@ class Outcome(str, Enum):
         return self.value
 
 
-MEMORY_ERROR = 0.12
+MEMORY_ERROR = 0.18
 """The stated relative error of a configuration's memory estimate (model state plus activations):
-the largest error, rounded up to a whole percent, of the measured peaks that benchmarks/bench_memory.py
-holds the estimate against (benchmarks/results/memory.txt: +8.0% and +11.9% on torchtitan's two eager
-Llama 3.1 8B FSDP runs; Korthikanti et al.'s counts within 5%); the benchmark fails when a run held
-in is beyond it. `solver.plan.memory_fit` says what the plan makes of it."""
+the largest error, rounded up to a whole percent, of the measured peaks benchmarks/bench_memory.py
+holds the estimate against (benchmarks/results/memory.txt: +12.8% and +17.8% on torchtitan's two eager
+Llama 3.1 8B FSDP runs, whose op-level selective checkpointing the model counts as keeping every
+matmul's output; Korthikanti et al.'s counts within 5%). The benchmark fails when a run held in is
+beyond it. `solver.plan.memory_fit` says what the plan makes of it."""
 
 
 class MemoryFit(str, Enum):
