@@ -199,6 +199,11 @@ def plan_summary(result: PlanResult) -> list[str]:
         lines.append(f"best: {best.config.label}: {iteration_text(measure, best.usable_memory)}")
         if best.memory_fit is MemoryFit.TIGHT:
             lines.append(tight_text(measure.memory_per_gpu, best.usable_memory))
+            fitting = next((item for item in result.feasible if item.memory_fit is MemoryFit.FITS), None)
+            if fitting is not None and fitting.measure is not None:
+                lines.append(
+                    f"best that fits: {fitting.config.label}: {iteration_text(fitting.measure, fitting.usable_memory)}"
+                )
         lines.append(f"where the time goes: {breakdown_text(measure)}")
         lines.append(
             f"schedule: {schedule_title(best.made_by)}, {best.status}, gap to its bound {format_percent(best.gap or 0.0)}"

@@ -125,6 +125,7 @@ def test_a_tight_row_is_marked_in_its_outcome_and_under_the_table() -> None:
         lines[3]
         == f"tight: predicted 2.0 GiB per GPU of 1.9 GiB usable, within the memory estimate's {MEMORY_ERROR:.0%} error: may fit, check it on the GPU"
     )
+    assert lines[4].startswith("best that fits: t1 p2 d2 linear b1 m2: 4.5 ms an iteration")
 
 
 def test_the_document_and_the_progress_line() -> None:
