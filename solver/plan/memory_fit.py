@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pipesat.models import Instance, InstanceError
 from pipesat.models.plan_result import MEMORY_ERROR, MemoryFit
 from pipesat.models.tolerance import fits
-from pipesat.models.units import memory_text
+from pipesat.models.units import MIB, memory_text
 from pipesat.solver.evaluate.bounds import minimum_memory_limits
 from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.instances.from_model import Derivation, Description, derive
@@ -58,24 +58,36 @@ def stretched(described: Description) -> Description:
 
 def fit_layout(described: Description, name: str = "", calibration: Calibration | None = None) -> Fitted:
     """The layout fitted to its GPUs' memory (module notes). A refusal of the cost model that is not
-    about memory (a shape it does not take) is raised, as `derive` raises it."""
+    about memory (a shape it does not take) is raised, as `derive` raises it. A layout that fits is
+    derived once, as before the error bar; one that does not, once more without a GPU memory (when
+    its model state does not fit) and, when tight, with the stretched budgets."""
     try:
-        derivation = derive(described, name, calibration)
-        why = activation_refusal(derivation.instance)
+        plain = derive(described, name, calibration)
+        why = activation_refusal(plain.instance)
+        if not why:
+            return Fitted(plain, MemoryFit.FITS)
     except InstanceError as error:
         if described.hardware.gpu_memory <= 0:
             raise
-        derive(_unbounded(described), name, calibration)  # raises when the shape itself is refused
-        derivation, why = None, f"model state does not fit: {error}"
-    if not why and derivation is not None:
-        return Fitted(derivation, MemoryFit.FITS)
-    try:
+        plain = derive(_unbounded(described), name, calibration)  # raises when the shape itself is refused
+        why = f"model state does not fit: {error}"
+    if _within_error(plain, described):
         wider = derive(stretched(described), name, calibration)
-    except InstanceError:
-        return Fitted(None, MemoryFit.REFUSED, f"{why}, {beyond_text()}")
-    if activation_refusal(wider.instance):
-        return Fitted(None, MemoryFit.REFUSED, f"{why}, {beyond_text()}")
-    return Fitted(wider, MemoryFit.TIGHT, why)
+        if not activation_refusal(wider.instance):
+            return Fitted(wider, MemoryFit.TIGHT, why)
+    return Fitted(None, MemoryFit.REFUSED, f"{why}, {beyond_text()}")
+
+
+def _within_error(derivation: Derivation, described: Description) -> bool:
+    """Whether every device's model state and least activations (one microbatch through its stages)
+    are within the usable memory stretched by the error: `need · (1 - MEMORY_ERROR) <= usable`."""
+    hardware = described.hardware
+    usable = hardware.gpu_memory - reserve_bytes(hardware)
+    least = minimum_memory_limits(derivation.instance)
+    return all(
+        fits(state.bytes + amount * MIB, usable / (1 - MEMORY_ERROR))
+        for state, amount in zip(derivation.states, least, strict=True)
+    )
 
 
 def activation_refusal(instance: Instance) -> str:

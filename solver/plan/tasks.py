@@ -134,7 +134,7 @@ def _checked(task: AssessTask) -> Assessment | Fitted:
     except InstanceError as error:
         return Assessment(config, refused=str(error), shape=True)
     if fitted.derivation is None:
-        return Assessment(config, refused=fitted.why)
+        return Assessment(config, refused=fitted.why, memory_fit=MemoryFit.REFUSED)
     if spec.schedules is not None:
         unmet = unmet_text(spec.schedules, fitted.derivation.instance)
         if unmet:
