@@ -285,6 +285,7 @@ def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
         "counts": {
             "configurations": len(result.results),
             **{outcome.value: result.count(outcome) for outcome in Outcome},
+            "tight": sum(item.memory_fit is MemoryFit.TIGHT for item in result.results),
             "shapes_left_out": len(result.skipped_shapes),
         },
         "best": None if best is None else plan_row(1, best),

@@ -99,4 +99,5 @@ def test_a_tight_row_is_ranked_marked_and_its_memory_split_in_the_document() -> 
     assert cells["model_state"] + cells["activations"] == cells["memory_per_gpu"]
     assert cells["headroom"] == cells["usable_memory"] - cells["memory_per_gpu"] < 0
     tight = sum(item.memory_fit is MemoryFit.TIGHT for item in result.results)
+    assert plan_document(result)["counts"]["tight"] == tight >= 1
     assert f"tight: {tight} configurations need more than" in "\n".join(plan_summary(result))

@@ -137,6 +137,7 @@ def test_the_document_and_the_progress_line() -> None:
         "refused": 1,
         "unsearched": 0,
         "unfinished": 0,
+        "tight": 0,
         "shapes_left_out": 1,
     }
     assert document["best"]["iteration_ms"] == 2.5
