@@ -40,7 +40,7 @@ import dataclasses
 
 from pipesat.models import Schedule
 from pipesat.models.plan_result import Breakdown, Configuration, Measure
-from pipesat.models.units import MIB
+from pipesat.models.units import MIB, memory_text
 from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.instances.collectives import Link
@@ -227,7 +227,15 @@ def iteration_lines(spec: PlanSpec, config: Configuration, derivation: Derivatio
         + f" parameters x (2·{training.optimizer_bytes:g} + {training.grad_bytes:g} + {training.weight_bytes:g}) "
         f"bytes at {spec.cluster.memory_bandwidth:g} GB/s = {measured.optimizer_ms:.4g} ms"
     )
-    critical = critical_device(compute_metrics(schedule))
+    metrics = compute_metrics(schedule)
+    held = [state.bytes + peak * MIB for state, peak in zip(derivation.states, metrics.peak_memory, strict=True)]
+    most = max(range(len(held)), key=lambda device: (held[device], -device))
+    lines.append(
+        f"  memory of device {most} (the one that holds the most): model state {memory_text(measured.model_state, 'B')}"
+        f" + its schedule's peak activations {memory_text(measured.activations, 'B')} = "
+        f"{memory_text(measured.memory_per_gpu, 'B')} of {memory_text(usable_memory(spec), 'B')} usable"
+    )
+    critical = critical_device(metrics)
     lines.append(f"  where the time goes (device {critical}, the busiest):")
     for name, value in measured.breakdown.parts():
         lines.append(f"    {name:<10} {value:>10.1f} ms {value / measured.iteration_ms:>7.1%}")
