@@ -209,7 +209,8 @@ class ConfigResult:
 
 @dataclass(frozen=True)
 class PlanResult:
-    """The plan: every configuration ranked (refused ones last), the best one's schedule (validated),
+    """The plan: every configuration ranked (refused ones last), the best one's schedule (validated;
+    the best is the fastest that fits, `best`),
     the counts, and how it ran. `proven_best` says that no configuration can beat the best by more
     than `best_gap` (0: the best is proven). `timing_dependent` is True when the time budget ran out
     before the planned shares were spent, so another run may differ. `interrupted` is True when Ctrl-C
@@ -232,7 +233,16 @@ class PlanResult:
 
     @property
     def best(self) -> ConfigResult | None:
-        return self.results[0] if self.results and self.results[0].measure is not None else None
+        """The fastest configuration that fits its GPUs' memory; where none does, the fastest tight one
+        (a tight one ranked above it is shown beside it, not recommended over it)."""
+        feasible = self.feasible
+        return next((item for item in feasible if item.memory_fit is MemoryFit.FITS), feasible[0] if feasible else None)
+
+    @property
+    def tight_and_faster(self) -> list[ConfigResult]:
+        """The tight configurations ranked above the best: faster, if their memory holds."""
+        best = self.best
+        return [] if best is None else self.feasible[: self.feasible.index(best)]
 
     def count(self, outcome: Outcome) -> int:
         return sum(result.outcome == outcome for result in self.results)

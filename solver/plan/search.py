@@ -387,10 +387,13 @@ def _kept(before: Found, after: Found) -> Found:
 
 
 def _best(found: Iterable[Found]) -> Found | None:
+    """The incumbent: the fastest that fits (where none does, the fastest tight one). A tight row never
+    prunes one that fits, so the best that fits is exact; a tight row faster than it is still ranked."""
     items = list(found)
+    fitting = [item for item in items if item.memory_fit is MemoryFit.FITS]
     if not items:
         return None
-    return min(items, key=lambda item: (item.measure.iteration_ms, item.config))
+    return min(fitting or items, key=lambda item: (item.measure.iteration_ms, item.config))
 
 
 class Bounded(Protocol):

@@ -199,11 +199,14 @@ def plan_summary(result: PlanResult) -> list[str]:
         lines.append(f"best: {best.config.label}: {iteration_text(measure, best.usable_memory)}")
         if best.memory_fit is MemoryFit.TIGHT:
             lines.append(tight_text(measure.memory_per_gpu, best.usable_memory))
-            fitting = next((item for item in result.feasible if item.memory_fit is MemoryFit.FITS), None)
-            if fitting is not None and fitting.measure is not None:
-                lines.append(
-                    f"best that fits: {fitting.config.label}: {iteration_text(fitting.measure, fitting.usable_memory)}"
-                )
+        faster = result.tight_and_faster
+        if faster and faster[0].measure is not None:
+            first = faster[0].measure
+            lines.append(
+                f"faster but tight: {faster[0].config.label}: {first.iteration_ms:.1f} ms "
+                f"({format_percent(1 - first.iteration_ms / measure.iteration_ms)} faster), "
+                f"{tight_text(first.memory_per_gpu, faster[0].usable_memory).removeprefix('tight: ')}"
+            )
         lines.append(f"where the time goes: {breakdown_text(measure)}")
         lines.append(
             f"schedule: {schedule_title(best.made_by)}, {best.status}, gap to its bound {format_percent(best.gap or 0.0)}"
@@ -288,7 +291,7 @@ def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
             "tight": sum(item.memory_fit is MemoryFit.TIGHT for item in result.results),
             "shapes_left_out": len(result.skipped_shapes),
         },
-        "best": None if best is None else plan_row(1, best),
+        "best": None if best is None else plan_row(result.feasible.index(best) + 1, best),
         "best_gap": result.best_gap,
         "configurations": plan_rows(result, top),
         "shapes_left_out": result.skipped_shapes,

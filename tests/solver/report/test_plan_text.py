@@ -115,17 +115,24 @@ def test_a_tight_row_is_marked_in_its_outcome_and_under_the_table() -> None:
     tight = dataclasses.replace(plain.results[0], usable_memory=1.9 * GIB, tight=True)
     marked = dataclasses.replace(plain, results=[tight, *plain.results[1:]])
     assert plan_rows(marked)[0]["outcome"] == "tight, solved (optimal, CP-SAT 4 s)"
-    assert plan_rows(marked)[0]["headroom"] == pytest.approx(-0.1 * GIB)
+    assert plan_rows(marked)[0]["rank"] == 1 and plan_rows(marked)[0]["headroom"] == pytest.approx(-0.1 * GIB)
+    # The best is the fastest that fits; the tight row ranked above it is shown beside it.
+    assert marked.best is marked.results[1] and marked.tight_and_faster == [tight]
     lines = plan_summary(marked)
     assert lines[1] == (
         "tight: 1 configurations need more than the 1.9 GiB a GPU may use, by less than the memory estimate's "
         f"{MEMORY_ERROR:.0%} error: ranked, marked tight; they may fit, check them on the GPU"
     )
-    assert (
-        lines[3]
-        == f"tight: predicted 2.0 GiB per GPU of 1.9 GiB usable, within the memory estimate's {MEMORY_ERROR:.0%} error: may fit, check it on the GPU"
+    assert lines[2].startswith("best: t1 p2 d2 linear b1 m2: 4.5 ms an iteration")
+    assert lines[3] == (
+        "faster but tight: t1 p4 d1 vshape b1 m4: 2.5 ms (44.44% faster), predicted 2.0 GiB per GPU of 1.9 GiB "
+        f"usable, within the memory estimate's {MEMORY_ERROR:.0%} error: may fit, check it on the GPU"
     )
-    assert lines[4].startswith("best that fits: t1 p2 d2 linear b1 m2: 4.5 ms an iteration")
+    assert (plan_document(marked)["best"]["rank"], plan_document(marked)["best"]["pp"]) == (2, 2)
+    # With none that fits, the fastest tight one is the best, marked so.
+    only = dataclasses.replace(plain, results=[tight])
+    assert only.best is tight and only.tight_and_faster == []
+    assert plan_summary(only)[3].startswith("tight: predicted 2.0 GiB per GPU of 1.9 GiB usable")
 
 
 def test_the_document_and_the_progress_line() -> None:
