@@ -396,7 +396,7 @@ def memory_gib(run: Run, found: Iteration) -> dict[str, float]:
         amounts["activations"] = max(compute_metrics(found.schedule).peak_memory) * MIB / GIB
     if "activations_no_recompute" in run.memory_gib:
         spec = found.spec
-        plain = dataclasses.replace(spec, training=dataclasses.replace(spec.training, sequence_parallel=False))
+        plain = dataclasses.replace(spec, sequence_parallel=False)
         described = run_description(plain, dataclasses.replace(found.config, recompute="none"), run)
         peaks = compute_metrics(configured_schedule(run.schedule, derive(unbounded(described)).instance)).peak_memory
         amounts["activations_no_recompute"] = max(peaks) * MIB / GIB

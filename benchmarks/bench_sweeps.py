@@ -4,8 +4,9 @@ Every layout of benchmarks/data/measured_sweeps.yaml is predicted as it ran, thr
 plan uses and the way benchmarks/bench_cost_model.py predicts a published run (its functions, not a
 copy): the layout becomes a plan spec with one value in every searched list and the source's
 cluster, and the plan predicts it as it ran (`solver.plan.predict`, what `pipesat plan --predict`
-runs: `space.description`, `from_model.derive`, the run's own schedule, 1F1B, built by the
-handwritten heuristic and validated, and `measure` for its iteration time). Each layout is
+runs: `space.description`, `from_model.derive`, the run's own schedule (1F1B unless its row names
+one: interleaved 1F1B, ZB-1p, ZB-2p), built by the handwritten heuristic and validated, and
+`measure` for its iteration time). Each layout is
 predicted alone, so that every layout gets a number; the plan would consider it unless it refuses
 it by memory or its space leaves it out (tensor parallelism over nodes, say). Nothing is tuned per
 sweep: each GPU type has its catalogue setting.
@@ -16,7 +17,8 @@ Per sweep it prints every layout (measured and predicted iteration time, the err
 GPU predicted against what the plan lets a GPU use, whether the plan would refuse it, or why it
 cannot be predicted), Spearman's rank correlation of the predicted times with the measured, whether
 the plan's pick (the fastest predicted of the layouts it would consider) is the measured best and
-how much slower it measured, the median absolute error, the layouts refused or unpredictable, and
+how much slower it measured (each layout by its time a sequence, so that rows of different global
+batches compare as throughput), the median absolute error, the layouts refused or unpredictable, and
 where each predicted iteration goes. The targets (issue 44) are printed ok or MISS per sweep:
 rho >= 0.8, the pick within 3% of the measured best, median |error| <= 8%, no layout refused or
 unpredictable; the exit status is 1 when any is missed. `--explain` prints, for the layouts named
@@ -51,7 +53,7 @@ from bench_cost_model import (
 )
 from results_header import results_header
 
-from pipesat.models import PipesatError
+from pipesat.models import InputError, PipesatError
 from pipesat.models.units import GIB
 from pipesat.solver.instances.explain import explain
 from pipesat.solver.plan.measure import iteration_lines, usable_memory
@@ -76,39 +78,84 @@ class Sweep:
     layouts: list[Run]
 
 
+COLUMNS_BY_DEFAULT = ("tensor_parallel", "pipeline_parallel", "data_parallel", "microbatch_size", "ms")
+"""A layout row's fields when its sweep names no `columns`: t, p, d, b and the measured ms."""
+MEASURES = ("ms", "samples_per_s_per_gpu")
+"""What a row may give as measured: an iteration's ms, or samples (sequences) a second a GPU."""
+
+
 def load_sweeps(path: Path = DATA) -> list[Sweep]:
     """The sweeps of the data file, each layout with its source's settings and cluster, checked
-    (t·p·d its GPUs, the global batch whole microbatches on every replica)."""
+    (t·p·d its GPUs, the global batch whole microbatches on every replica). A row gives the fields
+    its sweep's `columns` name (t, p, d, b and ms by default), over the sweep's `layout`; its global
+    batch is the sweep's, or its microbatches' sequences; samples a second a GPU become the
+    iteration's seconds, the global batch over them and the GPUs."""
     data = yaml.safe_load(path.read_text())
     sweeps = []
     for raw in data["sweeps"]:
         source = data["sources"][raw["from"]]
+        columns = tuple(raw.get("columns", COLUMNS_BY_DEFAULT))
         repeats: Counter[str] = Counter()
         layouts = []
-        for t, p, d, b, measured_ms in raw["layouts"]:
-            layout = f"{raw['name']} t{t} p{p} d{d} b{b}"
+        for values in raw["layouts"]:
+            if len(values) != len(columns):
+                raise InputError(f"{path.name}: sweep {raw['name']}: row {values} does not give {', '.join(columns)}")
+            row = {**raw.get("layout", {}), **dict(zip(columns, values, strict=True))}
+            layout = layout_name(raw["name"], row, columns)
             repeats[layout] += 1
             fields: dict[str, Any] = {
                 **source["defaults"],
+                **{key: value for key, value in row.items() if key not in MEASURES and key != "microbatches"},
                 "cluster": source["cluster"],
                 "name": layout + (f" #{repeats[layout]}" if repeats[layout] > 1 else ""),
                 "model": raw["name"],
                 "gpus": raw["gpus"],
-                "global_batch": raw["global_batch"],
-                "tensor_parallel": t,
-                "pipeline_parallel": p,
-                "data_parallel": d,
-                "microbatch_size": b,
-                "measured": {"s_per_iter": measured_ms / 1e3},
+                "global_batch": global_batch(raw, row),
             }
+            fields["measured"] = {"s_per_iter": iteration_seconds(row, fields, path)}
             layouts.append(run_from_fields(fields, source["source"], {raw["name"]: raw["model"]}, path))
         sweeps.append(Sweep(raw["name"], source["source"], layouts))
     return sweeps
 
 
-def layout_key(run: Run) -> tuple[int, int, int, int]:
-    """(t, p, d, b): two rows of one layout are one layout measured twice."""
-    return run.tensor_parallel, run.pipeline_parallel, run.data_parallel, run.microbatch_size
+def layout_name(sweep: str, row: dict[str, Any], columns: Sequence[str]) -> str:
+    """`vtrain-18.4b t8 p1 d32 b8`; the chunks, the microbatches and the schedule where the row gives
+    them (`zb-1.5b t1 p8 d1 v3 b6 m24 interleaved`)."""
+    t, p, d, b = row["tensor_parallel"], row["pipeline_parallel"], row["data_parallel"], row["microbatch_size"]
+    chunks = f" v{row['chunks']}" if row.get("chunks", 1) > 1 else ""
+    microbatches = f" m{row['microbatches']}" if "microbatches" in columns else ""
+    schedule = f" {row['schedule']}" if "schedule" in columns else ""
+    return f"{sweep} t{t} p{p} d{d}{chunks} b{b}{microbatches}{schedule}"
+
+
+def global_batch(raw: dict[str, Any], row: dict[str, Any]) -> int:
+    """The sweep's global batch, else the row's microbatches of b sequences on each of d replicas."""
+    if "global_batch" in raw:
+        return int(raw["global_batch"])
+    return int(row["microbatches"]) * int(row["microbatch_size"]) * int(row["data_parallel"])
+
+
+def iteration_seconds(row: dict[str, Any], fields: dict[str, Any], path: Path) -> float:
+    """The row's measured iteration in seconds, from its ms or its samples a second a GPU."""
+    given = [key for key in MEASURES if key in row]
+    if len(given) != 1:
+        raise InputError(f"{path.name}: run {fields['name']}: give one measured value, ms or samples_per_s_per_gpu")
+    if given[0] == "ms":
+        return float(row["ms"]) / 1e3
+    return fields["global_batch"] / (float(row["samples_per_s_per_gpu"]) * fields["gpus"])
+
+
+def layout_key(run: Run) -> tuple[int, int, int, int, int, int, str]:
+    """(t, p, d, b, global batch, chunks, schedule): two rows of one layout are one layout measured twice."""
+    return (
+        run.tensor_parallel,
+        run.pipeline_parallel,
+        run.data_parallel,
+        run.microbatch_size,
+        run.global_batch,
+        run.chunks,
+        run.schedule,
+    )
 
 
 @dataclass(frozen=True)
@@ -175,10 +222,12 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 @dataclass(frozen=True)
 class Summary:
-    """A sweep against its targets: rho over the predicted layouts; the plan's pick (the fastest
-    predicted of those it would run; None when none) and the measured best, each by its layout's
-    mean measured time (a layout measured twice counts once); the median absolute error; the rows
-    the plan would not run."""
+    """A sweep against its targets, each layout by its time a sequence (its iteration over its global
+    batch: a sweep whose rows run different batches is ranked by throughput): rho over the predicted
+    layouts; the plan's pick (the fastest predicted of those it would run; None when none) and the
+    measured best, each by its layout's mean measured iteration (a layout measured twice counts
+    once); the median absolute error; the rows the plan would not run; whether the rows' global
+    batches differ."""
 
     rho: float
     pick: Row | None
@@ -187,15 +236,19 @@ class Summary:
     best_ms: float
     median_error: float
     not_run: list[Row]
+    batches_differ: bool = False
 
     @property
     def pick_slower(self) -> float:
-        """How much slower the pick measured than the measured best (inf without a pick)."""
-        return self.pick_ms / self.best_ms - 1 if self.pick is not None else float("inf")
+        """How much slower a sequence the pick measured than the measured best (inf without a pick)."""
+        if self.pick is None:
+            return float("inf")
+        return (self.pick_ms / self.pick.run.global_batch) / (self.best_ms / self.best.run.global_batch) - 1
 
     @property
     def pick_is_best(self) -> bool:
-        return self.pick is not None and layout_key(self.pick.run) == layout_key(self.best.run)
+        """The pick is the measured best, or measured as fast a sequence (a tie in the source's figures)."""
+        return self.pick is not None and self.pick_slower <= 0
 
     def targets(self) -> list[tuple[str, bool]]:
         return [
@@ -208,25 +261,32 @@ class Summary:
 
 def summarize(rows: Sequence[Row]) -> Summary:
     predicted = [row for row in rows if row.prediction is not None]
-    measured: dict[tuple[int, int, int, int], list[float]] = {}
+    measured: dict[tuple[int, int, int, int, int, int, str], list[float]] = {}
     for row in rows:
         measured.setdefault(layout_key(row.run), []).append(row.measured_ms)
 
     def mean_ms(row: Row) -> float:
         return statistics.mean(measured[layout_key(row.run)])
 
+    def a_sequence(row: Row, ms: float) -> float:
+        return ms / row.run.global_batch
+
     considered = [row for row in predicted if not row.why]
-    pick = min(considered, key=lambda row: row.predicted_ms, default=None)
-    best = min(rows, key=mean_ms)
+    pick = min(considered, key=lambda row: a_sequence(row, row.predicted_ms), default=None)
+    best = min(rows, key=lambda row: a_sequence(row, mean_ms(row)))
     errors = [abs(row.error) for row in predicted]
     return Summary(
-        rho=spearman([row.predicted_ms for row in predicted], [row.measured_ms for row in predicted]),
+        rho=spearman(
+            [a_sequence(row, row.predicted_ms) for row in predicted],
+            [a_sequence(row, row.measured_ms) for row in predicted],
+        ),
         pick=pick,
         pick_ms=mean_ms(pick) if pick is not None else float("nan"),
         best=best,
         best_ms=mean_ms(best),
         median_error=statistics.median(errors) if errors else float("inf"),
         not_run=[row for row in rows if row.why],
+        batches_differ=len({row.run.global_batch for row in rows}) > 1,
     )
 
 
@@ -267,10 +327,19 @@ def summary_lines(summary: Summary) -> list[str]:
     if summary.pick is None:
         lines.append(f"the plan's pick: none (it would run no layout); the measured best is {best.name}")
     else:
+        pick = summary.pick.run
+
+        def sequences(run: Run) -> str:
+            return f" for {run.global_batch} sequences" if summary.batches_differ else ""
+
         lines.append(
-            f"the plan's pick: {summary.pick.run.name}, measured {summary.pick_ms:,.0f} ms; the measured best: "
-            f"{best.name}, {summary.best_ms:,.0f} ms; "
-            + ("the pick is the measured best" if summary.pick_is_best else f"{summary.pick_slower:+.1%} slower")
+            f"the plan's pick: {pick.name}, measured {summary.pick_ms:,.0f} ms{sequences(pick)}; the measured best: "
+            f"{best.name}, {summary.best_ms:,.0f} ms{sequences(best)}; "
+            + (
+                "the pick is the measured best"
+                if summary.pick_is_best
+                else f"{summary.pick_slower:+.1%} slower" + (" a sequence" if summary.batches_differ else "")
+            )
         )
     lines.append(f"median |error|: {format_percent(summary.median_error)}")
     lines.append(
@@ -298,19 +367,28 @@ def main() -> None:
     parser.add_argument("--format", choices=("text", "markdown"), default="text")
     parser.add_argument("--explain", help="layouts to explain, by name, separated by commas")
     args = parser.parse_args()
-    print(results_header())
     sweeps = load_sweeps()
     if args.only:
-        names = set(args.only.split(","))
+        names = {name.strip() for name in args.only.split(",")}
+        unknown = sorted(names - {sweep.name for sweep in sweeps})
+        if unknown:
+            parser.error(f"--only: no sweep {', '.join(unknown)}; the sweeps: {', '.join(s.name for s in sweeps)}")
         sweeps = [sweep for sweep in sweeps if sweep.name in names]
+    by_name = {run.name: run for sweep in sweeps for run in sweep.layouts}
+    explained = [name.strip() for name in args.explain.split(",")] if args.explain else []
+    unknown = [name for name in explained if name not in by_name]
+    if unknown:
+        parser.error(
+            f"--explain: no layout {', '.join(unknown)} in the sweeps run (name one as the table does, with its sweep: '{next(iter(by_name))}')"
+        )
+    print(results_header())
     started = time.perf_counter()
     missed = []
     for sweep in sweeps:
         first = sweep.layouts[0]
-        print(
-            f"\n{sweep.name}: {first.gpus} {first.gpu} GPUs, global batch {first.global_batch}, {len(sweep.layouts)} "
-            f"layouts ({sweep.source})"
-        )
+        batches = sorted({run.global_batch for run in sweep.layouts})
+        batch = f"global batch {batches[0]}" if len(batches) == 1 else f"global batches {batches[0]} to {batches[-1]}"
+        print(f"\n{sweep.name}: {first.gpus} {first.gpu} GPUs, {batch}, {len(sweep.layouts)} layouts ({sweep.source})")
         rows = [predict_row(run) for run in sweep.layouts]
         print(format_rows(COLUMNS, [row_cells(row) for row in rows], args.format))
         summary = summarize(rows)
@@ -321,12 +399,10 @@ def main() -> None:
         predictions = [row.prediction for row in rows if row.prediction is not None]
         print("\nwhere the predicted iteration goes:")
         print(breakdown_table(predictions, args.format))
-    if args.explain:
-        by_name = {run.name: run for sweep in sweeps for run in sweep.layouts}
-        for name in args.explain.split(","):
-            print()
-            for line in explain_lines(by_name[name.strip()]):
-                print(line)
+    for name in explained:
+        print()
+        for line in explain_lines(by_name[name]):
+            print(line)
     print(f"\n{sum(len(sweep.layouts) for sweep in sweeps)} layouts in {time.perf_counter() - started:.1f} s")
     if missed:
         sys.exit(f"{len(missed)} target(s) missed: {'; '.join(missed)}")

@@ -43,6 +43,7 @@ FLAGS: dict[str, str] = {
     "cluster.node_bandwidth": "--node-bandwidth",
     "training.global_batch": "--global-batch",
     "training.microbatch_sizes": "--microbatch-sizes",
+    "training.current": "--current",
     # An instance's keys (`Instance.from_dict`) and its file, as the instance options give them.
     "num_devices": "--num-stages/-s",
     "num_microbatches": "--num-batches/-b",

@@ -14,6 +14,7 @@ import click
 from pipesat.commands.checks import check_writes, reads
 from pipesat.commands.frame import PipesatCommand, exit_if_interrupted
 from pipesat.commands.keys import spec_overrides
+from pipesat.commands.launch import write_launch
 from pipesat.commands.options import (
     CPSAT_OPTIONS,
     FILE,
@@ -40,19 +41,20 @@ from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.measure import iteration_lines
 from pipesat.solver.plan.space import PlanLimits, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
+from pipesat.solver.report.current_text import current_document, current_lines
 from pipesat.solver.report.plan_text import (
     no_best_text,
     plan_columns,
     plan_document,
     plan_rows,
     plan_summary,
-    predict_document,
-    predict_lines,
     progress_text,
 )
+from pipesat.solver.report.predict_text import predict_document, predict_lines
 from pipesat.solver.report.tables import format_rows
 
 if TYPE_CHECKING:
+    from pipesat.solver.plan.current import CurrentRun
     from pipesat.solver.plan.progress import PlanProgress
 
 OVERRIDES = (
@@ -69,6 +71,8 @@ OVERRIDES = (
     "training.tensor_parallel",
     "training.expert_parallel",
     "training.schedules",
+    "training.current",
+    "training.runtime",
 )
 """The spec keys an option overrides (`--gpus` for `cluster.gpus`)."""
 LIMITS = {
@@ -120,6 +124,12 @@ def _limit_options() -> list[Any]:
 @output_option("Picture file (.png, .svg, .pdf): throughput against memory per GPU.")
 @click.option("--save-best", type=FILE, help="Write the best configuration's schedule file (JSON).")
 @click.option(
+    "--launch",
+    type=FILE,
+    help="Write the best configuration in its runtime's own terms (--runtime's, else the first that runs it): "
+    "Megatron-LM flags as a script, and files beside it (docs/runtimes/).",
+)
+@click.option(
     "--calibration",
     type=FILE,
     help="Calibration file (`pipesat calibrate`): a layer whose shape it has costs what was measured.",
@@ -156,7 +166,9 @@ def plan_command(spec_file: Path, **options: Any) -> None:
     and the best schedule of each, by tokens/s (docs/plan.md)."""
     started = time.monotonic()
     reads(**{"spec file": spec_file, "calibration file": options["calibration"]})
-    check_writes(options["force"], {"-o": options["output"], "--save-best": options["save_best"]})
+    check_writes(
+        options["force"], {"-o": options["output"], "--save-best": options["save_best"], "--launch": options["launch"]}
+    )
     overrides = {dotted: options[dotted.split(".")[1]] for dotted in OVERRIDES}
     spec = load_spec(spec_file, overrides)
     calibration = None if options["calibration"] is None else load_calibration(options["calibration"])
@@ -165,6 +177,9 @@ def plan_command(spec_file: Path, **options: Any) -> None:
     if options["predict"] is not None:
         _predict(spec, options, calibration)
         return
+    from pipesat.solver.plan.current import compare_current, predict_current  # the cost model, once read
+
+    current = predict_current(spec, calibration)  # refused before any search when it does not fit
     space = enumerate_space(spec, dataclass_from_options(PlanLimits, options))
     fmt = options["fmt"]
     if fmt == "json":
@@ -195,7 +210,7 @@ def plan_command(spec_file: Path, **options: Any) -> None:
         notes = [] if calibration is None else [_measured_line(spec, result, calibration)]
         if options["explain"] and result.best is not None and result.best_schedule is not None:
             notes += _explain_best(spec, result.best.config, result.best_schedule, calibration)
-        _report(result, options, notes)
+        _report(spec, result, options, notes, None if current is None else compare_current(current, result))
     finally:
         executor.close()  # after the report: a Ray started here takes a second to stop
 
@@ -224,6 +239,27 @@ def _predict(spec: PlanSpec, options: dict[str, Any], calibration: Calibration |
     if options["save_best"] is not None:
         save_schedule(prediction.schedule, options["save_best"])
         click.echo(f"schedule: {options['save_best']}", err=options["fmt"] == "json")
+    if options["launch"] is not None:
+        from pipesat.solver.plan.runtime_bests import runs_on
+
+        running = runs_on(config, prediction.made_by, prediction.measure.iteration_ms, ())
+        line = write_launch(
+            spec,
+            config,
+            prediction.schedule,
+            prediction.made_by,
+            running,
+            {},
+            options["launch"],
+            options["force"],
+            _outputs(options),
+        )
+        click.echo(line, err=options["fmt"] == "json")
+
+
+def _outputs(options: dict[str, Any]) -> dict[str, Path | None]:
+    """The files the command writes besides the launch files, as `check_writes` takes them."""
+    return {"-o": options["output"], "--save-best": options["save_best"]}
 
 
 def _measured_line(spec: PlanSpec, result: PlanResult, calibration: Calibration) -> str:
@@ -249,13 +285,20 @@ def _explain_best(
     ]
 
 
-def _report(result: PlanResult, options: dict[str, Any], notes: list[str]) -> None:
-    """Print the ranking and the summary (and `notes` after it), save the best schedule, draw the
-    picture; then end with the exit code that says how the plan ended (interrupted, or with no
-    configuration that fits)."""
+def _report(
+    spec: PlanSpec, result: PlanResult, options: dict[str, Any], notes: list[str], current: CurrentRun | None
+) -> None:
+    """Print the ranking and the summary (and `notes` after it, then the current run against the
+    plan), save the best schedule, draw the picture; then end with the exit code that says how the
+    plan ended (interrupted, or with no configuration that fits)."""
     fmt = options["fmt"]
+    if current is not None:
+        notes = [*notes, *current_lines(current)]
     if fmt == "json":
-        click.echo(json.dumps(plan_document(result, options["top"]), indent=1))
+        document = plan_document(result, options["top"])
+        if current is not None:
+            document["current"] = current_document(current)
+        click.echo(json.dumps(document, indent=1))
     else:
         experts = any(item.config.expert_parallel > 1 for item in result.results)
         columns = plan_columns(options["breakdown"], machine=fmt == "csv", experts=experts)
@@ -268,6 +311,21 @@ def _report(result: PlanResult, options: dict[str, Any], notes: list[str]) -> No
     if options["save_best"] is not None and result.best_schedule is not None:
         save_schedule(result.best_schedule, options["save_best"])
         click.echo(f"best schedule: {options['save_best']}", err=fmt != "text")
+    best = result.best
+    if options["launch"] is not None and best is not None and result.best_schedule is not None:
+        own = {item.runtime: item.made_by for item in result.runtime_bests if item.config == best.config}
+        line = write_launch(
+            spec,
+            best.config,
+            result.best_schedule,
+            best.made_by,
+            result.best_runs_on,
+            own,
+            options["launch"],
+            options["force"],
+            _outputs(options),
+        )
+        click.echo(line, err=fmt != "text")
     if options["output"] is not None:
         from pipesat.solver.report.plan_plot import plot_plan  # matplotlib, imported to draw
 

@@ -128,7 +128,7 @@ def calibrate_command(spec_file: Path, **options: Any) -> None:
 def _plan_layers(spec: PlanSpec) -> list[tuple[Transformer, Training]]:
     """The model and training of each configuration the plan of `spec` considers, but those a measured
     layer cannot stand for (`unlike_measured`): their layers' shapes are what the plan needs."""
-    configs, skipped = enumerate_space(spec)
+    configs, skipped, _ = enumerate_space(spec)
     if not configs:
         why = f": {skipped[0]}" if skipped else ""
         raise InstanceError(f"the plan has no configuration to calibrate{why}")

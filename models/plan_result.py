@@ -11,6 +11,7 @@ from enum import Enum
 
 from pipesat.models.objective import Status
 from pipesat.models.schedule import Schedule
+from pipesat.models.tolerance import fits
 from pipesat.models.training_modes import Recompute, ZeroStage
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 
@@ -208,18 +209,42 @@ class ConfigResult:
 
 
 @dataclass(frozen=True)
+class RuntimeBest:
+    """The best configuration a runtime runs (`solver.plan.runtimes`) of those the plan assessed: its
+    schedule's maker (a name as `ConfigResult.made_by` holds it) and measure. `complete`: no
+    configuration the plan left unassessed has a lower bound below it, so none could beat it."""
+
+    runtime: str
+    config: Configuration
+    made_by: str
+    measure: Measure
+    complete: bool = True
+
+
+@dataclass(frozen=True)
 class PlanResult:
-    """The plan: every configuration ranked (refused ones last), the best one's schedule (validated;
-    the best is the fastest that fits, `best`),
+    """The plan: every configuration ranked (refused ones last), the best one's schedule (validated),
     the counts, and how it ran. `proven_best` says that no configuration can beat the best by more
     than `best_gap` (0: the best is proven). `timing_dependent` is True when the time budget ran out
     before the planned shares were spent, so another run may differ. `interrupted` is True when Ctrl-C
     or SIGTERM ended the plan: the results are what was finished by then. `tuning` is every solve's and
-    bound's (`models.tuning`)."""
+    bound's (`models.tuning`). `skipped_shapes` are the shapes left out (the cost model refuses them)
+    and `merged_shapes` the settings tried as another that costs the same. The configurations whose
+    times are within `tie_tolerance` of the fastest's (the fastest that fits its GPUs' memory: a tight
+    one ranked above it is `tight_and_faster`) are tied with it (the cost model's error), and
+    `recommended` is the simplest of them (`solver.plan.ties`): the plan's best, whose schedule
+    `best_schedule` is; `recommended_because` names what makes it simpler than the fastest
+    (`stages`, `chunks`, `schedule` or `memory`; '' when the fastest is the best). `runtime` is the
+    runtime the plan was held to (`any`: none), `best_runs_on` the runtimes that run its best, and
+    `runtime_bests` each runtime's best, in the runtimes' order."""
 
     results: list[ConfigResult]
     best_schedule: Schedule | None
     skipped_shapes: list[str] = field(default_factory=list)
+    merged_shapes: list[str] = field(default_factory=list)
+    recommended: Configuration | None = None
+    recommended_because: str = ""
+    tie_tolerance: float = 0.0
     best_gap: float | None = None
     wall_seconds: float = 0.0
     time_budget: float = 0.0
@@ -230,19 +255,38 @@ class PlanResult:
     timing_dependent: bool = False
     interrupted: bool = False
     tuning: Tuning = DEFAULT_TUNING
+    runtime: str = "any"
+    best_runs_on: tuple[str, ...] = ()
+    runtime_bests: tuple[RuntimeBest, ...] = ()
 
     @property
-    def best(self) -> ConfigResult | None:
-        """The fastest configuration that fits its GPUs' memory; where none does, the fastest tight one
-        (a tight one ranked above it is shown beside it, not recommended over it)."""
+    def fastest(self) -> ConfigResult | None:
+        """The fastest on paper of those that fit their GPUs' memory: the first row with a schedule that
+        fits; where none fits, the first with a schedule (tight)."""
         feasible = self.feasible
         return next((item for item in feasible if item.memory_fit is MemoryFit.FITS), feasible[0] if feasible else None)
 
     @property
+    def best(self) -> ConfigResult | None:
+        """The plan's answer: the recommended configuration, else the fastest that fits."""
+        chosen = (result for result in self.results if result.config == self.recommended)
+        return next(chosen, None) or self.fastest
+
+    @property
     def tight_and_faster(self) -> list[ConfigResult]:
-        """The tight configurations ranked above the best: faster, if their memory holds."""
-        best = self.best
-        return [] if best is None else self.feasible[: self.feasible.index(best)]
+        """The tight configurations ranked above the fastest that fits: faster, if their memory holds."""
+        fastest = self.fastest
+        return [] if fastest is None else self.feasible[: self.feasible.index(fastest)]
+
+    def tied(self, result: ConfigResult) -> bool:
+        """Whether `result` is tied with the fastest: a schedule within `tie_tolerance` of its time (a
+        tight one is not, beside a fastest that fits: it is not recommended over what fits)."""
+        fastest = self.fastest
+        if fastest is None or fastest.measure is None or result.measure is None:
+            return False
+        if result.memory_fit is not fastest.memory_fit:
+            return False
+        return fits(result.measure.iteration_ms, fastest.measure.iteration_ms * (1 + self.tie_tolerance))
 
     def count(self, outcome: Outcome) -> int:
         return sum(result.outcome == outcome for result in self.results)
@@ -250,3 +294,28 @@ class PlanResult:
     @property
     def feasible(self) -> list[ConfigResult]:
         return [result for result in self.results if result.measure is not None]
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What the plan's best costs and buys against another run of the same training (the user's
+    current one): its iteration's change in ms and in % of the run's (negative: the best is faster),
+    the change in tokens a second (%), in MFU (percentage points) and in the most memory a GPU holds
+    (bytes; positive: the best holds more)."""
+
+    iteration_ms: float
+    iteration_pct: float
+    tokens_per_s_pct: float
+    mfu_points: float
+    memory_per_gpu: float
+
+    @classmethod
+    def between(cls, run: Measure, best: Measure) -> Gain:
+        """The best's measure against the run's."""
+        return cls(
+            iteration_ms=best.iteration_ms - run.iteration_ms,
+            iteration_pct=100 * (best.iteration_ms - run.iteration_ms) / run.iteration_ms,
+            tokens_per_s_pct=100 * (best.tokens_per_s - run.tokens_per_s) / run.tokens_per_s,
+            mfu_points=100 * (best.mfu - run.mfu),
+            memory_per_gpu=best.memory_per_gpu - run.memory_per_gpu,
+        )

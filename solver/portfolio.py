@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipesat.models import Instance, Objective, PipesatError, Schedule, Step
-from pipesat.models.names import SCHEDULE_TITLES
+from pipesat.models.names import SCHEDULE_TITLES, SPLIT_OUT
 from pipesat.models.ops import split_out_weight
 from pipesat.models.solve_result import NamedValue
 from pipesat.models.tolerance import fits
@@ -158,12 +158,13 @@ def memory_gated_candidate(problem: Problem, clock: float) -> Candidate | None:
     return preferred([candidate for candidate in found if candidate is not None])
 
 
-def preferred(candidates: Sequence[Candidate]) -> Candidate | None:
-    """The best value; among equal values (within `models.tolerance`) the lowest peak memory, then the first."""
+def preferred(candidates: Sequence[Candidate], within: float = 0.0) -> Candidate | None:
+    """The best value; among values equal to it (within `models.tolerance`), or up to `within` of it
+    more, the lowest peak memory, then the first."""
     if not candidates:
         return None
     least = min(candidate.value for candidate in candidates)
-    ties = [c for c in candidates if fits(c.value, least)]
+    ties = [c for c in candidates if fits(c.value, least * (1 + within))]
     return min(ties, key=lambda c: c.peak)
 
 
@@ -174,7 +175,7 @@ def as_candidate(problem: Problem, name: str, schedule: Schedule, clock: float) 
         if not problem.split:
             return None  # a schedule with separate W ops is not a fused-backward schedule
         orders = [[part for step in order for part in split_out_weight(step)] for order in orders]
-        name = f"{SCHEDULE_TITLES.get(name, name)} with W split out"
+        name = f"{SCHEDULE_TITLES.get(name, name)}{SPLIT_OUT}"
     try:
         timed = problem.timed(orders, name=name).with_source(kind="heuristic", name=name)
     except PipesatError:

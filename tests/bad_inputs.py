@@ -401,6 +401,18 @@ BAD_SPACES = [
         f"training.schedules must be a list of schedules out of {', '.join(SCHEDULE_NAMES)}, got ['1f1b', 'fast']",
     ),
     BadSpace(
+        "runtime-unknown",
+        {"training": {"runtime": "megatorn"}},
+        "training.runtime must be one of any, megatron, megatron-zb, torchtitan, torch, got 'megatorn'; "
+        "did you mean 'megatron'?",
+    ),
+    BadSpace(
+        "runtime-schedule",
+        {"training": {"runtime": "megatron", "schedules": ["zb-v"]}},
+        "training.schedules zb-v is not run by megatron (Megatron-LM), which runs 1f1b, interleaved; drop it, or "
+        "choose another training.runtime",
+    ),
+    BadSpace(
         "experts-2-63",
         {"model": {"experts": 2**63}},
         "model.experts must be in [0, 4096] (routed experts E of a mixture-of-experts layer's MLP (0: a dense "
@@ -557,6 +569,12 @@ BAD_COMMANDS = [
     ),
     BadCommand(
         "plan-schedules-unknown", (*PLAN, "--schedules", "1f1b,fast"), "--schedules must be a list of schedules"
+    ),
+    BadCommand("plan-runtime-unknown", (*PLAN, "--runtime", "torchtitn"), "did you mean 'torchtitan'?"),
+    BadCommand(
+        "plan-runtime-schedule",
+        (*PLAN, "--runtime", "megatron", "--schedules", "1f1b,zb-h1"),
+        "training.schedules zb-h1 is not run by megatron",
     ),
     BadCommand(
         "plan-predict-gpus",

@@ -35,8 +35,9 @@ def test_the_table_picture_and_best_schedule(spec_file: Path, tmp_path: Path) ->
     picture, best = tmp_path / "plan.png", tmp_path / "best.json"
     out = cli_ok(run_cli("plan", spec_file, *FAST, "-o", picture, "--save-best", best))
     lines = out.splitlines()
-    assert lines[0].split()[:11] == ["rank", "t", "cp", "p", "d", "placement", "v", "b", "m", "recompute", "zero"]
-    assert lines[2].split()[:11] == ["1", "1", "1", "4", "1", "vshape", "2", "1", "4", "none", "0"]
+    header = ["rank", "tie", "t", "cp", "p", "d", "placement", "v", "b", "m", "recompute", "zero"]
+    assert lines[0].split()[:12] == header
+    assert lines[2].split()[:12] == ["1", "-", "1", "1", "4", "1", "vshape", "2", "1", "4", "none", "0"]
     assert "configurations: 16 (solved " in out and "pruned by bound" in out
     assert "proven: no configuration can be faster" in out
     assert picture.stat().st_size > 10_000
@@ -57,7 +58,7 @@ def test_csv_json_and_markdown(spec_file: Path) -> None:
     assert document["best"]["placement"] == "vshape"
     assert document["configurations"][0] == document["best"]
     markdown = cli_ok(run_cli("plan", spec_file, *FAST, "--format", "markdown"))
-    assert markdown.startswith("| rank | t | cp | p | d | placement | v | b | m | recompute | zero |")
+    assert markdown.startswith("| rank | tie | t | cp | p | d | placement | v | b | m | recompute | zero |")
 
 
 def test_the_breakdown_view_and_the_best_explained(spec_file: Path) -> None:
@@ -200,7 +201,7 @@ def test_a_signal_ends_the_plan_with_the_ranking_so_far(
     ended = time.monotonic() - sent
     assert process.returncode == EXIT_INTERRUPTED, errors.read_text()[-2000:]
     assert ended < 10
-    assert out.splitlines()[0].split()[:5] == ["rank", "t", "cp", "p", "d"]
+    assert out.splitlines()[0].split()[:6] == ["rank", "tie", "t", "cp", "p", "d"]
     assert "interrupted: the ranking of what the plan had" in out
     assert "Traceback" not in errors.read_text()
     assert validate(load_schedule(best)) == []
@@ -256,8 +257,79 @@ def test_schedules_restricts_the_plan(spec_file: Path) -> None:
     assert all(row["schedule"] in (None, "1F1B", "1F1B with W split out") for row in document["configurations"])
 
 
+def test_runtime_megatron_ranks_its_orders_and_launch_writes_its_flags(spec_file: Path, tmp_path: Path) -> None:
+    launch = tmp_path / "run.sh"
+    document = json.loads(
+        cli_ok(run_cli("plan", spec_file, *FAST, "--runtime", "megatron", "--format", "json", "--launch", launch))
+    )
+    ranked = [row for row in document["configurations"] if row["schedule"] is not None]
+    assert ranked and {row["schedule"] for row in ranked} <= {"1F1B", "Interleaved 1F1B"}
+    runtimes = document["runtimes"]
+    assert runtimes["held_to"] == "megatron" and "megatron" in runtimes["best_runs_on"]
+    assert runtimes["best"]["megatron"]["iteration_ms"] == document["best"]["iteration_ms"]
+    script = launch.read_text()
+    assert f"--micro-batch-size {document['best']['microbatch_size']}\n" in script
+    assert (tmp_path / "run-bridge.txt").is_file()
+    again = run_cli("plan", spec_file, *FAST, "--runtime", "megatron", "--launch", launch)
+    assert cli_error(again, 2) == f"error: {launch} already exists; add --force to replace it, or write to another file"
+    assert launch.read_text() == script
+
+
+def test_the_plan_says_each_runtimes_best(spec_file: Path) -> None:
+    out = cli_ok(run_cli("plan", spec_file, *FAST))
+    assert "\nruns on: " in out and "\nbest per runtime (of the configurations assessed):\n  megatron " in out
+
+
 def test_the_readme_shows_predict_as_it_prints() -> None:
     text = (ROOT / "README.md").read_text()
     command = '$ pipesat plan instances/plan/gpt-1.3b-16gpu.yaml --predict "t1 p2 d8 interleaved v13 b2 m4 zero1"\n'
     shown = text[text.index(command) + len(command) :].split("```")[0]
     assert cli_ok(run_cli("plan", README_SPEC, "--predict", "t1 p2 d8 interleaved v13 b2 m4 zero1")) == shown
+
+
+CURRENT_RUN = "t1 p2 d2 b1 m2 1f1b"
+
+
+def test_current_shows_the_run_its_rank_and_the_best_against_it_in_text_and_json(spec_file: Path) -> None:
+    out = cli_ok(run_cli("plan", spec_file, *FAST, "--current", CURRENT_RUN))
+    lines = out.splitlines()
+    at = next(number for number, line in enumerate(lines) if line.startswith("current: "))
+    assert lines[at].startswith("current: t1 p2 d2 linear b1 m2, 1F1B as configured: ")
+    assert lines[at + 1].startswith("current would rank ")
+    assert lines[at + 2].startswith("the best, t1 p4 d1 vshape b1 m4, against it: ")
+    document = json.loads(
+        cli_ok(run_cli("plan", spec_file, *FAST, "--format", "json", "--top", 100, "--current", CURRENT_RUN))
+    )
+    current = document["current"]
+    assert current["configuration"] == "t1 p2 d2 linear b1 m2" and current["schedule"] == "1f1b"
+    assert current["best"] == "t1 p4 d1 vshape b1 m4" and document["best"]["placement"] == "vshape"
+    gain = current["best_gain"]
+    assert gain["iteration_ms"] == pytest.approx(document["best"]["iteration_ms"] - current["iteration_ms"])
+    faster = [row for row in document["configurations"] if "iteration_ms" in row]
+    assert current["rank"] == 1 + sum(row["iteration_ms"] < current["iteration_ms"] for row in faster)
+
+
+def test_current_in_the_spec_and_its_option_overriding_it(tmp_path: Path) -> None:
+    spec = write_yaml(tmp_path / "current.yaml", {**TINY, "training": {**TINY["training"], "current": CURRENT_RUN}})
+    document = json.loads(cli_ok(run_cli("plan", spec, *FAST, "--format", "json")))
+    assert document["current"]["configuration"] == "t1 p2 d2 linear b1 m2"
+    document = json.loads(cli_ok(run_cli("plan", spec, *FAST, "--format", "json", "--current", "t1 p4 d1 b1 m4")))
+    assert document["current"]["configuration"] == "t1 p4 d1 linear b1 m4"
+
+
+@pytest.mark.parametrize(
+    ("current", "message"),
+    [
+        (
+            "t1 p2 d4 b1 m1",
+            "error: --current 't1 p2 d4 b1 m1': t1 p2 d4 linear b1 m1: t·cp·p·d = 8 GPUs, the cluster has 4",
+        ),
+        ("t1 p2 d2 b1 m4", "b·m·d = 8 sequences an iteration, the global batch is 4 (--global-batch)"),
+        ("t1 p2 d2 m2", "gives no b;"),
+    ],
+)
+def test_a_current_run_that_does_not_fit_is_refused_before_any_search(
+    spec_file: Path, current: str, message: str
+) -> None:
+    result = run_cli("plan", spec_file, *FAST, "--current", current)
+    assert message in cli_error(result) and result.stdout == ""

@@ -40,6 +40,7 @@ bounds on the makespan and the max span. The arguments, per device d:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -49,6 +50,7 @@ from pipesat.models.tolerance import fits, slack
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.knapsack import (
     HeldItem,
+    HeldSets,
     enumerated_least_tail,
     floor_fit,
     held_work,
@@ -94,19 +96,17 @@ def device_span_bound(
     head and tail windows, or its memory energy over its limit, whichever is larger. `instance` is
     the compute alone when the ops carry communication, and `head_share` the least all-to-all share
     of the device's forwards (see the module notes of `bounds`); `tuning` bounds the knapsacks' searches."""
-    m = instance.stage_microbatches
     offsets = chain_offsets(instance, split)
     capacity = _capacity(instance, device)
     head_idle = _head_idle(instance, device, offsets, capacity, head_share, tuning=tuning)
 
     # From d's last forward (of its last stage on a route) to the end of that microbatch's ops on d,
     # less that forward: d runs what it holds then, that microbatch's B and W on d among them.
-    items = _held_items(instance, split, instance.stages_of(device))
     tail_idle = max(
         0.0,
         min(
             _tail_window(instance, split, on_route, offsets)
-            - held_work(items, _backward_left(instance, split, on_route), m, capacity, 1.0, tuning=tuning)
+            - held_work(_held_sets(instance, split, device, on_route), 1.0, tuning=tuning)
             for on_route in instance.route_stages(device)
         ),
     )
@@ -144,21 +144,19 @@ def until_last_backward(
     at least busy + max(reach - F - work held, -X), the least over the sets held that fit in the
     limit, with X at most their W time.
     """
-    m = instance.stage_microbatches
     capacity = _capacity(instance, device)
-    items = _held_items(instance, split, instance.stages_of(device))
     routes = instance.route_stages(device)
     tail = math.inf
     for on_route in routes:
         first, last = on_route[0], on_route[-1]
         reach = offsets[(Kind.B, first)] + op_duration(instance, Kind.B, first, split) - offsets[(Kind.F, last)]
-        forced = _backward_left(instance, split, on_route)
+        held = _held_sets(instance, split, device, on_route)
         window = reach - instance.forward_times[last]
-        least = least_tail(items, forced, m, capacity, window, tuning=tuning)
+        least = least_tail(held, window, tuning=tuning)
         if len(routes) == 1 and len(on_route) > 1:
             # Per microbatch, where its combinations are few enough to enumerate.
-            held = _held_prefixes(instance, split, on_route)
-            prefixes = enumerated_least_tail(held, forced, m, capacity, window, tuning=tuning)
+            per_microbatch = dataclasses.replace(held, items=_held_prefixes(instance, split, on_route))
+            prefixes = enumerated_least_tail(per_microbatch, window, tuning=tuning)
             if prefixes is not None:
                 least = max(least, prefixes)
         tail = min(tail, least)
@@ -214,6 +212,18 @@ def memory_energy(
         until_w = until_b + (op_duration(instance, Kind.W, s, split) if split else 0.0)
         total += (instance.activation_memory[s] - weight) * until_b + weight * until_w
     return instance.stage_microbatches * total
+
+
+def _held_sets(instance: Instance, split: bool, device: int, on_route: list[int]) -> HeldSets:
+    """What `device` may hold once the last forward of `on_route` (its stages on one route) starts:
+    that microbatch's B and W left on the route, and any microbatch's work left on its stages, within
+    its limit (the tail terms of `device_span_bound` and `until_last_backward`)."""
+    return HeldSets(
+        items=_held_items(instance, split, instance.stages_of(device)),
+        forced=_backward_left(instance, split, on_route),
+        count=instance.stage_microbatches,
+        capacity=_capacity(instance, device),
+    )
 
 
 def _held_items(instance: Instance, split: bool, stages: list[int]) -> list[HeldItem]:

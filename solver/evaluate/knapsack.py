@@ -19,6 +19,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pipesat.models.tuning import Tuning
 
@@ -133,17 +134,21 @@ def microbatch_work(prefixes: list[Item], count: int, capacity: float | None, *,
     return best if nodes <= most_nodes else max_total_time(prefixes, count, capacity, tuning=tuning)
 
 
-def least_tail(
-    items: list[HeldItem],
-    forced: list[HeldItem],
-    count: int,
-    capacity: float | None,
-    window: float,
-    *,
-    tuning: Tuning,
-) -> float:
-    """A lower bound on the least, over the sets H of held items (`forced` and at most `count` of each
-    of `items`) that fit in `capacity`, of max(window - work(H), -W time(H)) (`until_last_backward`).
+@dataclass(frozen=True, kw_only=True)
+class HeldSets:
+    """The sets H of items a device may hold at once: all of `forced` and at most `count` of each of
+    `items`, within `capacity` (None: no limit). The tail term (`least_tail`) is a least over them, and
+    `held_work` the most they can hold."""
+
+    items: list[HeldItem]
+    forced: list[HeldItem]
+    count: int
+    capacity: float | None
+
+
+def least_tail(held: HeldSets, window: float, *, tuning: Tuning) -> float:
+    """A lower bound on the least, over the `held` sets H, of max(window - work(H), -W time(H))
+    (`until_last_backward`).
 
     For every weight l in [0, 1] the maximum is at least l·(window - work) - (1 - l)·W time, whose least
     over H is at least l·window less the knapsack of l·work + (1 - l)·W time: a bound for each l. With
@@ -153,16 +158,16 @@ def least_tail(
     combinations within the capacity, the least itself (`enumerated_least_tail`).
     """
 
-    least = enumerated_least_tail(items, forced, count, capacity, window, tuning=tuning)
+    least = enumerated_least_tail(held, window, tuning=tuning)
     if least is not None:
         return least
 
     def at(weight: float, exact: bool) -> float:
-        return weight * window - held_work(items, forced, count, capacity, weight, exact, tuning=tuning)
+        return weight * window - held_work(held, weight, exact, tuning=tuning)
 
     swaps = {0.0, 1.0}
     for (work, deferred, memory), (other_work, other_deferred, other_memory) in itertools.combinations(
-        sorted(set(items)), 2
+        sorted(set(held.items)), 2
     ):
         if memory > 0 and other_memory > 0:
             # (deferred + l·(work - deferred)) / memory equals the same of the other item.
@@ -175,22 +180,15 @@ def least_tail(
     return max(at(weight, exact=True) for weight in {0.0, best, 1.0})
 
 
-def enumerated_least_tail(
-    items: list[HeldItem],
-    forced: list[HeldItem],
-    count: int,
-    capacity: float | None,
-    window: float,
-    *,
-    tuning: Tuning,
-) -> float | None:
-    """The least over H of max(window - work(H), -W time(H)) (`least_tail`) exactly, by enumerating
-    how many of each item holding a B H takes: the rest of the room goes to the items that are a W
-    alone, whose work is their W time, so the more of their time the lower both terms (their
+def enumerated_least_tail(held: HeldSets, window: float, *, tuning: Tuning) -> float | None:
+    """The least over the `held` sets H of max(window - work(H), -W time(H)) (`least_tail`) exactly, by
+    enumerating how many of each item holding a B H takes: the rest of the room goes to the items that
+    are a W alone, whose work is their W time, so the more of their time the lower both terms (their
     knapsack). None without a limit, when the forced items do not fit, or past `Tuning.exact_tail_nodes`."""
-    if capacity is None:
+    if held.capacity is None:
         return None
-    room = capacity - sum(memory for _, _, memory in forced)
+    items, forced, count = held.items, held.forced, held.count
+    room = held.capacity - sum(memory for _, _, memory in forced)
     backwards = sorted(Counter(item for item in items if item[0] > item[1]).items())
     weights = [(work, memory) for work, deferred, memory in items if work == deferred]
     # Of an item holding no memory H takes all: it adds to both its work and its W time; so of every
@@ -215,23 +213,14 @@ def enumerated_least_tail(
     return least
 
 
-def held_work(
-    items: list[HeldItem],
-    forced: list[HeldItem],
-    count: int,
-    capacity: float | None,
-    weight: float,
-    exact: bool = True,
-    *,
-    tuning: Tuning,
-) -> float:
-    """The most blended time (weight·work + (1 - weight)·W time) of the `forced` items and at most
-    `count` of each of `items` held together within `capacity` (an upper bound; `max_total_time`)."""
+def held_work(held: HeldSets, weight: float, exact: bool = True, *, tuning: Tuning) -> float:
+    """The most blended time (weight·work + (1 - weight)·W time) of any of the `held` sets (an upper
+    bound; `max_total_time`)."""
 
     def blended(item: HeldItem) -> float:
         work, deferred, _ = item
         return weight * work + (1 - weight) * deferred
 
-    room = None if capacity is None else capacity - sum(memory for _, _, memory in forced)
-    chosen = [(blended(item), item[2]) for item in items]
-    return sum(blended(item) for item in forced) + max_total_time(chosen, count, room, exact, tuning=tuning)
+    room = None if held.capacity is None else held.capacity - sum(memory for _, _, memory in held.forced)
+    chosen = [(blended(item), item[2]) for item in held.items]
+    return sum(blended(item) for item in held.forced) + max_total_time(chosen, held.count, room, exact, tuning=tuning)

@@ -19,7 +19,7 @@ fit), never per run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pipesat.models.units import GIB
 
@@ -44,61 +44,23 @@ class GPU:
     attention_efficiency: float
 
 
-_A100 = GPU(
-    "A100-40GB",
-    bf16_tflops=312.0,
-    memory=40 * GIB,
-    memory_bandwidth=1555.0,
-    sms=108,
-    nvlink=300.0,
-    network=25.0,
-    nvlink_latency=2.0,
-    gemm_efficiency=0.70,  # fitted by benchmarks/bench_cost_model.py's fit (29 A100 runs)
-    attention_efficiency=0.30,
-)
-_H100 = GPU(
-    "H100-SXM",
-    bf16_tflops=989.0,
-    memory=80 * GIB,
-    memory_bandwidth=3350.0,
-    sms=132,
-    nvlink=450.0,
-    network=50.0,
-    nvlink_latency=2.0,
-    gemm_efficiency=0.60,  # fitted by benchmarks/bench_cost_model.py's fit (5 H100 runs)
-    attention_efficiency=0.40,
+# One row a GPU, in the order of `GPU`'s fields: name, bf16 TFLOP/s, memory, memory GB/s, SMs, NVLink
+# GB/s, network GB/s, NVLink latency µs, GEMM and attention fractions of peak. The fractions are
+# fitted by benchmarks/bench_cost_model.py's fit: the A100s' on 29 A100 runs, the Hopper GPUs' on 5
+# H100 runs; B200's are not fitted (no published B200 run is in the benchmark): Hopper's.
+_TABLE = (
+    ("A100-40GB", 312.0, 40 * GIB, 1555.0, 108, 300.0, 25.0, 2.0, 0.70, 0.30),
+    ("A100-80GB", 312.0, 80 * GIB, 2039.0, 108, 300.0, 25.0, 2.0, 0.70, 0.30),
+    ("H100-SXM", 989.0, 80 * GIB, 3350.0, 132, 450.0, 50.0, 2.0, 0.60, 0.40),
+    # Its NVLink: PCIe Gen5 x16 between the GPUs of a node (an NVLink bridge joins pairs only).
+    ("H100-PCIe", 756.0, 80 * GIB, 2000.0, 114, 64.0, 50.0, 4.0, 0.60, 0.40),
+    ("H200", 989.0, 141 * GB, 4800.0, 132, 450.0, 50.0, 2.0, 0.60, 0.40),
+    # H800: the H100-SXM's compute and memory with its NVLink cut to 400 GB/s both directions
+    # (NVIDIA's H800 product brief; 200 one direction, the catalogue's convention); nodes of 8
+    # with 8 x 400 Gb/s InfiniBand, one NIC a GPU (DeepSeek-V3 Technical Report, Section 3.1).
+    ("H800", 989.0, 80 * GIB, 3350.0, 132, 200.0, 50.0, 2.0, 0.60, 0.40),
+    ("B200", 2250.0, 180 * GB, 8000.0, 148, 900.0, 50.0, 2.0, 0.60, 0.40),
 )
 
-CATALOGUE: dict[str, GPU] = {
-    gpu.name: gpu
-    for gpu in (
-        _A100,
-        replace(_A100, name="A100-80GB", memory=80 * GIB, memory_bandwidth=2039.0),
-        _H100,
-        replace(
-            _H100,
-            name="H100-PCIe",
-            bf16_tflops=756.0,
-            memory_bandwidth=2000.0,
-            sms=114,
-            nvlink=64.0,  # PCIe Gen5 x16 between the GPUs of a node (an NVLink bridge joins pairs only)
-            nvlink_latency=4.0,
-        ),
-        replace(_H100, name="H200", memory=141 * GB, memory_bandwidth=4800.0),
-        # H800: the H100-SXM's compute and memory with its NVLink cut to 400 GB/s both directions
-        # (NVIDIA's H800 product brief; 200 one direction, the catalogue's convention); nodes of 8
-        # with 8 x 400 Gb/s InfiniBand, one NIC a GPU (DeepSeek-V3 Technical Report, Section 3.1).
-        replace(_H100, name="H800", nvlink=200.0),
-        # B200's fractions are not fitted (no published B200 run is in the benchmark): Hopper's.
-        replace(
-            _H100,
-            name="B200",
-            bf16_tflops=2250.0,
-            memory=180 * GB,
-            memory_bandwidth=8000.0,
-            sms=148,
-            nvlink=900.0,
-        ),
-    )
-}
+CATALOGUE: dict[str, GPU] = {row[0]: GPU(*row) for row in _TABLE}
 GPU_NAMES = tuple(CATALOGUE)

@@ -1,11 +1,13 @@
 """The plan's exact search: every configuration's best handwritten schedule, its lower bound, and
 CP-SAT only where a configuration may still beat the best found.
 
-1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap): derive its
-   instance; refuse it by memory when its model state does not fit a GPU or its smallest feasible
-   activation limit exceeds a device's budget (exact, `solver.evaluate.bounds`) by more than the
-   memory estimate's error (`memory_fit`: within it, the configuration is tight, searched under the
-   stretched budgets and ranked with a mark); else prove a lower
+1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap; the smallest
+   pipelines first, for at most BOUND_SHARE of the budget, so that a short budget on a big space
+   still schedules and ranks the most promising of what it bounded): derive its instance; refuse it
+   by memory when its model state does not fit a GPU or its smallest feasible activation limit
+   exceeds a device's budget (exact, `solver.evaluate.bounds`) by more than the memory estimate's
+   error (`memory_fit`: within it, the configuration is tight, searched under the stretched budgets
+   and ranked with a mark); else prove a lower
    bound on the makespan under the budgets. Iteration time = makespan + the fixed data-parallel and
    optimizer terms (`measure`), so the bound on the iteration is the makespan's bound plus those
    terms. Then *schedule* them, most promising (lowest bound) first, in waves: time every
@@ -30,6 +32,9 @@ the ranking (not assessed, not searched) and leaves the best unproven unless eve
 has its bound. Ctrl-C and SIGTERM end the
 plan the same way, at once: the ranking of what it has, `interrupted`.
 
+The ranking is by the cost model's iteration time; the configurations within its error of the
+fastest are tied with it, and the best is the simplest of them (`ties`), the fastest on paper beside it.
+
 Every schedule is validated before it is measured. Runs are deterministic for a seed: solves use
 CP-SAT's deterministic time, the shares are computed from the budget and the counts (not from the
 clock) unless the budget runs out, and every order is a total order on the configurations.
@@ -49,7 +54,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from pipesat.models import InstanceError, Status
-from pipesat.models.plan_result import ConfigResult, Configuration, MemoryFit, Outcome, PlanResult
+from pipesat.models.plan_result import ConfigResult, Configuration, MemoryFit, Outcome, PlanResult, RuntimeBest
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.metrics import relative_gap
@@ -57,10 +62,21 @@ from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted
 from pipesat.solver.plan.measure import usable_memory
 from pipesat.solver.plan.progress import PlanProgress, Tracker
+from pipesat.solver.plan.runtime_bests import plan_bests, runs_on
 from pipesat.solver.plan.schedules import SEARCH, allows
-from pipesat.solver.plan.space import Space, enumerate_space
+from pipesat.solver.plan.space import Space, enumerate_space, op_count
 from pipesat.solver.plan.spec import PlanSpec
-from pipesat.solver.plan.tasks import Assessment, AssessTask, Found, SolveTask, assess, bound, solve_config
+from pipesat.solver.plan.tasks import (
+    SCHEDULE_TIE,
+    Assessment,
+    AssessTask,
+    Found,
+    SolveTask,
+    assess,
+    bound,
+    solve_config,
+)
+from pipesat.solver.plan.ties import TIE_TOLERANCE, deciding, recommend
 
 LOG = logging.getLogger(__name__)
 PHASE1_SHARE = 0.2
@@ -81,6 +97,10 @@ END_MARGIN = STOP_WAIT + 0.5
 STOP_WAIT (or their workers are killed), and half a second is left to kill late workers and rank
 what the plan has. A tenth, and then a quarter, were too little on a loaded machine and in a fresh
 CI environment (benchmarks/experiments/2026-11-24_plan-time-budget)."""
+BOUND_SHARE = 0.5
+"""The most of the budget (to the time tasks are stopped) the bounds may take: a short budget on a
+big space still leaves the rest to schedule the most promising of what was bounded, and ranks them,
+where the bounds alone would have taken it all and left nothing ranked."""
 INTERRUPTED = "interrupted"
 OUT_OF_TIME = "the time budget ran out"
 NO_SEARCH = "training.schedules does not allow cp-sat"
@@ -116,7 +136,7 @@ def plan(
     not finished marked so (`interrupted`)."""
     LOG.info("tuning: %s", options.tuning.describe())
     run = _Run(spec, executor, options, started, progress)
-    configs, skipped = space or enumerate_space(spec)
+    configs, skipped, merged = space or enumerate_space(spec)
     if not configs:
         why = f": {'; '.join(skipped)}" if skipped else ""
         raise InstanceError(f"no configuration of {spec.cluster.gpus} GPUs fits this model and batch{why}")
@@ -125,7 +145,7 @@ def plan(
         run.solve()
     except KeyboardInterrupt:
         run.interrupted = True
-    return run.result(configs, skipped)
+    return run.result(configs, skipped, merged)
 
 
 class _Run:
@@ -145,6 +165,7 @@ class _Run:
         self.clock = time.monotonic() if started is None else started
         self.end = self.clock + budget - executor.closing  # the executor closes within the budget too
         self.stop_at = self.end - END_MARGIN
+        self.bounds_stop_at = self.clock + BOUND_SHARE * (self.stop_at - self.clock)
         self.tracker = Tracker(self.clock, budget, executor.parallel, progress)
         self.found: dict[Configuration, Found] = {}
         self.refused: dict[Configuration, str] = {}
@@ -154,21 +175,24 @@ class _Run:
         self.pruned: dict[Configuration, str] = {}
         self.bounded: dict[Configuration, Assessment] = {}  # bounded, without a schedule (yet)
         self.searched: dict[Configuration, float] = {}
+        self.runtime_bests: dict[Configuration, tuple[RuntimeBest, ...]] = {}
         self.best: Found | None = None
         self.timing_dependent = False
         self.interrupted = False
 
     def assess(self, configs: list[Configuration]) -> None:
-        """Step 1, until the budget's end: every configuration's bound, then the handwritten
-        schedules of those that may matter, lowest bound first, in waves (module notes)."""
+        """Step 1, until the budget's end: every configuration's bound (the smallest pipelines first,
+        for at most BOUND_SHARE of the budget), then the handwritten schedules of those that may
+        matter, lowest bound first, in waves (module notes)."""
         self.tracker.phase("bound", len(configs), None)
-        tasks = [self._assess_task(config) for config in configs]
+        order = sorted(configs, key=lambda config: (op_count(config), config))  # the cheapest bounds first
+        tasks = [self._assess_task(config) for config in order]
         try:
-            bounds = self.executor.run(bound, tasks, self.tracker.poll, self.stop_at)
+            bounds = self.executor.run(bound, tasks, self.tracker.poll, self.bounds_stop_at)
         except Interrupted as stop:
-            self._assessed(configs, stop.results, INTERRUPTED)
+            self._assessed(order, stop.results, INTERRUPTED)
             raise
-        self._assessed(configs, bounds, OUT_OF_TIME)
+        self._assessed(order, bounds, OUT_OF_TIME)
         queue = sorted(self.bounded.values(), key=lambda item: (item.iteration_bound, item.config))
         self.tracker.phase("assess", len(queue), self.best)
         done, wave_size = 0, WAVE_PER_TASK * self.executor.parallel
@@ -204,6 +228,8 @@ class _Run:
         """Record each configuration's assessment: its schedule, its bound alone, its refusal, or why
         it has none (not finished)."""
         for config, assessment in zip(configs, assessments, strict=True):
+            if assessment is not None and assessment.runtime_bests and _fits(assessment):
+                self.runtime_bests[config] = assessment.runtime_bests
             if assessment is None:
                 self.unfinished[config] = why
             elif assessment.shape:
@@ -221,19 +247,20 @@ class _Run:
         """Steps 2 and 3: prune, and solve the rest in waves, each with its share of the budget left."""
         options = self.options
         queue = sorted(
-            (item for item in self.found.values() if not item.optimal),
+            (item for item in self.found.values() if not (item.optimal or item.settled)),
             key=lambda item: (item.iteration_bound, item.config),
         )
         spent = time.monotonic() - self.clock
         solve_budget = self.budget * (1 - PHASE1_SHARE)
-        if spent > self.budget * PHASE1_SHARE:
+        overran = spent > self.budget * PHASE1_SHARE
+        if overran:
             solve_budget = max(0.0, self.budget - spent - WALL_MARGIN)
-            self.timing_dependent = True
         queue = self._prune(queue)
         if not allows(self.spec.schedules, SEARCH):
             for item in queue:  # the restriction leaves the search out: they keep their handwritten schedules
                 self.unsearched[item.config] = NO_SEARCH
             queue = []
+        self.timing_dependent |= overran and bool(queue)  # the solves' shares then come from the clock
         self.tracker.phase("solve", len(queue), self.best)
         done = 0
         parallel = self.executor.parallel
@@ -289,12 +316,12 @@ class _Run:
                 continue
             self.searched[after.config] = share
             self.timing_dependent |= after.wall_limited
-            self.found[after.config] = _kept(before, after)
+            self.found[after.config] = kept(before, after)
         self.best = self.tracker.best = _best(self.found.values())
 
-    def result(self, configs: list[Configuration], skipped: list[str]) -> PlanResult:
-        """The ranking of what the plan has now; refused (one line) when the cost model refused every
-        configuration."""
+    def result(self, configs: list[Configuration], skipped: list[str], merged: list[str]) -> PlanResult:
+        """The ranking of what the plan has now, its best the simplest of the configurations tied with
+        the fastest (`ties`); refused (one line) when the cost model refused every configuration."""
         usable = usable_memory(self.spec)
         results = []
         for config in configs:
@@ -317,19 +344,13 @@ class _Run:
             why = next(iter(self.shapes.values()))
             raise InstanceError(f"no configuration of {self.spec.cluster.gpus} GPUs fits this model: {why}")
         out_of_time = OUT_OF_TIME in (*self.unfinished.values(), *self.unsearched.values())
-        best, best_gap = self.best, None
         unbounded = [config for config in self.unfinished if config not in self.bounded]
-        if best is not None and not unbounded:
-            bounds = [item.iteration_bound for item in self.found.values()]
-            least = min(bounds + [item.iteration_bound for item in self.bounded.values()])
-            best_gap = relative_gap(best.measure.iteration_ms, min(least, best.measure.iteration_ms))
-        return PlanResult(
+        ranked = PlanResult(
             results=sorted(results, key=lambda result: result.rank_key),
-            best_schedule=None
-            if best is None
-            else best.schedule.with_source(plan=best.config.label, iteration_ms=best.measure.iteration_ms),
+            best_schedule=None,
             skipped_shapes=[*skipped, *(f"{config.label}: {why}" for config, why in self.shapes.items())],
-            best_gap=best_gap,
+            merged_shapes=merged,
+            tie_tolerance=TIE_TOLERANCE,
             wall_seconds=time.monotonic() - self.clock,
             time_budget=self.budget,
             parallel=self.executor.parallel,
@@ -339,6 +360,35 @@ class _Run:
             timing_dependent=self.timing_dependent or out_of_time,
             interrupted=self.interrupted,
             tuning=self.options.tuning,
+            runtime=self.spec.runtime,
+            runtime_bests=plan_bests(  # of those that fit, as the plan's best
+                self.runtime_bests,
+                ((item.config, item.made_by, item.measure) for item in self.found.values() if _fits(item)),
+                (item.iteration_bound for config, item in self.bounded.items() if config not in self.found),
+                bool(unbounded),
+            ),
+        )
+        recommended = recommend(ranked)
+        if recommended is None:
+            return ranked
+        best, best_gap = self.found[recommended], None
+        if not unbounded:
+            bounds = [item.iteration_bound for item in self.found.values()]
+            least = min(bounds + [item.iteration_bound for item in self.bounded.values()])
+            best_gap = relative_gap(best.measure.iteration_ms, min(least, best.measure.iteration_ms))
+        schedule = best.schedule.with_source(plan=best.config.label, iteration_ms=best.measure.iteration_ms)
+        chosen = next(result for result in ranked.results if result.config == recommended)
+        fastest = ranked.fastest
+        because = deciding(chosen, fastest) if fastest is not None and chosen is not fastest else ""
+        return dataclasses.replace(
+            ranked,
+            best_schedule=schedule,
+            best_gap=best_gap,
+            recommended=recommended,
+            recommended_because=because,
+            best_runs_on=runs_on(
+                best.config, best.made_by, best.measure.iteration_ms, self.runtime_bests.get(best.config, ())
+            ),
         )
 
     @staticmethod
@@ -362,6 +412,8 @@ class _Run:
             outcome, note = Outcome.PRUNED, self.pruned[config]
         elif config not in self.searched and item.optimal:
             note = "met its lower bound"
+        elif config not in self.searched and item.settled:
+            note = f"within {SCHEDULE_TIE:.1%} of a schedule that meets its lower bound, and holding less memory"
         elif config not in self.searched:
             outcome, note = Outcome.UNSEARCHED, f"not searched: {self.unsearched.get(config, INTERRUPTED)}"
         return ConfigResult(
@@ -380,20 +432,30 @@ class _Run:
         )
 
 
-def _kept(before: Found, after: Found) -> Found:
+def kept(before: Found, after: Found) -> Found:
     """A configuration's result after its solve: never worse than what it started from (CP-SAT
-    starts from every handwritten schedule, but a short solve may end on no better one)."""
-    return after if after.measure.makespan_ms <= before.measure.makespan_ms else before
+    starts from every handwritten schedule, but a short solve may end on no better one), and of two
+    within SCHEDULE_TIE of each other the one holding less memory (`tasks`); with the better of the
+    two proven bounds."""
+    faster, slower = (after, before) if after.measure.makespan_ms <= before.measure.makespan_ms else (before, after)
+    close = fits(slower.measure.makespan_ms, faster.measure.makespan_ms * (1 + SCHEDULE_TIE))
+    kept = slower if close and slower.measure.memory_per_gpu < faster.measure.memory_per_gpu else faster
+    if kept is after:
+        return after
+    bound = max(before.makespan_bound, after.makespan_bound)
+    status = Status.OPTIMAL if fits(kept.measure.makespan_ms, bound) else Status.FEASIBLE
+    settled = kept.settled or fits(faster.measure.makespan_ms, bound)
+    return dataclasses.replace(kept, makespan_bound=bound, status=status, settled=settled)
+
+
+def _fits(item: Found | Assessment) -> bool:
+    return item.memory_fit is MemoryFit.FITS
 
 
 def _best(found: Iterable[Found]) -> Found | None:
-    """The incumbent: the fastest that fits (where none does, the fastest tight one). A tight row never
-    prunes one that fits, so the best that fits is exact; a tight row faster than it is still ranked."""
+    """The incumbent: the fastest that fits (else the fastest tight one), so a tight row never prunes one that fits."""
     items = list(found)
-    fitting = [item for item in items if item.memory_fit is MemoryFit.FITS]
-    if not items:
-        return None
-    return min(fitting or items, key=lambda item: (item.measure.iteration_ms, item.config))
+    return min([i for i in items if _fits(i)] or items, key=lambda i: (i.measure.iteration_ms, i.config), default=None)
 
 
 class Bounded(Protocol):
@@ -423,25 +485,3 @@ def _prune(queue: list[B], best: Found | None, margin: float = 0.0) -> tuple[lis
         else:
             kept.append(item)
     return kept, pruned
-
-
-def brute_force(
-    spec: PlanSpec,
-    executor: Executor,
-    time_limit: float,
-    seed: int = 0,
-    cpsat_workers: int = 1,
-    tuning: Tuning = DEFAULT_TUNING,
-) -> list[Found]:
-    """Every configuration that fits solved with CP-SAT for `time_limit` seconds, no pruning, ranked
-    as the plan ranks: what the plan's pruning must agree with (the tests and benchmarks/bench_plan.py)."""
-    configs, _ = enumerate_space(spec)
-    assessments = executor.run(assess, [AssessTask(spec=spec, config=config, tuning=tuning) for config in configs])
-    fitting = [a.found for a in assessments if a is not None and a.found is not None]
-    tasks = [
-        SolveTask(spec=spec, config=item.config, time_limit=time_limit, seed=seed, workers=cpsat_workers, tuning=tuning)
-        for item in fitting
-    ]
-    solved = executor.run(solve_config, tasks)
-    best = [before if after is None else _kept(before, after) for before, after in zip(fitting, solved, strict=True)]
-    return sorted(best, key=lambda item: (item.measure.iteration_ms, item.config))

@@ -58,10 +58,13 @@ class PlanLimits:
 
 
 class Space(NamedTuple):
-    """The configurations to consider, in their total order, and a line for each shape left out."""
+    """The configurations to consider, in their total order, a line for each shape left out, and a
+    line for each setting merged into another because a layer costs the same under both (tried once,
+    as the other: not a refusal)."""
 
     configs: list[Configuration]
     skipped: list[str]
+    merged: list[str]
 
 
 def divisors(n: int) -> list[int]:
@@ -107,11 +110,14 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
     check_model(spec.model)
     found: list[Configuration] = []
     skipped: list[str] = []
+    merged: list[str] = []
+    layouts: set[tuple[int, int]] = set()  # (a replica's share of the global batch, its pipeline's devices)
     degrees = _expert_degrees(spec, skipped)
     for t, cp in _groups(spec, skipped):
-        recomputes = _recomputations(spec, t, cp, skipped)
+        recomputes = _recomputations(spec, t, cp, merged)
         for p, d in _pipelines(spec, t, cp, skipped):
             name = f"{_group_name(t, cp)} p{p}"
+            layouts.add((spec.global_batch // d, p))
             for placement, v in _placements(spec, p, skipped, name):
                 for b, m in _microbatches(spec, p, d, placement, skipped, name):
                     found += (
@@ -127,9 +133,15 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
                             "placements, recompute, recompute_layers, zero), or raise the limit with "
                             "`max_configurations`"
                         )
+    unused = _unused_microbatch_sizes(spec, layouts, {config.microbatch_size for config in found})
+    if unused and not found:
+        raise InstanceError(
+            f"no configuration of {spec.cluster.gpus} GPUs fits this model and batch: {'; '.join(unused)}"
+        )
+    skipped += unused
     if found:
-        _check_largest(max(found, key=_ops))
-    return Space(sorted(found), skipped)
+        _check_largest(max(found, key=op_count))
+    return Space(sorted(found), skipped, merged)
 
 
 def _groups(spec: PlanSpec, skipped: list[str]) -> list[tuple[int, int]]:
@@ -138,7 +150,7 @@ def _groups(spec: PlanSpec, skipped: list[str]) -> list[tuple[int, int]]:
     dividing the heads, cp the sequence)."""
     gpus = spec.cluster.gpus
     groups = []
-    for t in spec.tensor_parallel:
+    for t in tensor_degrees(spec):
         policy = policy_refusal(spec, t)
         if policy:
             skipped.append(policy)
@@ -157,12 +169,21 @@ def _groups(spec: PlanSpec, skipped: list[str]) -> list[tuple[int, int]]:
     return groups
 
 
+def tensor_degrees(spec: PlanSpec) -> tuple[int, ...]:
+    """The tensor-parallel degrees t to try: the spec's `tensor_parallel`, or else 1, 2, 4, ... up to a
+    node's GPUs, those dividing the GPUs (what Megatron runs: t a power of two within a node)."""
+    if spec.tensor_parallel is not None:
+        return spec.tensor_parallel
+    per_node, gpus = spec.cluster.gpus_per_node, spec.cluster.gpus
+    return tuple(1 << k for k in range(per_node.bit_length()) if 1 << k <= per_node and gpus % (1 << k) == 0)
+
+
 def policy_refusal(spec: PlanSpec, t: int) -> str:
     """Why the search leaves out tensor-parallel degree t by policy ('' when it does not): t stays
     within a node when the spec gives a t that does (a t spanning nodes is searched when it is the
     spec's only one). A configuration asked for alone (`predict`) is not held to it."""
     per_node = spec.cluster.gpus_per_node
-    within = any(degree <= per_node for degree in spec.tensor_parallel)
+    within = any(degree <= per_node for degree in tensor_degrees(spec))
     return f"t{t}: tensor parallelism stays within a node of {per_node} GPUs" if t > per_node and within else ""
 
 
@@ -246,6 +267,34 @@ def _microbatches(
     return [(b, m) for b, m in found if m % 2 == 0]
 
 
+def _unused_microbatch_sizes(spec: PlanSpec, layouts: set[tuple[int, int]], used: set[int]) -> list[str]:
+    """A line for each size of `microbatch_sizes` that no configuration has because of the batch: it
+    divides none of the replicas' shares of the global batch, or leaves fewer microbatches than
+    pipeline devices wherever it divides one (`layouts`: each share with its pipeline's devices). A
+    size left out for another reason (no placement fills the layers) has that reason's line."""
+    lines: list[str] = []
+    if not layouts:  # no layout at all: the groups' or the pipelines' lines say why
+        return lines
+    shares = {share for share, _ in layouts}
+    listed = ", ".join(str(share) for share in sorted(shares))
+    for b in spec.microbatch_sizes or ():
+        if b in used or any(share % b == 0 and share // b >= p for share, p in layouts):
+            continue
+        if not any(share % b == 0 for share in shares):
+            fitting = sorted({size for share in shares for size in divisors(share)})[:6]
+            lines.append(
+                f"training.microbatch_sizes: {b} divides none of a replica's shares of the global batch "
+                f"{spec.global_batch} ({listed} sequences); give a divisor of one, such as "
+                f"{', '.join(map(str, fitting))}"
+            )
+        else:
+            lines.append(
+                f"training.microbatch_sizes: {b} leaves fewer microbatches than pipeline devices in every layout "
+                f"whose share of the global batch it divides ({listed} sequences a replica)"
+            )
+    return lines
+
+
 def _expert_degrees(spec: PlanSpec, skipped: list[str]) -> list[int] | None:
     """The expert-parallel degrees EP to try: those of `expert_parallel` that divide the experts (None
     when not given: every divisor of the experts and of d, `_expert_parallel`); 1 alone for a dense
@@ -283,10 +332,10 @@ def _note(skipped: list[str], line: str) -> None:
         skipped.append(line)
 
 
-def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list[tuple[Recompute, int]]:
+def _recomputations(spec: PlanSpec, t: int, cp: int, merged: list[str]) -> list[tuple[Recompute, int]]:
     """The spec's recomputation settings less those that cost a layer of t·cp GPUs what an earlier one
     does (selective recomputation with flash attention: flash attention recomputes the attention core
-    already), with a line for each left out; full recomputation once for each of `recompute_layers`.
+    already), with a line in `merged` for each tried as the other; full recomputation once for each of `recompute_layers`.
     Each is (recompute, recompute_layers)."""
     one = description(spec, Configuration(t, 1, spec.cluster.gpus // (t * cp), 1, "linear", 1, 1, cp))
     costs: dict[Recompute, Cost] = {}
@@ -297,7 +346,7 @@ def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list
             costs[recompute] = cost
             continue
         line = f"recompute {recompute}: a layer costs what it does with {same}; tried as {same}"
-        _note(skipped, line)
+        _note(merged, line)
     return [
         (recompute, layers)
         for recompute in costs
@@ -305,7 +354,8 @@ def _recomputations(spec: PlanSpec, t: int, cp: int, skipped: list[str]) -> list
     ]
 
 
-def _ops(config: Configuration) -> int:
+def op_count(config: Configuration) -> int:
+    """The ops of a configuration's pipeline (F, B and W of each microbatch on each stage)."""
     return config.pipeline * config.chunks * config.microbatches * OPS_PER_STAGE_AND_MICROBATCH
 
 
@@ -313,7 +363,7 @@ def _check_largest(config: Configuration) -> None:
     """Refuse a space whose largest pipeline is more than an instance or a CP-SAT model may hold."""
     try:
         check_work(config.pipeline, config.chunks, config.microbatches, OPS_PER_STAGE_AND_MICROBATCH)
-        check_model_size(_ops(config))
+        check_model_size(op_count(config))
     except InstanceError as error:
         raise InstanceError(
             f"the largest pipeline, {config.label}: {error}; training.microbatch_sizes can leave it out"
@@ -321,7 +371,7 @@ def _check_largest(config: Configuration) -> None:
 
 
 def _training(spec: PlanSpec, t: int, cp: int, d: int, config: Configuration | None = None) -> Training:
-    """The spec's training with a configuration's searched keys (sequence parallelism only with t > 1);
+    """The spec's training with a configuration's searched keys (the spec's sequence parallelism, only with t > 1);
     without a configuration, no recomputation and ZeRO 0."""
     training = spec.training
     return dataclasses.replace(
@@ -330,7 +380,7 @@ def _training(spec: PlanSpec, t: int, cp: int, d: int, config: Configuration | N
         context_parallel=cp,
         data_parallel=d,
         expert_parallel=1 if config is None else config.expert_parallel,
-        sequence_parallel=training.sequence_parallel and t > 1,
+        sequence_parallel=spec.sequence_parallel and t > 1,
         recompute="none" if config is None else config.recompute,
         recompute_layers=0 if config is None else config.recompute_layers,
         zero=0 if config is None else config.zero,

@@ -30,7 +30,8 @@ from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.collectives import Fabric
 from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
-from pipesat.solver.instances.value_kinds import WHOLE, Wholes, Words
+from pipesat.solver.instances.value_kinds import TEXT, WHOLE, Wholes, Word, Words
+from pipesat.solver.plan.runtimes import ANY, RUNTIME_NAMES, RUNTIMES, held_to, with_defaults
 from pipesat.solver.plan.schedules import SCHEDULE_NAMES
 
 PLACEMENTS_SEARCHED = tuple(name for name in PLACEMENTS if name != "bidirectional")
@@ -119,15 +120,20 @@ class PlanSpec(Keyed):
     in sequences, and the lists the plan tries: tensor-parallel, context-parallel and pipeline degrees,
     microbatch sizes, placements, chunks of an interleaved pipeline, expert-parallel degrees,
     recomputation settings and ZeRO stages; `schedules` restricts the schedules a configuration may use
-    (`solver.plan.schedules`). A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
+    (`solver.plan.schedules`), and `runtime` holds them all to what a framework runs
+    (`solver.plan.runtimes`); `current` is the configuration the user runs now (`solver.plan.current`).
+    A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
     list one value pins a layout."""
 
     model: Transformer
     training: Training
     cluster: Cluster
     global_batch: int = key(WHOLE, "Sequences an iteration.", at_least=1)
-    tensor_parallel: tuple[int, ...] = key(
-        Wholes(distinct=True), "The tensor-parallel degrees t to try.", (1,), at_least=1
+    tensor_parallel: tuple[int, ...] | None = key(
+        Wholes(distinct=True),
+        "The tensor-parallel degrees t to try (default: 1, 2, 4, ... up to a node's GPUs, those dividing the GPUs).",
+        None,
+        at_least=1,
     )
     microbatch_sizes: tuple[int, ...] | None = key(
         Wholes(distinct=True), "The microbatch sizes b to try (default: every divisor).", None, at_least=1
@@ -172,11 +178,31 @@ class PlanSpec(Keyed):
         at_least=0,
         at_most=3,
     )
+    sequence_parallel: bool = like(
+        Training,
+        "sequence_parallel",
+        help="Split the layer inputs, norms and dropout masks over the t GPUs too (Megatron runs tensor "
+        "parallelism with it; the plan's default).",
+        default=True,
+    )
     schedules: tuple[str, ...] | None = key(
         Words(SCHEDULE_NAMES, "schedules"),
         "The schedules a configuration may use: handwritten ones as `pipesat schedule` names them, cp-sat for "
         "the solver's search, the starts (default: every one).",
         None,
+    )
+    current: str | None = key(
+        TEXT,
+        "The configuration you run now, as the plan's table writes it (t4 p2 d8 interleaved v2 b1 m16 "
+        "full-recompute zero1, a schedule's name after it or not): the plan predicts it as run and says what "
+        "the best costs and buys against it.",
+        None,
+    )
+    runtime: str = key(
+        Word(RUNTIME_NAMES),
+        "The framework that will run the plan, which holds its schedules, placements and knobs to what it runs "
+        "and gives its memory defaults (docs/runtimes/; any: none).",
+        ANY,
     )
 
     @property
@@ -194,6 +220,7 @@ SEARCHED: dict[type, tuple[str, ...]] = {
     Transformer: ("microbatch_size",),
     Training: (
         "tensor_parallel",
+        "sequence_parallel",
         "context_parallel",
         "data_parallel",
         "expert_parallel",
@@ -202,7 +229,8 @@ SEARCHED: dict[type, tuple[str, ...]] = {
         "zero",
     ),
 }
-"""The keys the plan searches, which a spec does not give."""
+"""The keys the plan searches, which a spec does not give; `sequence_parallel` is the plan's own key
+(`PlanSpec`), on by default where the record's is off."""
 ALIASES = {"training.seq_len": "model.seq_len"}
 """Keys that stand for another (they must agree when both are given)."""
 
@@ -237,6 +265,10 @@ def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     """A checked `PlanSpec` from the spec's sections; `where` starts every error line (the file)."""
     given = _given(data, where)
     given |= {dotted: value for dotted, value in (overrides or {}).items() if value is not None}
+    runtime = RUNTIMES.get(
+        KEYS["training"]["runtime"].read(given.get("training.runtime", ANY), where + "training.runtime")
+    )
+    given = with_defaults(runtime, given)
     for alias, dotted in ALIASES.items():
         if alias in given:
             section, name = dotted.split(".")
@@ -250,6 +282,8 @@ def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     except InstanceError as error:  # a key neither given nor filled by the gpu (`fill_from_gpu`)
         raise InputError(f"{where}cluster.{error}") from None
     search = _values(PlanSpec, "training", given, where)
+    if runtime is not None:
+        search = held_to(runtime, search, PLACEMENTS_SEARCHED, where)
     if any(search.get("recompute_layers") or ()) and "full" not in search.get("recompute", RECOMPUTE):
         raise InputError(
             f"{where}training.recompute_layers counts layers recomputed in full, but recompute does not try full; "

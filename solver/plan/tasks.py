@@ -12,16 +12,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pipesat.models import InstanceError, Objective, PipesatError, Schedule, Status
-from pipesat.models.plan_result import Configuration, Measure, MemoryFit
+from pipesat.models.plan_result import Configuration, Measure, MemoryFit, RuntimeBest
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.bounds import resolve_split
 from pipesat.solver.evaluate.validator import ensure_valid
-from pipesat.solver.heuristics import memory_gated, one_at_a_time, periodic
+from pipesat.solver.heuristics import handwritten_schedules, memory_gated, one_at_a_time, periodic
 from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.instances.from_model import Derivation
 from pipesat.solver.plan.measure import fixed_ms, measure
 from pipesat.solver.plan.memory_fit import Fitted, fit_layout
+from pipesat.solver.plan.runtime_bests import config_bests, fused_candidates, runtime_candidates
+from pipesat.solver.plan.runtimes import RUNTIMES
 from pipesat.solver.plan.schedules import allowed_handwritten, allows, unmet_text
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec
@@ -43,11 +45,19 @@ clock when the solves share the cores (benchmarks/experiments/2026-11-24_plan-ti
 solve gets this part of its share in deterministic time and is stopped at its whole share of wall
 time. Within it, runs are identical; stopped by the wall clock, the plan says its result may differ."""
 
+SCHEDULE_TIE = 0.005
+"""Schedules of one configuration whose makespans are within this fraction of the fastest's are taken
+as equal, and the one holding the least memory is kept (`assess`; a solve's result against its start,
+`search`): their ops take the same times, so the difference is the order's alone. A policy, trading
+at most half a percent on paper for headroom the model does not count (allocator fragmentation,
+workspaces), where the fastest order often fills the budget."""
+
 
 @dataclass(frozen=True)
 class Found:
     """A configuration with a schedule: the schedule (validated), who made it and its status, its
-    makespan's lower bound, and the measure."""
+    makespan's lower bound, and the measure. `settled`: a schedule of it that meets its bound is known,
+    and this one, within SCHEDULE_TIE of it, was kept for its memory; a search cannot do better."""
 
     config: Configuration
     schedule: Schedule
@@ -56,6 +66,7 @@ class Found:
     makespan_bound: float
     measure: Measure
     wall_limited: bool = False
+    settled: bool = False
     memory_fit: MemoryFit = MemoryFit.FITS
 
     @property
@@ -76,7 +87,8 @@ class Found:
 class Assessment:
     """A configuration after step 1: `refused` why none fits (`shape`: the cost model refuses the
     shape itself, so it is not a configuration at all), or its proven lower bound on the makespan
-    and the fixed terms, and once scheduled, `found` its best handwritten schedule."""
+    and the fixed terms, and once scheduled, `found` its best handwritten schedule and
+    `runtime_bests` each runtime's best schedule of it."""
 
     config: Configuration
     found: Found | None = None
@@ -84,6 +96,7 @@ class Assessment:
     shape: bool = False
     makespan_bound: float = 0.0
     fixed_ms: float = 0.0
+    runtime_bests: tuple[RuntimeBest, ...] = ()
     memory_fit: MemoryFit = MemoryFit.FITS
 
     @property
@@ -176,7 +189,9 @@ def assess(task: AssessTask) -> Assessment:
     """Step 1 for one configuration (runs in a worker): refused, or its bounds and best handwritten
     schedule; where none fits, the best of pipesat's periodic schedule, its memory-gated one (of a
     linear or interleaved pipeline) and the one-at-a-time one; of those only what `training.schedules`
-    allows (refused by memory when none of them fits)."""
+    allows (refused by memory when none of them fits), and held to a runtime that does not split
+    weights, its schedules with B one op (`runtime_bests`). Besides, each runtime's best schedule of
+    it, from every handwritten one (`runtime_bests.config_bests`)."""
     spec, config = task.spec, task.config
     LOG.info("assess %s", config.label)
     checked = _checked(task)
@@ -187,8 +202,14 @@ def assess(task: AssessTask) -> Assessment:
     problem = _problem(derivation, task.tuning)
     clock = time.monotonic()
     allowed = spec.schedules
-    candidates = starting_candidates(problem, allowed_handwritten(allowed, derivation.instance), [], clock)
+    every = handwritten_schedules(derivation.instance)
+    handwritten, others = allowed_handwritten(allowed, every)
+    candidates = starting_candidates(problem, handwritten, [], clock)
     candidates = [item for item in candidates if item.name != one_at_a_time.NAME or allows(allowed, item.name)]
+    fused = fused_candidates(problem, every)
+    runtime = RUNTIMES.get(spec.runtime)
+    if runtime is not None and not runtime.splits_weights:
+        candidates = runtime_candidates(runtime, candidates, fused)
     if not any(candidate.handwritten for candidate in candidates):
         # Under a tight budget the one-at-a-time schedule is many times the bound; the periodic one
         # keeps several microbatches in flight within it (seconds for 10,000 ops).
@@ -198,11 +219,17 @@ def assess(task: AssessTask) -> Assessment:
             memory_gated_candidate(problem, clock) if allows(allowed, memory_gated.NAME) else None,
         )
         candidates += [start for start in starts if start is not None]
-    best = preferred(candidates)
+    split = list(candidates)
+    if others:  # the comparison's too (`runtime_bests`), not the start it adds where none of them fits
+        split += [item for item in starting_candidates(problem, others, [], clock) if item.handwritten]
+    bests = config_bests(spec, config, derivation, split, fused)
+    best = preferred(candidates, within=SCHEDULE_TIE)
     if best is None:  # without a restriction, cannot happen: one-at-a-time fits every feasible limit
-        return Assessment(config, refused="no schedule of training.schedules fits the memory budgets")
+        refused = "no schedule of training.schedules fits the memory budgets"
+        return Assessment(config, refused=refused, runtime_bests=bests)
     schedule = ensure_valid(best.schedule)
     makespan_bound = problem.lower_bound() if task.makespan_bound is None else task.makespan_bound
+    fastest = min(candidate.value for candidate in candidates)
     found = Found(
         config,
         schedule,
@@ -210,11 +237,17 @@ def assess(task: AssessTask) -> Assessment:
         Status.FEASIBLE,
         makespan_bound,
         measure(spec, config, derivation, schedule),
+        settled=fits(fastest, makespan_bound),
         memory_fit=checked.fit,
     )
     found = dataclasses.replace(found, status=Status.OPTIMAL if found.optimal else Status.FEASIBLE)
     return Assessment(
-        config, found=found, makespan_bound=makespan_bound, fixed_ms=found.fixed_ms, memory_fit=checked.fit
+        config,
+        found=found,
+        makespan_bound=makespan_bound,
+        fixed_ms=found.fixed_ms,
+        runtime_bests=bests,
+        memory_fit=checked.fit,
     )
 
 

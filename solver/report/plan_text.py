@@ -1,12 +1,12 @@
-"""How a plan reads: the ranked table, the summary lines, the JSON document and the progress line; and
-a configuration predicted as it runs (`plan`'s predict option), in lines and as a document.
+"""How a plan reads: the ranked table, the summary lines, the JSON document and the progress line (a
+configuration predicted as it runs, `plan`'s predict option, is `predict_text`).
 
 Words and numbers only; `solver.plan.search` computed every one of them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from pipesat.models.plan_result import (
     MEMORY_ERROR,
@@ -18,6 +18,7 @@ from pipesat.models.plan_result import (
     Outcome,
     PlanResult,
 )
+from pipesat.models.tolerance import same
 from pipesat.models.units import GIB
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
@@ -25,6 +26,8 @@ NOT_FINISHED = {Outcome.UNSEARCHED: "not searched", Outcome.UNFINISHED: "not ass
 """How the table and the counts name what an interrupted plan, or one out of time, did not finish."""
 FORMAT = "pipesat-plan/1"
 BAR = 20
+LISTED = 6
+"""The most shapes left out (and settings merged) the text lists by name; the JSON document has all."""
 
 
 def _number(digits: int) -> Any:
@@ -42,6 +45,7 @@ def plan_columns(breakdown: bool = False, machine: bool = False, experts: bool =
     expert parallelism) and in CSV."""
     layout = [
         Column("rank", "rank"),
+        Column("tie", "tie", lambda v: v or "-", align_right=False),
         Column("tp", "t"),
         Column("cp", "cp"),
         Column("pp", "p"),
@@ -81,11 +85,13 @@ def schedule_title(made_by: str) -> str:
     return "CP-SAT" if made_by.startswith("cp-sat") else heuristic_title(made_by)
 
 
-def plan_row(rank: int | None, result: ConfigResult) -> dict[str, Any]:
-    """One configuration's row: raw numbers, as CSV and JSON carry them."""
+def plan_row(rank: int | None, result: ConfigResult, tie: str = "") -> dict[str, Any]:
+    """One configuration's row: raw numbers, as CSV and JSON carry them; `tie` is `best` or `tied` in a
+    row tied with the fastest (`tie_word`)."""
     config, measure = result.config, result.measure
     row: dict[str, Any] = {
         "rank": rank,
+        "tie": tie,
         **configuration_cells(config),
         "schedule": schedule_title(result.made_by) if result.made_by else None,
         "status": result.status,
@@ -156,14 +162,26 @@ def _search_text(result: ConfigResult) -> str:
 
 
 def plan_rows(result: PlanResult, top: int | None = None) -> list[dict[str, Any]]:
-    """The ranked rows (the refused ones, unranked, last), the first `top` of them when given."""
+    """The ranked rows (the refused ones, unranked, last), the first `top` of them when given, and the
+    best's after them when it ranks below them (the simplest of the rows tied with the fastest)."""
     rows = []
     rank = 0
     for item in result.results:
         if item.measure is not None:
             rank += 1
-        rows.append(plan_row(rank if item.measure is not None else None, item))
-    return rows if top is None else rows[:top]
+        rows.append(plan_row(rank if item.measure is not None else None, item, tie_word(result, item)))
+    if top is None:
+        return rows
+    best = next((row for row in rows[top:] if row["tie"] == "best"), None)
+    return rows[:top] + ([best] if best is not None else [])
+
+
+def tie_word(result: PlanResult, item: ConfigResult) -> str:
+    """`best` for the plan's best and `tied` for the other rows tied with the fastest, where more than one
+    is; '' for the rest."""
+    if sum(result.tied(other) for other in result.results) < 2 or not result.tied(item):
+        return ""
+    return "best" if item is result.best else "tied"
 
 
 def counts_line(result: PlanResult) -> str:
@@ -175,13 +193,34 @@ def counts_line(result: PlanResult) -> str:
     line += "".join(f", {words} {counts[outcome]}" for outcome, words in NOT_FINISHED.items() if counts[outcome])
     line += ")"
     if result.skipped_shapes:
-        line += f"; {len(result.skipped_shapes)} shapes left out (the cost model refuses them)"
+        line += f"; {_count(len(result.skipped_shapes), 'shape')} left out"
+    if result.merged_shapes:
+        line += f"; {_count(len(result.merged_shapes), 'setting')} merged"
     return line
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def left_out_lines(result: PlanResult) -> list[str]:
+    """The shapes left out, each with its reason, and the settings merged into another that costs the
+    same (tried as it, not refused); at most LISTED of each by name."""
+    return [
+        f"{what}: {_listed(lines)}"
+        for what, lines in (("left out", result.skipped_shapes), ("merged", result.merged_shapes))
+        if lines
+    ]
+
+
+def _listed(lines: list[str]) -> str:
+    more = len(lines) - LISTED
+    return "; ".join(lines[:LISTED]) + (f"; and {more} more (the JSON document lists them)" if more > 0 else "")
 
 
 def plan_summary(result: PlanResult) -> list[str]:
     """The lines under the table: the counts, the best and how good it is proven, how the plan ran."""
-    lines = [counts_line(result)]
+    lines = [counts_line(result), *left_out_lines(result)]
     tight = [item for item in result.results if item.memory_fit is MemoryFit.TIGHT]
     if tight:
         lines.append(
@@ -191,14 +230,21 @@ def plan_summary(result: PlanResult) -> list[str]:
         )
     if result.interrupted:
         lines.append("interrupted: the ranking of what the plan had; what it had not finished is marked so")
+    elif result.count(Outcome.UNFINISHED) and result.best is not None:
+        lines.append(
+            f"the time budget of {result.time_budget:g} s ran out with "
+            f"{_count(result.count(Outcome.UNFINISHED), 'configuration')} not assessed: the ranking is of what it "
+            "assessed, and the best is not proven; raise it"
+        )
     best = result.best
     if best is None or best.measure is None:
         lines.append(f"best: none; {no_best_text(result)}")
     else:
         measure = best.measure
-        lines.append(f"best: {best.config.label}: {iteration_text(measure, best.usable_memory)}")
+        lines.append(f"best: {best.config.label}{_tie_text(result)}: {iteration_text(measure, best.usable_memory)}")
         if best.memory_fit is MemoryFit.TIGHT:
             lines.append(tight_text(measure.memory_per_gpu, best.usable_memory))
+        lines += _fastest_lines(result)
         faster = result.tight_and_faster
         if faster and faster[0].measure is not None:
             first = faster[0].measure
@@ -217,6 +263,7 @@ def plan_summary(result: PlanResult) -> list[str]:
             lines.append(
                 f"proven: no configuration can be more than {format_percent(result.best_gap)} faster than the best"
             )
+    lines += runtime_lines(result)
     lines.append(
         f"wall time {result.wall_seconds:.1f} s of a {result.time_budget:g} s budget; {result.parallel} solves at "
         f"a time ({result.executor}), {result.cpsat_workers} CP-SAT workers each, seed {result.seed}"
@@ -224,6 +271,90 @@ def plan_summary(result: PlanResult) -> list[str]:
     if result.timing_dependent:
         lines.append("note: the time budget ran out before the planned shares; another run may differ")
     return lines
+
+
+def _tie_text(result: PlanResult) -> str:
+    """`, the simplest of 3 tied within 3%`: how the best was chosen among the rows tied with the fastest."""
+    ties = sum(result.tied(item) for item in result.results)
+    return f", the simplest of {ties} tied within {result.tie_tolerance:.0%}" if ties > 1 else ""
+
+
+def _fastest_lines(result: PlanResult) -> list[str]:
+    """The fastest on paper beside the best when they differ: how much faster, that it is a tie, and
+    what makes the best simpler."""
+    best, fastest = result.best, result.fastest
+    if best is None or fastest is None or best is fastest or best.measure is None or fastest.measure is None:
+        return []
+    ahead = 1 - fastest.measure.iteration_ms / best.measure.iteration_ms
+    return [
+        f"fastest on paper: {fastest.config.label}: {fastest.measure.iteration_ms:.1f} ms, "
+        f"{format_percent(ahead)} faster, within the cost model's error ({result.tie_tolerance:.0%}); "
+        f"the best is simpler: {_simpler_text(result.recommended_because, best, fastest)}"
+    ]
+
+
+def _simpler_text(because: str, best: ConfigResult, fastest: ConfigResult) -> str:
+    """What makes the best simpler than the fastest, on the criterion `because` (`solver.plan.ties`)."""
+    one, other = best.config, fastest.config
+    if because == "stages":
+        return f"{_count(one.pipeline * one.chunks, 'pipeline stage')} against {other.pipeline * other.chunks}"
+    if because == "chunks":
+        return f"{_count(one.chunks, 'chunk')} a device against {other.chunks}"
+    if because == "schedule":
+        return f"{schedule_title(best.made_by)} against {schedule_title(fastest.made_by)}, nearer a framework's own"
+    if best.measure is None or fastest.measure is None:
+        return "the same"
+    return f"{best.measure.memory_per_gpu / GIB:.1f} GiB a GPU against {fastest.measure.memory_per_gpu / GIB:.1f}"
+
+
+def runtime_lines(result: PlanResult) -> list[str]:
+    """Which runtimes run the best, and each runtime's best with what it costs against the plan's
+    best (docs/plan.md says how they are found)."""
+    best = result.best
+    if best is None or best.measure is None:
+        return []
+    held = "" if result.runtime == "any" else f" (the plan was held to {result.runtime})"
+    lines = [f"runs on: {', '.join(result.best_runs_on) or 'none of the runtimes'}{held}"]
+    if result.runtime_bests:
+        lines.append("best per runtime (of the configurations assessed):")
+    width = max((len(item.runtime) for item in result.runtime_bests), default=0)
+    for item in result.runtime_bests:
+        measure = item.measure
+        slower = measure.iteration_ms / best.measure.iteration_ms - 1
+        versus = (
+            "the plan's best"
+            if same(measure.iteration_ms, best.measure.iteration_ms)
+            else (
+                f"+{format_percent(slower)} on the plan's best"
+                if slower > 0
+                else f"{format_percent(-slower)} faster than the plan's best"
+            )
+        )
+        unsure = "" if item.complete else "; an unassessed configuration may beat it"
+        lines.append(
+            f"  {item.runtime:<{width}}  {item.config.label}, {schedule_title(item.made_by)}: "
+            f"{measure.iteration_ms:.1f} ms, {measure.tokens_per_s:,.0f} tokens/s, MFU {format_percent(measure.mfu)}, "
+            f"{measure.memory_per_gpu / GIB:.1f} GiB ({versus}{unsure})"
+        )
+    return lines
+
+
+def runtime_document(result: PlanResult) -> dict[str, Any]:
+    """The runtimes' part of the plan's JSON document."""
+    return {
+        "held_to": result.runtime,
+        "best_runs_on": list(result.best_runs_on),
+        "best": {
+            item.runtime: {
+                **configuration_cells(item.config),
+                "label": item.config.label,
+                "schedule": schedule_title(item.made_by),
+                "complete": item.complete,
+                **measure_cells(item.measure),
+            }
+            for item in result.runtime_bests
+        },
+    }
 
 
 def iteration_text(measure: Measure, usable_memory: float) -> str:
@@ -271,8 +402,12 @@ def no_best_text(result: PlanResult) -> str:
     if unfinished == len(result.results):
         return f"no configuration was assessed: {why}"
     if unfinished:
-        assessed = len(result.results) - unfinished
-        return f"none of the {assessed} configurations assessed fits the GPUs' memory, {unfinished} were not: {why}"
+        refused = result.count(Outcome.REFUSED)
+        return (
+            f"no configuration has a schedule yet: {why} ({refused} refused by memory, {unfinished} not assessed, "
+            f"{sum(item.iteration_bound_ms is not None for item in result.results if item.outcome == Outcome.UNFINISHED)} "
+            "of them bounded)"
+        )
     return (
         "no configuration fits the GPUs' memory; give more GPUs or memory (`cluster.gpus`, `cluster.gpu_memory`), "
         "or a smaller model or global batch"
@@ -290,11 +425,19 @@ def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
             **{outcome.value: result.count(outcome) for outcome in Outcome},
             "tight": sum(item.memory_fit is MemoryFit.TIGHT for item in result.results),
             "shapes_left_out": len(result.skipped_shapes),
+            "merged": len(result.merged_shapes),
         },
-        "best": None if best is None else plan_row(result.feasible.index(best) + 1, best),
+        "best": None if best is None else plan_row(_rank(result, best), best, tie_word(result, best)),
+        "fastest": None
+        if result.fastest is None
+        else plan_row(_rank(result, result.fastest), result.fastest, tie_word(result, result.fastest)),
+        "tie_tolerance": result.tie_tolerance,
+        "best_because": result.recommended_because,
         "best_gap": result.best_gap,
         "configurations": plan_rows(result, top),
         "shapes_left_out": result.skipped_shapes,
+        "merged": result.merged_shapes,
+        "runtimes": runtime_document(result),
         "run": {
             "wall_seconds": result.wall_seconds,
             "time_budget": result.time_budget,
@@ -309,6 +452,12 @@ def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
     }
 
 
+def _rank(result: PlanResult, item: ConfigResult) -> int:
+    """A row's rank among the rows with a schedule (1: the fastest)."""
+    timed = [other for other in result.results if other.measure is not None]
+    return timed.index(item) + 1
+
+
 def progress_text(phase: str, done: int, total: int, best_ms: float | None, elapsed: float, left: float) -> str:
     """`plan [######------] solving 2/5, best 548.4 ms, 12 s, about 40 s left`: the bar is the share of
     the time elapsed of the time elapsed and left."""
@@ -318,72 +467,3 @@ def progress_text(phase: str, done: int, total: int, best_ms: float | None, elap
     filled = round(BAR * min(1.0, share))
     bar = "#" * filled + "-" * (BAR - filled)
     return f"plan [{bar}] {what} {done}/{total}, best {best}, {elapsed:.0f} s, about {left:.0f} s left"
-
-
-PREDICT_FORMAT = "pipesat-predict/1"
-
-
-class PredictedRun(Protocol):
-    """What a report of one configuration as it runs reads (`solver.plan.predict.Prediction` is one):
-    the configuration, its handwritten schedule's name, the measure, the memory a GPU may use, and why
-    the plan would refuse it by memory, its activations exceed a budget, the search leaves it out."""
-
-    @property
-    def config(self) -> Configuration: ...
-    @property
-    def made_by(self) -> str: ...
-    @property
-    def measure(self) -> Measure: ...
-    @property
-    def usable_memory(self) -> float: ...
-    @property
-    def memory_fit(self) -> MemoryFit: ...
-    @property
-    def refusal(self) -> str: ...
-    @property
-    def over_budget(self) -> str: ...
-    @property
-    def outside_search(self) -> str: ...
-
-
-def predict_lines(prediction: PredictedRun) -> list[str]:
-    """A configuration predicted as it runs (`plan`'s predict option): what it is and runs, its iteration, where
-    the time goes, and why the plan would refuse it or its search leaves it out."""
-    measure = prediction.measure
-    lines = [
-        f"predicted: {prediction.config.label}, {schedule_title(prediction.made_by)} as configured (no search)",
-        f"iteration: {iteration_text(measure, prediction.usable_memory)}",
-        f"where the time goes: {breakdown_text(measure)}",
-    ]
-    if prediction.memory_fit is MemoryFit.TIGHT:
-        lines.append(tight_text(measure.memory_per_gpu, prediction.usable_memory))
-    lines += [f"{what}: {why}" for what, why in _prediction_notes(prediction) if why]
-    return lines
-
-
-def _prediction_notes(prediction: PredictedRun) -> list[tuple[str, str]]:
-    return [
-        ("refused by the plan's memory model", prediction.refusal),
-        ("over its activation budget", prediction.over_budget),
-        ("left out of the plan's search", prediction.outside_search),
-    ]
-
-
-def predict_document(prediction: PredictedRun) -> dict[str, Any]:
-    """A configuration predicted as it runs, for programs (`plan`'s predict option, JSON)."""
-    return {
-        "format": PREDICT_FORMAT,
-        "units": {"time": "ms", "memory": "B", "throughput": "tokens/s"},
-        "configuration": prediction.config.label,
-        **configuration_cells(prediction.config),
-        "schedule": prediction.made_by,
-        "schedule_title": schedule_title(prediction.made_by),
-        **measure_cells(prediction.measure),
-        "usable_memory": prediction.usable_memory,
-        "headroom": prediction.usable_memory - prediction.measure.memory_per_gpu,
-        "memory_fit": prediction.memory_fit.value,
-        "fits": not (prediction.refusal or prediction.over_budget),
-        "refusal": prediction.refusal,
-        "over_budget": prediction.over_budget,
-        "outside_search": prediction.outside_search,
-    }

@@ -67,13 +67,24 @@ def schedule_to_rows(schedule: Schedule) -> Rows:
     return orders_to_rows(schedule.instance, schedule.orders())
 
 
-def write_rows(rows: Rows, path: str | Path) -> Path:
-    """Write CSV rows (one per device) the way `csv.reader` reads them back."""
+def rows_text(rows: Rows) -> str:
+    """CSV rows (one per device) as text the way `csv.reader` reads them back."""
     text = io.StringIO(newline="")
     csv.writer(text).writerows(rows)
-    return write_output(path, text.getvalue())
+    return text.getvalue()
+
+
+def write_rows(rows: Rows, path: str | Path) -> Path:
+    """Write CSV rows (one per device) the way `csv.reader` reads them back."""
+    return write_output(path, rows_text(rows))
+
+
+def torch_csv_text(schedule: Schedule) -> str:
+    """The schedule's `compute_only` CSV as text (a launch file names it); refuses an invalid or
+    deadlocking schedule."""
+    return rows_text(schedule_to_rows(schedule))
 
 
 def export_torch_csv(schedule: Schedule, path: str | Path) -> Path:
     """Write the schedule's `compute_only` CSV; refuses an invalid or deadlocking schedule."""
-    return write_rows(schedule_to_rows(schedule), path)
+    return write_output(path, torch_csv_text(schedule))

@@ -34,6 +34,13 @@ def test_preferred_is_the_least_value_then_the_least_peak_then_the_first() -> No
     assert preferred([_candidate("d", 9, 5), first]).name == "d"
 
 
+def test_preferred_within_a_margin_takes_the_least_peak_of_the_values_close_to_the_least() -> None:
+    fastest, close, far = _candidate("a", 100, 8), _candidate("b", 100.4, 5), _candidate("c", 101, 1)
+    assert preferred([fastest, close, far]) is fastest
+    assert preferred([fastest, close, far], within=0.005) is close  # 0.4% slower, 3 less memory
+    assert preferred([fastest, far], within=0.005) is fastest  # 1% slower is not close
+
+
 def test_a_fused_schedule_gets_its_w_after_each_b_but_not_the_reverse() -> None:
     clock = time.monotonic()
     fused = run_heuristic("1f1b", SPLIT)

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from pipesat.models import Tuning
-from pipesat.solver.evaluate.knapsack import least_tail, max_count, max_total_time
+from pipesat.solver.evaluate.knapsack import HeldSets, least_tail, max_count, max_total_time
 
 DEFAULT = Tuning()
 
@@ -41,7 +41,9 @@ def test_least_tail_never_exceeds_the_least_over_every_held_set(enumerated: bool
                 work, deferred = sum(item[0] for item in chosen), sum(item[1] for item in chosen)
                 least = min(least, max(window - work, -deferred))
         if math.isfinite(least):
-            tail = least_tail(items, forced, count, capacity, window, tuning=tuning)
+            tail = least_tail(
+                HeldSets(items=items, forced=forced, count=count, capacity=capacity), window, tuning=tuning
+            )
             assert tail == pytest.approx(least) if enumerated else tail <= least + 1e-9
 
 

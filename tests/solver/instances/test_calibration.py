@@ -242,7 +242,13 @@ def test_the_plan_costs_measured_layers_in_its_workers() -> None:
                 "ffn_hidden": 96,
             },
             "cluster": {"gpus": 2, "gpu_memory": "1GiB", "tflops": 1, "efficiency": 0.5},
-            "training": {"global_batch": 2, "microbatch_sizes": [1], "placements": ["linear"], "recompute": ["none"]},
+            "training": {
+                "global_batch": 2,
+                "tensor_parallel": [1],
+                "microbatch_sizes": [1],
+                "placements": ["linear"],
+                "recompute": ["none"],
+            },
         }
     )
     found = calibration(ROW)

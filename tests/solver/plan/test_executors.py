@@ -155,7 +155,7 @@ def _tuned_bounds() -> tuple[list[AssessTask], list[float], list[float]]:
     fractional bounds), and the bounds they give here, and with the default tuning: lower on some
     configurations of this memory-tight spec, so that a worker that read the default would differ."""
     spec = tiny(cluster={"gpu_memory": "256MiB"}, training={"global_batch": 8})
-    configs, _ = enumerate_space(spec)
+    configs, _, _ = enumerate_space(spec)
     tuned = Tuning(knapsack_nodes=0)
     tasks = [AssessTask(spec=spec, config=config, tuning=tuned) for config in configs]
     here = [bound(task).makespan_bound for task in tasks]

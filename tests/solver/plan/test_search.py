@@ -13,8 +13,9 @@ from pipesat.models import InstanceError, Tuning
 from pipesat.models.plan_result import Configuration, Outcome, PlanResult
 from pipesat.models.tolerance import fits, same
 from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.plan.brute_force import brute_force
 from pipesat.solver.plan.executors import LocalExecutor
-from pipesat.solver.plan.search import RANKED_MARGIN, PlanOptions, brute_force, plan
+from pipesat.solver.plan.search import RANKED_MARGIN, PlanOptions, plan
 from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.plan.tasks import AssessTask, Found, assess, bound
 from pipesat.solver.report.plan_text import no_best_text, plan_document
@@ -213,6 +214,46 @@ def test_the_assessments_stop_at_the_end_of_the_budget() -> None:
     unfinished = [item for item in result.results if item.outcome == Outcome.UNFINISHED]
     assert unfinished and {item.note for item in unfinished} == {"not assessed: the time budget ran out"}
     assert result.best_gap is None  # what was not assessed might be better
+
+
+class SlowBounds(LocalExecutor):
+    """A local pool whose bounds take a quarter of a second each, in this process, one at a time: a
+    space whose bounds alone outlast the budget."""
+
+    def run(
+        self,
+        function: Callable[[Any], Any],
+        tasks: Sequence[Any],
+        on_poll: Callable[[int], None] | None = None,
+        deadline: float | None = None,
+    ) -> list[Any]:
+        if function is not bound:
+            return super().run(function, tasks, on_poll, deadline)
+        results: list[Any] = []
+        for task in tasks:
+            if deadline is not None and time.monotonic() + 0.25 > deadline:
+                time.sleep(max(0.0, deadline - time.monotonic()))
+                results.append(None)  # running at the deadline, and stopped
+                continue
+            time.sleep(0.25)
+            results.append(bound(task))
+        return results
+
+
+def test_a_short_budget_still_ranks_what_it_scheduled_and_says_the_budget_is_why() -> None:
+    # 50 configurations, 12.5 s of bounds in a 6 s budget: the bounds stop at half of it, and the
+    # rest schedules the most promising of those bounded, which are ranked.
+    spec = tiny(training={"recompute": ["none", "full"], "zero": [0, 1], "chunks": [2, 4], "context_parallel": [1, 2]})
+    executor = SlowBounds(2)
+    try:
+        result = plan(spec, executor, PlanOptions(time_budget=6, seed=0))
+    finally:
+        executor.close()
+    assert result.best is not None and result.best_schedule is not None and validate(result.best_schedule) == []
+    assert result.wall_seconds <= 6 and result.timing_dependent and result.best_gap is None
+    unfinished = [item for item in result.results if item.outcome == Outcome.UNFINISHED]
+    assert unfinished and {item.note for item in unfinished} == {"not assessed: the time budget ran out"}
+    assert len(result.feasible) >= 2
 
 
 def test_a_signal_ends_the_plan_with_what_it_has() -> None:

@@ -18,8 +18,9 @@ from pipesat.solver.plan.space import (
     divisors,
     enumerate_space,
     spans_nodes,
+    tensor_degrees,
 )
-from pipesat.solver.plan.spec import load_spec
+from pipesat.solver.plan.spec import PlanSpec, load_spec
 from tests.conftest import ROOT
 from tests.solver.plan.conftest import MOE, tiny
 
@@ -28,7 +29,7 @@ LLAMA3_405B = ROOT / "instances/plan/llama3-405b-8192gpu.yaml"
 
 def test_the_issue_space_has_every_shape_and_nothing_else() -> None:
     spec = load_spec(ROOT / "instances/plan/gpt-1.3b-16gpu.yaml")
-    configs, skipped = enumerate_space(spec)
+    configs, skipped, merged = enumerate_space(spec)
     assert configs == sorted(configs) and len(set(configs)) == len(configs)
     for config in configs:
         assert config.tensor_parallel * config.context_parallel * config.pipeline * config.data_parallel == 16
@@ -41,7 +42,13 @@ def test_the_issue_space_has_every_shape_and_nothing_else() -> None:
     assert {c.pipeline for c in configs} == {1, 2, 4, 8, 16}
     # Flash attention recomputes the attention core already: selective recomputation is no recomputation.
     assert {c.recompute for c in configs} == {"none", "full"}
-    assert "recompute selective: a layer costs what it does with none; tried as none" in skipped
+    # A merge, not a refusal: its configurations are tried, as none.
+    assert merged == ["recompute selective: a layer costs what it does with none; tried as none"]
+    assert not any(line.startswith("recompute") for line in skipped)
+    # Tensor parallelism is searched by default: 1, 2, 4 and 8, a node's GPUs, with sequence parallelism.
+    assert {c.tensor_parallel for c in configs} == {1, 2, 4, 8}
+    t2 = next(c for c in configs if c.tensor_parallel == 2)
+    assert description(spec, t2).training.sequence_parallel
     # 16 devices x 2 chunks is 32 stages for 24 layers, more than an embedding and a head can fill.
     assert "t1 p16 vshape v2: 24 layers cannot fill 32 stages" in skipped
     labels = {c.label for c in configs}
@@ -93,16 +100,16 @@ def test_a_spec_can_pin_one_layout() -> None:
         "recompute": ["full"],
         "zero": [2],
     }
-    configs, _ = enumerate_space(tiny(training=training))
+    configs, _, _ = enumerate_space(tiny(training=training))
     assert [c.label for c in configs] == ["t2 p2 d1 interleaved v2 b1 m4 full-recompute"]  # one replica: no ZeRO
-    configs, _ = enumerate_space(tiny(training=training, cluster={"gpus": 8}, model={"heads": 8}))
+    configs, _, _ = enumerate_space(tiny(training=training, cluster={"gpus": 8}, model={"heads": 8}))
     assert [c.label for c in configs] == ["t2 p2 d2 interleaved v2 b1 m2 full-recompute zero2"]
 
 
 def test_every_zero_stage_and_recomputation_asked_for_is_a_configuration() -> None:
     spec = tiny(training={"zero": [0, 1, 3], "recompute": ["none", "full"], "flash_attention": False})
-    configs, skipped = enumerate_space(spec)
-    assert not any(line.startswith("recompute") for line in skipped)  # without flash, all differ
+    configs, _, merged = enumerate_space(spec)
+    assert not merged  # without flash, all differ
     replicated = [c for c in configs if c.data_parallel > 1]
     assert {c.zero for c in replicated} == {0, 1, 3} and {c.zero for c in configs if c.data_parallel == 1} == {0}
     spec = tiny(training={"recompute": ["none", "selective", "full"], "flash_attention": False})
@@ -130,10 +137,10 @@ def test_full_recomputation_is_tried_for_each_count_of_layers_asked_for() -> Non
 
 
 def test_pipeline_depths_and_context_parallel_degrees_must_divide() -> None:
-    configs, skipped = enumerate_space(tiny(training={"pipeline_parallel": [2, 3]}))
+    configs, skipped, _ = enumerate_space(tiny(training={"pipeline_parallel": [2, 3]}))
     assert {c.pipeline for c in configs} == {2}
     assert "t1 p3: does not divide the 4 groups of 1 GPUs" in skipped
-    configs, skipped = enumerate_space(tiny(training={"context_parallel": [1, 2, 3]}))
+    configs, skipped, _ = enumerate_space(tiny(training={"context_parallel": [1, 2, 3]}))
     assert {c.context_parallel for c in configs} == {1, 2}
     assert "t1 cp3: does not divide 4 GPUs" in skipped
     for config in configs:
@@ -146,17 +153,44 @@ def test_pipeline_depths_and_context_parallel_degrees_must_divide() -> None:
 
 def test_tensor_parallel_degrees_must_divide_and_stay_in_a_node() -> None:
     spec = tiny(training={"tensor_parallel": [1, 2, 3]}, cluster={"gpus_per_node": 4})
-    configs, skipped = enumerate_space(spec)
+    configs, skipped, _ = enumerate_space(spec)
     assert {c.tensor_parallel for c in configs} == {1, 2}
     assert any(line.startswith("t3: does not divide") for line in skipped)
     spec = tiny(training={"tensor_parallel": [1, 4]}, cluster={"gpus_per_node": 2})
-    _, skipped = enumerate_space(spec)
+    _, skipped, _ = enumerate_space(spec)
     assert any("within a node of 2 GPUs" in line for line in skipped)
+
+
+def test_the_default_tensor_parallel_degrees_are_powers_of_two_within_a_node_dividing_the_gpus() -> None:
+    def unlisted(**cluster: int) -> PlanSpec:
+        return dataclasses.replace(tiny(cluster=cluster), tensor_parallel=None)  # the spec gives no list
+
+    assert tensor_degrees(unlisted(gpus=12)) == (1, 2, 4)
+    assert tensor_degrees(unlisted(gpus=64, gpus_per_node=4)) == (1, 2, 4)
+    assert tensor_degrees(tiny(training={"tensor_parallel": [1, 3]})) == (1, 3)  # given: as given
+    plain = tiny(training={"tensor_parallel": [2], "sequence_parallel": False})
+    (config, *_) = enumerate_space(plain).configs
+    assert not description(plain, config).training.sequence_parallel
+
+
+def test_a_microbatch_size_that_divides_no_share_of_the_batch_says_so() -> None:
+    # Global batch 4 on 4 GPUs: a replica's share is 4, 2 or 1 sequences; 3 divides none.
+    with pytest.raises(
+        InstanceError,
+        match=r"training.microbatch_sizes: 3 divides none of a replica's shares of the global batch 4 \(1, 2, 4 sequences\); give a divisor of one, such as 1, 2, 4$",
+    ):
+        enumerate_space(tiny(training={"microbatch_sizes": [3]}))
+    configs, skipped, _ = enumerate_space(tiny(training={"microbatch_sizes": [1, 3]}))
+    assert {c.microbatch_size for c in configs} == {1}
+    assert any(line.startswith("training.microbatch_sizes: 3 divides none") for line in skipped)
+    # 4 divides the share of one replica, but leaves m = 1 for its 4 devices.
+    with pytest.raises(InstanceError, match="4 leaves fewer microbatches than pipeline devices in every layout"):
+        enumerate_space(tiny(training={"microbatch_sizes": [4], "pipeline_parallel": [4]}))
 
 
 def test_microbatch_sizes_and_placements_can_be_narrowed() -> None:
     spec = tiny(training={"global_batch": 8, "microbatch_sizes": [2], "placements": ["linear"]})
-    configs, _ = enumerate_space(spec)
+    configs, _, _ = enumerate_space(spec)
     assert configs and all(c.microbatch_size == 2 and c.placement == "linear" for c in configs)
 
 
@@ -170,7 +204,7 @@ def test_links_follow_the_rank_order() -> None:
 
 def test_descriptions_use_the_node_link_within_a_node_and_derive() -> None:
     spec = tiny(cluster={"node_bandwidth": 300, "gpus_per_node": 2})
-    configs, _ = enumerate_space(spec)
+    configs, _, _ = enumerate_space(spec)
     by_label = {c.label: c for c in configs}
     within = description(spec, by_label["t1 p2 d2 linear b1 m2 zero1"])  # pipeline ranks 2 apart: across nodes
     assert within.hardware.bandwidth == 10
@@ -196,7 +230,7 @@ def test_divisors_come_from_the_prime_factors() -> None:
 
 def test_the_space_is_checked_before_any_work() -> None:
     spec = tiny(cluster={"gpus": 1024}, training={"global_batch": 4096, "recompute": ["none"]})
-    configs, _ = enumerate_space(spec)
+    configs, _, _ = enumerate_space(spec)
     assert len(configs) == 30
     largest = r"^the largest pipeline, t1 p8 d128 linear b1 m32 zero1: 768 ops \(8 devices x 1 chunks x 32 microbatches"
     with pytest.raises(InstanceError, match=largest), allow_ops(700):
@@ -238,7 +272,7 @@ def test_the_all_to_all_runs_over_the_node_link_within_a_node_and_the_network_ac
 
 def test_a_bidirectional_pipeline_takes_an_even_m_and_says_why_an_odd_one_is_left_out() -> None:
     spec = tiny(training={"global_batch": 12, "pipeline_parallel": [2], "placements": ["bidirectional"]})
-    configs, skipped = enumerate_space(spec)
+    configs, skipped, _ = enumerate_space(spec)
     assert configs and all(
         c.placement == "bidirectional" and c.chunks == 2 and c.microbatches % 2 == 0 for c in configs
     )

@@ -18,7 +18,8 @@ def test_the_issue_example_reads_with_its_defaults() -> None:
     assert spec.cluster.gpus == 16 and spec.cluster.gpu == "A100-40GB" and spec.cluster.gpu_memory == 40 * 2**30
     assert (spec.cluster.tflops, spec.cluster.memory_bandwidth, spec.cluster.efficiency) == (312, 1555, None)
     assert (spec.cluster.node_bandwidth, spec.cluster.bandwidth, spec.cluster.gpus_per_node) == (300, 25, 8)
-    assert spec.global_batch == 64 and spec.tensor_parallel == (1,) and spec.placements == PLACEMENTS_SEARCHED
+    assert spec.global_batch == 64 and spec.tensor_parallel is None and spec.placements == PLACEMENTS_SEARCHED
+    assert spec.sequence_parallel and not spec.training.sequence_parallel  # the plan's own default, on
     assert spec.cluster.reserve == pytest.approx(0.1)
     assert spec.tokens_per_iteration == 64 * 2048
 
