@@ -48,10 +48,9 @@ from pipesat.solver.report.plan_text import (
     plan_document,
     plan_rows,
     plan_summary,
-    predict_document,
-    predict_lines,
     progress_text,
 )
+from pipesat.solver.report.predict_text import predict_document, predict_lines
 from pipesat.solver.report.tables import format_rows
 
 if TYPE_CHECKING:

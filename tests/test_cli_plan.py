@@ -225,7 +225,7 @@ def test_predict_gives_one_configuration_as_it_runs_in_text_and_json(tmp_path: P
     out = cli_ok(run_cli("plan", README_SPEC, "--predict", "t2 p2 d4 b2 m8 zero1", "--save-best", saved))
     lines = out.splitlines()
     assert lines[0] == "predicted: t2 p2 d4 linear b2 m8 zero1, 1F1B as configured (no search)"
-    assert lines[1].startswith("iteration: ") and lines[1].endswith("GiB per GPU of 36.0 GiB usable")
+    assert lines[1].startswith("iteration: ") and " GiB per GPU (model state " in lines[1]
     assert lines[2].startswith("where the time goes: compute ")
     assert validate(load_schedule(saved)) == []
     result = run_cli("plan", README_SPEC, "--predict", "t2 p2 d4 b2 m8 zero1", "--format", "json")
@@ -233,6 +233,12 @@ def test_predict_gives_one_configuration_as_it_runs_in_text_and_json(tmp_path: P
     assert document["format"] == "pipesat-predict/1" and document["configuration"] == "t2 p2 d4 linear b2 m8 zero1"
     assert (document["schedule"], document["fits"], document["refusal"]) == ("1f1b", True, "")
     assert f"iteration: {document['iteration_ms']:.1f} ms an iteration" in lines[1]
+    gib = 2**30
+    split = f"(model state {document['model_state'] / gib:.1f} + activations {document['activations'] / gib:.1f})"
+    assert split in lines[1] and lines[1].endswith(f"of 36.0 GiB usable, {document['headroom'] / gib:.1f} free")
+    assert document["model_state"] + document["activations"] == document["memory_per_gpu"]
+    assert document["headroom"] == document["usable_memory"] - document["memory_per_gpu"]
+    assert document["memory_fit"] == "fits"
     parts = [document[key] for key in ("compute_ms", "recompute_ms", "tensor_parallel_ms", "expert_parallel_ms")]
     parts += [document[key] for key in ("data_parallel_ms", "pipeline_ms", "bubble_ms", "optimizer_ms")]
     assert sum(parts) == pytest.approx(document["iteration_ms"])

@@ -3,8 +3,11 @@ CP-SAT only where a configuration may still beat the best found.
 
 1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap; the smallest
    pipelines first, for at most BOUND_SHARE of the budget, so that a short budget on a big space
-   still schedules and ranks the most promising of what it bounded): derive its instance; refuse it by memory when its model state does not fit a GPU or its smallest feasible
-   activation limit exceeds a device's budget (exact, `solver.evaluate.bounds`); else prove a lower
+   still schedules and ranks the most promising of what it bounded): derive its instance; refuse it
+   by memory when its model state does not fit a GPU or its smallest feasible activation limit
+   exceeds a device's budget (exact, `solver.evaluate.bounds`) by more than the memory estimate's
+   error (`memory_fit`: within it, the configuration is tight, searched under the stretched budgets
+   and ranked with a mark); else prove a lower
    bound on the makespan under the budgets. Iteration time = makespan + the fixed data-parallel and
    optimizer terms (`measure`), so the bound on the iteration is the makespan's bound plus those
    terms. Then *schedule* them, most promising (lowest bound) first, in waves: time every
@@ -51,7 +54,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from pipesat.models import InstanceError, Status
-from pipesat.models.plan_result import ConfigResult, Configuration, Outcome, PlanResult, RuntimeBest
+from pipesat.models.plan_result import ConfigResult, Configuration, MemoryFit, Outcome, PlanResult, RuntimeBest
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.metrics import relative_gap
@@ -225,7 +228,7 @@ class _Run:
         """Record each configuration's assessment: its schedule, its bound alone, its refusal, or why
         it has none (not finished)."""
         for config, assessment in zip(configs, assessments, strict=True):
-            if assessment is not None and assessment.runtime_bests:
+            if assessment is not None and assessment.runtime_bests and _fits(assessment):
                 self.runtime_bests[config] = assessment.runtime_bests
             if assessment is None:
                 self.unfinished[config] = why
@@ -313,7 +316,7 @@ class _Run:
                 continue
             self.searched[after.config] = share
             self.timing_dependent |= after.wall_limited
-            self.found[after.config] = _kept(before, after)
+            self.found[after.config] = kept(before, after)
         self.best = self.tracker.best = _best(self.found.values())
 
     def result(self, configs: list[Configuration], skipped: list[str], merged: list[str]) -> PlanResult:
@@ -358,9 +361,9 @@ class _Run:
             interrupted=self.interrupted,
             tuning=self.options.tuning,
             runtime=self.spec.runtime,
-            runtime_bests=plan_bests(
+            runtime_bests=plan_bests(  # of those that fit, as the plan's best
                 self.runtime_bests,
-                ((item.config, item.made_by, item.measure) for item in self.found.values()),
+                ((item.config, item.made_by, item.measure) for item in self.found.values() if _fits(item)),
                 (item.iteration_bound for config, item in self.bounded.items() if config not in self.found),
                 bool(unbounded),
             ),
@@ -375,7 +378,8 @@ class _Run:
             best_gap = relative_gap(best.measure.iteration_ms, min(least, best.measure.iteration_ms))
         schedule = best.schedule.with_source(plan=best.config.label, iteration_ms=best.measure.iteration_ms)
         chosen = next(result for result in ranked.results if result.config == recommended)
-        because = deciding(chosen, ranked.results[0]) if chosen is not ranked.results[0] else ""
+        fastest = ranked.fastest
+        because = deciding(chosen, fastest) if fastest is not None and chosen is not fastest else ""
         return dataclasses.replace(
             ranked,
             best_schedule=schedule,
@@ -397,6 +401,7 @@ class _Run:
             iteration_bound_ms=item.iteration_bound,
             usable_memory=usable,
             note=note,
+            tight=item.memory_fit is MemoryFit.TIGHT,
         )
 
     def _ranked(self, item: Found, usable: float) -> ConfigResult:
@@ -423,10 +428,11 @@ class _Run:
             search_seconds=self.searched.get(config, 0.0),
             usable_memory=usable,
             note=note,
+            tight=item.memory_fit is MemoryFit.TIGHT,
         )
 
 
-def _kept(before: Found, after: Found) -> Found:
+def kept(before: Found, after: Found) -> Found:
     """A configuration's result after its solve: never worse than what it started from (CP-SAT
     starts from every handwritten schedule, but a short solve may end on no better one), and of two
     within SCHEDULE_TIE of each other the one holding less memory (`tasks`); with the better of the
@@ -442,11 +448,14 @@ def _kept(before: Found, after: Found) -> Found:
     return dataclasses.replace(kept, makespan_bound=bound, status=status, settled=settled)
 
 
+def _fits(item: Found | Assessment) -> bool:
+    return item.memory_fit is MemoryFit.FITS
+
+
 def _best(found: Iterable[Found]) -> Found | None:
+    """The incumbent: the fastest that fits (else the fastest tight one), so a tight row never prunes one that fits."""
     items = list(found)
-    if not items:
-        return None
-    return min(items, key=lambda item: (item.measure.iteration_ms, item.config))
+    return min([i for i in items if _fits(i)] or items, key=lambda i: (i.measure.iteration_ms, i.config), default=None)
 
 
 class Bounded(Protocol):
@@ -476,25 +485,3 @@ def _prune(queue: list[B], best: Found | None, margin: float = 0.0) -> tuple[lis
         else:
             kept.append(item)
     return kept, pruned
-
-
-def brute_force(
-    spec: PlanSpec,
-    executor: Executor,
-    time_limit: float,
-    seed: int = 0,
-    cpsat_workers: int = 1,
-    tuning: Tuning = DEFAULT_TUNING,
-) -> list[Found]:
-    """Every configuration that fits solved with CP-SAT for `time_limit` seconds, no pruning, ranked
-    as the plan ranks: what the plan's pruning must agree with (the tests and benchmarks/bench_plan.py)."""
-    configs, _, _ = enumerate_space(spec)
-    assessments = executor.run(assess, [AssessTask(spec=spec, config=config, tuning=tuning) for config in configs])
-    fitting = [a.found for a in assessments if a is not None and a.found is not None]
-    tasks = [
-        SolveTask(spec=spec, config=item.config, time_limit=time_limit, seed=seed, workers=cpsat_workers, tuning=tuning)
-        for item in fitting
-    ]
-    solved = executor.run(solve_config, tasks)
-    best = [before if after is None else _kept(before, after) for before, after in zip(fitting, solved, strict=True)]
-    return sorted(best, key=lambda item: (item.measure.iteration_ms, item.config))
