@@ -66,8 +66,10 @@ V_SCHEDULES = ("dualpipe-v", "zb-v")
 class Run:
     """One published run: where it comes from, the model and the GPU, the configuration it pinned,
     its measured number in the source's convention (`convention`, `measured`), the other numbers
-    the source gives (`reported`), the memory a GPU it gives, and the spec's cluster keys where the
-    source names its network (`cluster`: the catalogue's node otherwise)."""
+    the source gives (`reported`), the memory a GPU it gives, the spec's cluster keys where the
+    source names its network (`cluster`: the catalogue's node otherwise), and the spec's further
+    training keys where the framework holds its model state its own way (`training`: bytes a weight,
+    gradient and optimizer state)."""
 
     name: str
     source: str
@@ -102,6 +104,7 @@ class Run:
     overlap_tp_comm: bool = False
     scatter_gather_p2p: bool = True
     cluster: dict[str, float] = dataclasses.field(default_factory=dict)
+    training: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def microbatches(self) -> int:
@@ -210,6 +213,7 @@ def run_from_fields(fields: dict[str, Any], source: str, models: dict[str, dict[
         overlap_tp_comm=fields.get("overlap_tp_comm", False),
         scatter_gather_p2p=fields.get("scatter_gather_p2p", True),
         cluster=dict(fields.get("cluster", {})),
+        training=dict(fields.get("training", {})),
     )
     check_run(run, data)
     return run
@@ -255,6 +259,7 @@ def plan_spec(run: Run) -> PlanSpec:
         "overlap_tp_comm": run.overlap_tp_comm,
         "scatter_gather_p2p": run.scatter_gather_p2p,
         "bytes_per_value": PRECISION_BYTES[run.precision],
+        **run.training,
     }
     if run.chunks > 1:
         training["chunks"] = [run.chunks]

@@ -26,8 +26,9 @@ from pipesat.models.plan_result import Outcome, PlanResult
 from pipesat.models.tolerance import same
 from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.evaluate.validator import ensure_valid
+from pipesat.solver.plan.brute_force import brute_force
 from pipesat.solver.plan.executors import LocalExecutor, make_executor
-from pipesat.solver.plan.search import PlanOptions, brute_force, plan
+from pipesat.solver.plan.search import PlanOptions, plan
 from pipesat.solver.plan.spec import load_spec, spec_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent

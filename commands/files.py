@@ -46,7 +46,8 @@ def check(schedule_file: Path) -> None:
         for violation in violations:
             click.echo(str(violation))
         raise ScheduleError(f"{schedule_file}: {len(violations)} violation(s)")
-    click.echo(f"{schedule_file}: valid ({len(schedule.ops)} ops)")
+    moved = f", {len(schedule.transfers)} host-link transfers" if schedule.transfers else ""
+    click.echo(f"{schedule_file}: valid ({len(schedule.ops)} ops{moved})")
 
 
 @click.command("render", cls=PipesatCommand)

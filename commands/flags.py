@@ -54,6 +54,8 @@ FLAGS: dict[str, str] = {
     "chunks": "--chunks",
     "placement": "--placement",
     "memory_limit": "--memory-limit",
+    "host_link_bandwidth": "--host-link-bandwidth",
+    "offload_fraction": "--offload-fraction",
     "config": "--config",
     # What `profile` measures (`solver.torch.profile.ProfileSpec`).
     "layers": "--layers",
@@ -70,6 +72,7 @@ FLAGS: dict[str, str] = {
     "max_model_ops": "--max-model-ops",
     "max_input_mb": "--max-input-mb",
     "time_limit": "--time-limit",
+    "offload": "--offload",
     "force": "--force",
     "address": "--ray-address",
     "parallel": "--jobs",

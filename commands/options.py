@@ -78,6 +78,12 @@ INSTANCE_OPTIONS = options(
         help="Activation memory each device may hold: a number in the instance's memory unit, an amount like "
         "20GiB, relative to the 1F1B peak like 0.5x, or one per device: 20GiB,20GiB,18GiB,18GiB.",
     ),
+    click.option(
+        "--host-link-bandwidth",
+        help="Host link of each device, per direction, for activation offload: memory units per time unit, "
+        "or like 25GB/s.",
+    ),
+    click.option("--offload-fraction", type=NUMBER, help="Part of a stage's activations an offload moves (0..1)."),
 )
 
 

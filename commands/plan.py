@@ -14,6 +14,7 @@ import click
 from pipesat.commands.checks import check_writes, reads
 from pipesat.commands.frame import PipesatCommand, exit_if_interrupted
 from pipesat.commands.keys import spec_overrides
+from pipesat.commands.launch import write_launch
 from pipesat.commands.options import (
     CPSAT_OPTIONS,
     FILE,
@@ -48,10 +49,9 @@ from pipesat.solver.report.plan_text import (
     plan_document,
     plan_rows,
     plan_summary,
-    predict_document,
-    predict_lines,
     progress_text,
 )
+from pipesat.solver.report.predict_text import predict_document, predict_lines
 from pipesat.solver.report.tables import format_rows
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ OVERRIDES = (
     "training.expert_parallel",
     "training.schedules",
     "training.current",
+    "training.runtime",
 )
 """The spec keys an option overrides (`--gpus` for `cluster.gpus`)."""
 LIMITS = {
@@ -124,6 +125,12 @@ def _limit_options() -> list[Any]:
 @output_option("Picture file (.png, .svg, .pdf): throughput against memory per GPU.")
 @click.option("--save-best", type=FILE, help="Write the best configuration's schedule file (JSON).")
 @click.option(
+    "--launch",
+    type=FILE,
+    help="Write the best configuration in its runtime's own terms (--runtime's, else the first that runs it): "
+    "Megatron-LM flags as a script, and files beside it (docs/runtimes/).",
+)
+@click.option(
     "--calibration",
     type=FILE,
     help="Calibration file (`pipesat calibrate`): a layer whose shape it has costs what was measured.",
@@ -160,7 +167,9 @@ def plan_command(spec_file: Path, **options: Any) -> None:
     and the best schedule of each, by tokens/s (docs/plan.md)."""
     started = time.monotonic()
     reads(**{"spec file": spec_file, "calibration file": options["calibration"]})
-    check_writes(options["force"], {"-o": options["output"], "--save-best": options["save_best"]})
+    check_writes(
+        options["force"], {"-o": options["output"], "--save-best": options["save_best"], "--launch": options["launch"]}
+    )
     overrides = {dotted: options[dotted.split(".")[1]] for dotted in OVERRIDES}
     spec = load_spec(spec_file, overrides)
     if (choice := memory_choice(spec.cluster.gpu, spec.cluster.gpu_memory)) is not None:
@@ -204,7 +213,7 @@ def plan_command(spec_file: Path, **options: Any) -> None:
         notes = [] if calibration is None else [_measured_line(spec, result, calibration)]
         if options["explain"] and result.best is not None and result.best_schedule is not None:
             notes += _explain_best(spec, result.best.config, result.best_schedule, calibration)
-        _report(result, options, notes, None if current is None else compare_current(current, result))
+        _report(spec, result, options, notes, None if current is None else compare_current(current, result))
     finally:
         executor.close()  # after the report: a Ray started here takes a second to stop
 
@@ -233,6 +242,27 @@ def _predict(spec: PlanSpec, options: dict[str, Any], calibration: Calibration |
     if options["save_best"] is not None:
         save_schedule(prediction.schedule, options["save_best"])
         click.echo(f"schedule: {options['save_best']}", err=options["fmt"] == "json")
+    if options["launch"] is not None:
+        from pipesat.solver.plan.runtime_bests import runs_on
+
+        running = runs_on(config, prediction.made_by, prediction.measure.iteration_ms, ())
+        line = write_launch(
+            spec,
+            config,
+            prediction.schedule,
+            prediction.made_by,
+            running,
+            {},
+            options["launch"],
+            options["force"],
+            _outputs(options),
+        )
+        click.echo(line, err=options["fmt"] == "json")
+
+
+def _outputs(options: dict[str, Any]) -> dict[str, Path | None]:
+    """The files the command writes besides the launch files, as `check_writes` takes them."""
+    return {"-o": options["output"], "--save-best": options["save_best"]}
 
 
 def _measured_line(spec: PlanSpec, result: PlanResult, calibration: Calibration) -> str:
@@ -258,7 +288,9 @@ def _explain_best(
     ]
 
 
-def _report(result: PlanResult, options: dict[str, Any], notes: list[str], current: CurrentRun | None) -> None:
+def _report(
+    spec: PlanSpec, result: PlanResult, options: dict[str, Any], notes: list[str], current: CurrentRun | None
+) -> None:
     """Print the ranking and the summary (and `notes` after it, then the current run against the
     plan), save the best schedule, draw the picture; then end with the exit code that says how the
     plan ended (interrupted, or with no configuration that fits)."""
@@ -282,6 +314,21 @@ def _report(result: PlanResult, options: dict[str, Any], notes: list[str], curre
     if options["save_best"] is not None and result.best_schedule is not None:
         save_schedule(result.best_schedule, options["save_best"])
         click.echo(f"best schedule: {options['save_best']}", err=fmt != "text")
+    best = result.best
+    if options["launch"] is not None and best is not None and result.best_schedule is not None:
+        own = {item.runtime: item.made_by for item in result.runtime_bests if item.config == best.config}
+        line = write_launch(
+            spec,
+            best.config,
+            result.best_schedule,
+            best.made_by,
+            result.best_runs_on,
+            own,
+            options["launch"],
+            options["force"],
+            _outputs(options),
+        )
+        click.echo(line, err=fmt != "text")
     if options["output"] is not None:
         from pipesat.solver.report.plan_plot import plot_plan  # matplotlib, imported to draw
 

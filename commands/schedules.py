@@ -40,6 +40,7 @@ from pipesat.commands.progress import live_progress
 from pipesat.commands.values import FiniteFloat
 from pipesat.models import Instance, Minimize, Objective, OptionError, Status, Tuning, expected_op_keys
 from pipesat.models.errors import InstanceError, ScheduleError
+from pipesat.models.host_link import check_offload
 from pipesat.models.limits import check_model_size
 from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import check_memory, ensure_valid
@@ -131,6 +132,11 @@ def schedule_command(
     show_default=True,
     help="Stop once the value is at most this fraction over the lower bound (0.05: 5% slower at most).",
 )
+@click.option(
+    "--offload",
+    is_flag=True,
+    help="Let CP-SAT offload activations to host memory over the instance's host link (the makespan only).",
+)
 @output_option("Picture file (.png, .svg, .pdf).")
 @WINDOW_OPTION
 @PICTURE_OPTIONS
@@ -146,6 +152,7 @@ def solve(
     seed: int,
     deterministic: bool,
     gap: float,
+    offload: bool,
     output: Path | None,
     window: Window | None,
     save: Path | None,
@@ -160,6 +167,8 @@ def solve(
     check_window(window, output)
     check_writes(force, {"--save": save, "-o": output})
     check_model_size(len(expected_op_keys(instance, instance.split_backward)))  # before the header
+    if offload:
+        check_offload(instance.host_link_bandwidth, objective, minimize)
     data_out(fmt, save)
     # OR-Tools, imported once the inputs are checked (a refusal of them starts fast)
     from pipesat.solver.cpsat.search_parameters import cpsat_workers
@@ -181,6 +190,7 @@ def solve(
             progress=line,
             cpsat_params=cpsat_params,
             tuning=tuning,
+            offload=offload,
         )
     if fmt == "json":
         click.echo(json.dumps(solve_document(result, instance, objective), indent=1))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipesat.models.errors import InstanceError
+from pipesat.models.host_link import host_link_bandwidth, offload_fraction
 from pipesat.models.instance_fields import (
     PER_STAGE_KEYS,
     as_number,
@@ -48,6 +49,10 @@ class Instance:
     `backward_times`: they change nothing for an op alone and only shorten overlapped pairs
     (`models.ops.pair_duration`).
 
+    `host_link_bandwidth` (None without one) is each device's link to host memory, per direction,
+    over which a schedule may offload `offload_fraction` of a stage's activations after its F and
+    reload them before its B (docs/offload.md, `models.host_link`).
+
     A `bidirectional` instance (DualPipe's placement) holds two copies of a p-stage model: stages
     0..p-1 on devices 0..p-1 and the mirrored replica's stages p..2p-1 on devices p-1..0 (stage p + i
     is a copy of stage i). The first half of the microbatches runs down the first copy, the second
@@ -74,6 +79,8 @@ class Instance:
     # The earlier tool's picture name; kept for the CLI, not part of the normalised instance.
     output_file: str | None = field(default=None, compare=False)
     bidirectional: bool = False
+    host_link_bandwidth: float | None = None
+    offload_fraction: float = 1.0
 
     def __repr__(self) -> str:
         """One short line (the per-stage lists and the metadata are the file's: `to_dict`)."""
@@ -253,6 +260,9 @@ class Instance:
             times = getattr(self, key)
             if times is not None:
                 data[key] = list(times)
+        if self.host_link_bandwidth is not None:
+            data["host_link_bandwidth"] = self.host_link_bandwidth
+            data["offload_fraction"] = self.offload_fraction
         if self.time_unit:
             data["time_unit"] = self.time_unit
         if self.memory_unit:
@@ -341,6 +351,8 @@ class Instance:
             name=name,
             metadata=metadata,
             bidirectional=bidirectional,
+            host_link_bandwidth=host_link_bandwidth(data, time_unit, memory_unit),
+            offload_fraction=offload_fraction(data),
         )
         output_file = data.get("output_file")
         if output_file is not None and not isinstance(output_file, str):

@@ -30,6 +30,8 @@ KNOWN_KEYS = (
     "activation_memory",
     "weight_memory",
     "memory_limit",
+    "host_link_bandwidth",
+    "offload_fraction",
     "time_unit",
     "memory_unit",
     "name",

@@ -6,6 +6,9 @@ Any other name (`cp-sat`, a loaded file's) is its own title.
 
 from __future__ import annotations
 
+SPLIT_OUT = " with W split out"
+"""What a fused-backward schedule's name gains when its W ops are split out after each B (another schedule)."""
+
 SCHEDULE_TITLES: dict[str, str] = {
     "gpipe": "GPipe",
     "interleaved": "Interleaved 1F1B",

@@ -19,10 +19,18 @@ class Kind(StrEnum):
     """The backward: the input gradient, or the whole backward where there are no separate Ws."""
     W = "W"
     """The weight gradient, split out of the backward."""
+    O = "O"  # noqa: E741 (the letter a schedule file holds, as F, B and W)
+    """An offload: a (stage, microbatch)'s activations copied to host memory over the device's
+    device-to-host link, after its F (docs/offload.md)."""
+    R = "R"
+    """A reload: the offloaded activations copied back over the host-to-device link, before its B."""
 
 
-KINDS = tuple(Kind)
-"""Every kind, in the order ops of one time are listed."""
+KINDS = (Kind.F, Kind.B, Kind.W)
+"""Every kind of compute op (the ops a device's order runs), in the order ops of one time are listed."""
+
+TRANSFER_KINDS = (Kind.O, Kind.R)
+"""The kinds of a host link's transfers: each runs on its own direction of the device's link."""
 
 
 def backward_kinds(split_backward: bool) -> tuple[Kind, ...]:
@@ -151,9 +159,14 @@ def dependency(key: OpKey, instance: Instance) -> OpKey | None:
     The rule, in one place, along the microbatch's route (`Instance.route`: every stage, or one copy's
     of a bidirectional instance), first stage f and last l: F(s, j) after F(s-1, j) for s > f;
     B(l, j) after F(l, j); B(s, j) after B(s+1, j); W(s, j) after B(s, j). Between stages on
-    different devices the wait adds `p2p_time`.
+    different devices the wait adds `p2p_time`. A host-link transfer (docs/offload.md): O(s, j) after
+    F(s, j), R(s, j) after O(s, j), on one device.
     """
     kind, stage, microbatch = key
+    if kind == Kind.O:
+        return OpKey(Kind.F, stage, microbatch)
+    if kind == Kind.R:
+        return OpKey(Kind.O, stage, microbatch)
     if kind == Kind.W:
         return OpKey(Kind.B, stage, microbatch)
     route = instance.route(microbatch)
@@ -189,6 +202,26 @@ def memory_change(instance: Instance, kind: Kind, stage: int, split_backward: bo
     if kind == Kind.B:
         return -(activation - weight)
     return -weight
+
+
+def offload_amount(instance: Instance, stage: int) -> float:
+    """What an offload of `stage` moves to the host and its reload brings back: `offload_fraction`
+    of the stage's activation memory (M_B)."""
+    return instance.offload_fraction * instance.activation_memory[stage]
+
+
+def transfer_time(instance: Instance, stage: int) -> float:
+    """How long an offload or a reload of `stage` takes on its direction of the host link: the
+    amount over `host_link_bandwidth` (memory units per time unit); 0 without a link."""
+    bandwidth = instance.host_link_bandwidth
+    return 0.0 if bandwidth is None else offload_amount(instance, stage) / bandwidth
+
+
+def transfer_change(instance: Instance, kind: Kind, stage: int) -> float:
+    """What a transfer does to its device's held memory: an offload frees `offload_amount` at its end
+    (the tensors stay on the device while they are copied); a reload allocates it at its start."""
+    amount = offload_amount(instance, stage)
+    return -amount if kind == Kind.O else amount
 
 
 def expected_op_keys(instance: Instance, split_backward: bool) -> list[OpKey]:

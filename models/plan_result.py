@@ -81,6 +81,27 @@ class Outcome(str, Enum):
         return self.value
 
 
+MEMORY_ERROR = 0.18
+"""The stated relative error of a configuration's memory estimate (model state plus activations):
+the largest error, rounded up to a whole percent, of the measured peaks benchmarks/bench_memory.py
+holds the estimate against (benchmarks/results/memory.txt: +12.8% and +17.8% on torchtitan's two eager
+Llama 3.1 8B FSDP runs, whose op-level selective checkpointing the model counts as keeping every
+matmul's output; Korthikanti et al.'s counts within 5%). The benchmark fails when a run held in is
+beyond it. `solver.plan.memory_fit` says what the plan makes of it."""
+
+
+class MemoryFit(str, Enum):
+    """How a configuration's memory estimate (model state plus activations) stands against the memory
+    a GPU may use, given the estimate's stated error (`solver.plan.memory_fit`)."""
+
+    FITS = "fits"  # the estimate is within the usable memory
+    TIGHT = "tight"  # above it by less than the estimate's error: may fit, to be checked on the GPU
+    REFUSED = "refused"  # above it by more than the error (or not assessed by memory: no estimate)
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """Where an iteration's time goes, in ms, summing to it: on the critical device (the busiest),
@@ -123,8 +144,9 @@ PART_NAMES = {
 class Measure:
     """One schedule of one configuration as a training iteration: the schedule's makespan, the
     exposed data-parallel exchange after it and the optimizer step (ms each) and their sum; tokens a
-    second, model FLOPs utilisation, the most memory a GPU holds (model state plus the schedule's
-    activations, bytes; the reserve is apart), and where the time goes."""
+    second, model FLOPs utilisation, the memory of the GPU that holds the most, apart: its model state
+    (weights, gradients, optimizer state: what the layout needs whatever the schedule) and its
+    schedule's peak activations (bytes; the reserve is apart), and where the time goes."""
 
     makespan_ms: float
     exchange_ms: float
@@ -132,8 +154,14 @@ class Measure:
     iteration_ms: float
     tokens_per_s: float
     mfu: float
-    memory_per_gpu: float
+    model_state: float
+    activations: float
     breakdown: Breakdown
+
+    @property
+    def memory_per_gpu(self) -> float:
+        """The most memory a GPU holds: its model state plus its schedule's peak activations (bytes)."""
+        return self.model_state + self.activations
 
 
 @dataclass(frozen=True)
@@ -141,8 +169,9 @@ class ConfigResult:
     """A configuration's outcome: its best schedule's measure (None when refused), the schedule's
     maker and status (OPTIMAL or FEASIBLE; None when refused), the proven lower bounds on its makespan
     and iteration time, the gap of the makespan to its bound, the wall seconds CP-SAT was given (0: no
-    search), the memory a GPU may use (its memory less the reserve, bytes) and a line saying why it
-    was pruned or refused."""
+    search), the memory a GPU may use (its memory less the reserve, bytes), how its memory estimate
+    stands against that (`tight`: above it within the estimate's error; ranked, marked) and a line saying why it was
+    pruned or refused."""
 
     config: Configuration
     outcome: Outcome
@@ -155,6 +184,20 @@ class ConfigResult:
     search_seconds: float = 0.0
     usable_memory: float = 0.0
     note: str = ""
+    tight: bool = False
+
+    @property
+    def memory_fit(self) -> MemoryFit:
+        """Refused with the outcome, tight when its layout fits only within the estimate's error."""
+        if self.outcome == Outcome.REFUSED:
+            return MemoryFit.REFUSED
+        return MemoryFit.TIGHT if self.tight else MemoryFit.FITS
+
+    @property
+    def headroom(self) -> float | None:
+        """The usable memory its schedule leaves free on the GPU that holds the most (bytes; below 0 on
+        a tight row), None without a schedule."""
+        return None if self.measure is None else self.usable_memory - self.measure.memory_per_gpu
 
     @property
     def rank_key(self) -> tuple[float, float, Configuration]:
@@ -166,6 +209,19 @@ class ConfigResult:
 
 
 @dataclass(frozen=True)
+class RuntimeBest:
+    """The best configuration a runtime runs (`solver.plan.runtimes`) of those the plan assessed: its
+    schedule's maker (a name as `ConfigResult.made_by` holds it) and measure. `complete`: no
+    configuration the plan left unassessed has a lower bound below it, so none could beat it."""
+
+    runtime: str
+    config: Configuration
+    made_by: str
+    measure: Measure
+    complete: bool = True
+
+
+@dataclass(frozen=True)
 class PlanResult:
     """The plan: every configuration ranked (refused ones last), the best one's schedule (validated),
     the counts, and how it ran. `proven_best` says that no configuration can beat the best by more
@@ -174,10 +230,13 @@ class PlanResult:
     or SIGTERM ended the plan: the results are what was finished by then. `tuning` is every solve's and
     bound's (`models.tuning`). `skipped_shapes` are the shapes left out (the cost model refuses them)
     and `merged_shapes` the settings tried as another that costs the same. The configurations whose
-    times are within `tie_tolerance` of the fastest's are tied with it (the cost model's error), and
+    times are within `tie_tolerance` of the fastest's (the fastest that fits its GPUs' memory: a tight
+    one ranked above it is `tight_and_faster`) are tied with it (the cost model's error), and
     `recommended` is the simplest of them (`solver.plan.ties`): the plan's best, whose schedule
     `best_schedule` is; `recommended_because` names what makes it simpler than the fastest
-    (`stages`, `chunks`, `schedule` or `memory`; '' when the fastest is the best)."""
+    (`stages`, `chunks`, `schedule` or `memory`; '' when the fastest is the best). `runtime` is the
+    runtime the plan was held to (`any`: none), `best_runs_on` the runtimes that run its best, and
+    `runtime_bests` each runtime's best, in the runtimes' order."""
 
     results: list[ConfigResult]
     best_schedule: Schedule | None
@@ -196,22 +255,36 @@ class PlanResult:
     timing_dependent: bool = False
     interrupted: bool = False
     tuning: Tuning = DEFAULT_TUNING
+    runtime: str = "any"
+    best_runs_on: tuple[str, ...] = ()
+    runtime_bests: tuple[RuntimeBest, ...] = ()
 
     @property
     def fastest(self) -> ConfigResult | None:
-        """The fastest on paper: the first row, when it has a schedule."""
-        return self.results[0] if self.results and self.results[0].measure is not None else None
+        """The fastest on paper of those that fit their GPUs' memory: the first row with a schedule that
+        fits; where none fits, the first with a schedule (tight)."""
+        feasible = self.feasible
+        return next((item for item in feasible if item.memory_fit is MemoryFit.FITS), feasible[0] if feasible else None)
 
     @property
     def best(self) -> ConfigResult | None:
-        """The plan's answer: the recommended configuration, else the fastest."""
+        """The plan's answer: the recommended configuration, else the fastest that fits."""
         chosen = (result for result in self.results if result.config == self.recommended)
         return next(chosen, None) or self.fastest
 
+    @property
+    def tight_and_faster(self) -> list[ConfigResult]:
+        """The tight configurations ranked above the fastest that fits: faster, if their memory holds."""
+        fastest = self.fastest
+        return [] if fastest is None else self.feasible[: self.feasible.index(fastest)]
+
     def tied(self, result: ConfigResult) -> bool:
-        """Whether `result` is tied with the fastest: a schedule within `tie_tolerance` of its time."""
+        """Whether `result` is tied with the fastest: a schedule within `tie_tolerance` of its time (a
+        tight one is not, beside a fastest that fits: it is not recommended over what fits)."""
         fastest = self.fastest
         if fastest is None or fastest.measure is None or result.measure is None:
+            return False
+        if result.memory_fit is not fastest.memory_fit:
             return False
         return fits(result.measure.iteration_ms, fastest.measure.iteration_ms * (1 + self.tie_tolerance))
 

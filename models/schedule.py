@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from pipesat.models.errors import InstanceError, ScheduleError
 from pipesat.models.instance import Instance
-from pipesat.models.ops import KINDS, Kind, OpKey, Pair, Step, op_label, pair_error
+from pipesat.models.ops import KINDS, TRANSFER_KINDS, Kind, OpKey, Pair, Step, op_label, pair_error
 
 FORMAT = "pipesat-schedule/1"
 
@@ -36,12 +36,17 @@ class Op(NamedTuple):
 
 @dataclass(frozen=True)
 class Schedule:
-    """Timed ops of an instance. `name` says which schedule it is; `source` how it was made."""
+    """Timed ops of an instance. `name` says which schedule it is; `source` how it was made.
+
+    `ops` are the compute ops (F, B, W) that devices run one at a time; `transfers` the offloads and
+    reloads (kinds O and R) that run on the devices' host links beside them (docs/offload.md), none
+    in a schedule that offloads nothing."""
 
     instance: Instance
     ops: tuple[Op, ...]
     name: str = ""
     source: dict[str, Any] = field(default_factory=dict, compare=False)
+    transfers: tuple[Op, ...] = ()
 
     def __repr__(self) -> str:
         """One short line (the ops are the file's: `to_dict`), so that a result holding a schedule prints short."""
@@ -74,10 +79,11 @@ class Schedule:
         return bool(self.pairs)
 
     def with_source(self, name: str | None = None, **source: Any) -> Schedule:
-        return Schedule(self.instance, self.ops, self.name if name is None else name, {**self.source, **source})
+        renamed = self.name if name is None else name
+        return Schedule(self.instance, self.ops, renamed, {**self.source, **source}, self.transfers)
 
     def to_dict(self, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
-        return {
+        data = {
             "format": FORMAT,
             "name": self.name,
             "instance": self.instance.to_dict(),
@@ -85,6 +91,9 @@ class Schedule:
             "metrics": metrics or {},
             "source": self.source,
         }
+        if self.transfers:
+            data["transfers"] = [op._asdict() for op in self.transfers]
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> Schedule:
@@ -106,7 +115,12 @@ class Schedule:
         source = data.get("source") or {}
         if not isinstance(source, dict):
             raise ScheduleError(f"'source' must be an object saying what made the schedule, got {source!r}")
-        return cls(instance, tuple(_parse_op(i, raw) for i, raw in enumerate(raw_ops)), name, dict(source))
+        raw_transfers = data.get("transfers") or []
+        if not isinstance(raw_transfers, list):
+            raise ScheduleError("'transfers' must be a list of offloads and reloads")
+        ops = tuple(_parse_op(i, raw) for i, raw in enumerate(raw_ops))
+        transfers = tuple(_parse_op(i, raw, "transfers", TRANSFER_KINDS) for i, raw in enumerate(raw_transfers))
+        return cls(instance, ops, name, dict(source), transfers)
 
 
 def _steps(ops: list[Op]) -> list[Step]:
@@ -128,25 +142,25 @@ def _as_pair(group: list[Op]) -> Pair | None:
     return pair if pair.op_keys() == tuple(op.key for op in group) and pair_error(pair) is None else None
 
 
-def _parse_op(index: int, raw: Any) -> Op:
+def _parse_op(index: int, raw: Any, where: str = "ops", kinds: tuple[Kind, ...] = KINDS) -> Op:
     if not isinstance(raw, dict):
-        raise ScheduleError(f"ops[{index}] must be an object with kind, stage, microbatch, device, start, end")
+        raise ScheduleError(f"{where}[{index}] must be an object with kind, stage, microbatch, device, start, end")
     missing = [key for key in Op._fields if key not in raw]
     if missing:
-        raise ScheduleError(f"ops[{index}] lacks {', '.join(missing)}")
+        raise ScheduleError(f"{where}[{index}] lacks {', '.join(missing)}")
     kind = raw["kind"]
-    if kind not in KINDS:
-        raise ScheduleError(f"ops[{index}]: kind {kind!r} is not one of {', '.join(KINDS)}")
+    if kind not in kinds:
+        raise ScheduleError(f"{where}[{index}]: kind {kind!r} is not one of {', '.join(kinds)}")
     ints = []
     for key in ("stage", "microbatch", "device"):
         value = raw[key]
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ScheduleError(f"ops[{index}]: {key} must be a whole number, got {value!r}")
+            raise ScheduleError(f"{where}[{index}]: {key} must be a whole number, got {value!r}")
         ints.append(value)
     times = []
     for key in ("start", "end"):
         value = raw[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ScheduleError(f"ops[{index}]: {key} must be a finite number, got {value!r}")
+            raise ScheduleError(f"{where}[{index}]: {key} must be a finite number, got {value!r}")
         times.append(float(value))
     return Op(Kind(kind), ints[0], ints[1], ints[2], times[0], times[1])

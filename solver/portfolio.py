@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipesat.models import Instance, Objective, PipesatError, Schedule, Step
-from pipesat.models.names import SCHEDULE_TITLES
+from pipesat.models.names import SCHEDULE_TITLES, SPLIT_OUT
 from pipesat.models.ops import split_out_weight
 from pipesat.models.solve_result import NamedValue
 from pipesat.models.tolerance import fits
@@ -30,10 +30,12 @@ from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.bounds import lower_bound, memory_bound_under_cap
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import timed_for
-from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.evaluate.simulator import TransferPlan, simulate
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics.memory_gated import NAME as MEMORY_GATED
 from pipesat.solver.heuristics.memory_gated import memory_gated_schedules
+from pipesat.solver.heuristics.offloaded import NAME as OFFLOADED
+from pipesat.solver.heuristics.offloaded import offloaded_one_at_a_time
 from pipesat.solver.heuristics.one_at_a_time import NAME as ONE_AT_A_TIME
 from pipesat.solver.heuristics.one_at_a_time import one_at_a_time_orders
 from pipesat.solver.heuristics.periodic import NAME as PERIODIC
@@ -47,7 +49,9 @@ class Problem:
     """One solve's settings, resolved: the time `objective` (makespan or max span) is minimised, or
     with `minimize_memory` the peak memory with the time objective at most `time_cap` when given.
     `known_bound` is a lower bound on the result's objective proven elsewhere (a Pareto sweep's).
-    `tuning` is the solve's (`models.tuning`): the bounds read it here."""
+    `tuning` is the solve's (`models.tuning`): the bounds read it here. With `offload` the search may
+    offload activations over the instance's host link (docs/offload.md); the starting schedules
+    offload nothing but the one-at-a-time order with everything offloaded, when nothing else fits."""
 
     instance: Instance
     objective: Objective
@@ -57,9 +61,15 @@ class Problem:
     symmetry_breaking: bool
     known_bound: float | None = None
     tuning: Tuning = DEFAULT_TUNING
+    offload: bool = False
 
     def lower_bound(self) -> float:
-        """The best lower bound on the result's objective: the analytic one, or the known one."""
+        """The best lower bound on the result's objective: the analytic one, or the known one. With
+        offload the bounds under a memory limit, which assume none, give way to the unlimited ones."""
+        if self.offload:
+            unlimited = self.instance.with_limit(None)
+            analytic = lower_bound(unlimited, self.result_objective, self.split, tuning=self.tuning)
+            return analytic if self.known_bound is None else max(analytic, self.known_bound)
         if self.minimize_memory and self.time_cap is not None:
             cap = self.time_cap
             analytic = memory_bound_under_cap(self.instance, self.split, self.objective, cap, tuning=self.tuning)
@@ -72,8 +82,13 @@ class Problem:
         """What the result's value measures."""
         return Objective.MEMORY if self.minimize_memory else self.objective
 
-    def timed(self, orders: Sequence[Sequence[Step]], name: str = "") -> Schedule:
-        """The orders timed at exact floats: as soon as possible, or for the least max span."""
+    def timed(
+        self, orders: Sequence[Sequence[Step]], name: str = "", transfers: TransferPlan | None = None
+    ) -> Schedule:
+        """The orders timed at exact floats: as soon as possible, or for the least max span; with a
+        solution's `transfers` (offload: the makespan only) as soon as possible with them."""
+        if transfers is not None:
+            return simulate(self.instance, orders, name, links=transfers.links, waits=transfers.waits)
         return timed_for(self.objective, self.instance, orders, name)
 
     def candidate(self, name: str, schedule: Schedule, found_at: float) -> Candidate | None:
@@ -111,7 +126,8 @@ def starting_candidates(
     problem: Problem, handwritten: Sequence[tuple[str, Schedule]], others: Sequence[Schedule], clock: float
 ) -> list[Candidate]:
     """Every handwritten (name, schedule) and every other given schedule that fits, re-timed for the
-    objective, plus the one-at-a-time schedule when minimising memory or when nothing else fits."""
+    objective, plus the one-at-a-time schedule when minimising memory or when nothing else fits, and
+    with offload, when that does not fit either, it with everything offloaded."""
     sources = [*handwritten, *((schedule.name or "start", schedule) for schedule in others)]
     names = {name for name, _ in handwritten}
     found = []
@@ -124,6 +140,12 @@ def starting_candidates(
         one = one_at_a_time_candidate(problem, clock)
         _log_start(ONE_AT_A_TIME, one)
         found += [one] if one else []
+    if not found and problem.offload:
+        offloaded = problem.candidate(
+            OFFLOADED, offloaded_one_at_a_time(problem.instance, problem.split), time.monotonic() - clock
+        )
+        _log_start(OFFLOADED, offloaded)
+        found += [offloaded] if offloaded else []
     return found
 
 
@@ -175,7 +197,7 @@ def as_candidate(problem: Problem, name: str, schedule: Schedule, clock: float) 
         if not problem.split:
             return None  # a schedule with separate W ops is not a fused-backward schedule
         orders = [[part for step in order for part in split_out_weight(step)] for order in orders]
-        name = f"{SCHEDULE_TITLES.get(name, name)} with W split out"
+        name = f"{SCHEDULE_TITLES.get(name, name)}{SPLIT_OUT}"
     try:
         timed = problem.timed(orders, name=name).with_source(kind="heuristic", name=name)
     except PipesatError:

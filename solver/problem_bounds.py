@@ -10,6 +10,7 @@ from pipesat.models.solve_result import Infeasibility, InfeasibleReason
 from pipesat.models.tolerance import fits, same
 from pipesat.solver.evaluate.bounds import (
     critical_path_bound,
+    least_offload_limits,
     lower_bound,
     minimum_memory_limits,
     without_communication,
@@ -20,12 +21,12 @@ from pipesat.solver.portfolio import Problem
 
 def bounds_infeasibility(problem: Problem) -> Infeasibility | None:
     """Why no schedule exists, when the analytic bounds show it: the memory limit below the smallest
-    feasible one, or the time cap below the time objective's lower bound."""
+    feasible one (with offload, `least_offload_limits`), or the time cap below the time objective's lower bound."""
     instance = problem.instance
     limits = instance.memory_limit
     if limits is not None:
         uniform = len(set(limits)) == 1
-        smallest = minimum_memory_limits(instance)
+        smallest = least_offload_limits(instance) if problem.offload else minimum_memory_limits(instance)
         if uniform and not fits(max(smallest), limits[0]):
             return Infeasibility(InfeasibleReason.MEMORY_LIMIT, problem.objective, limits[0], max(smallest))
         for device, (least, limit) in enumerate(zip(smallest, limits, strict=True)):

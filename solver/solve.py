@@ -40,6 +40,7 @@ from pipesat.models import (
     Status,
     expected_op_keys,
 )
+from pipesat.models.host_link import check_offload
 from pipesat.models.limits import check_model_size
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
 from pipesat.models.tolerance import fits
@@ -57,6 +58,7 @@ from pipesat.solver.evaluate.bounds import (
     resolve_split,
     span_is_makespan,
 )
+from pipesat.solver.evaluate.simulator import transfer_plan_of
 from pipesat.solver.heuristics import handwritten_schedules
 from pipesat.solver.portfolio import (
     Candidate,
@@ -95,45 +97,35 @@ def solve(
     wall_factor: float = 10.0,
     cpsat_params: Mapping[str, str] | None = None,
     tuning: Tuning = DEFAULT_TUNING,
+    offload: bool = False,
 ) -> SolveResult:
-    """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
-
-    A deterministic solve gives the same result every run: the time limit is CP-SAT's deterministic
-    time (the wall clock stops it only at `wall_factor` times the limit) and CP-SAT searches with one
-    worker. A max-span solve of more than `Tuning.proof_small_ops` ops, but for a V placement, first
-    spends `Tuning.makespan_phase` of the time on the makespan, whose model CP-SAT searches far
-    better, and starts from that order re-timed for the span when it is the best start (all of it where
-    every max span is the makespan: one route, B and W fused); on one route with W apart it may first
-    prove a bound from stage 0's device (`Tuning.first_device_phase`). What the solve decides, and
-    CP-SAT's search log, go to the `pipesat` loggers (`with show_log(): solve(...)` prints them).
+    """The best schedule CP-SAT finds within `time_limit` seconds, with its proof. A deterministic solve
+    gives the same result every run (the limit counts CP-SAT's deterministic time; the wall clock stops
+    it at `wall_factor` times the limit); a long max-span solve may first search the makespan
+    (`Tuning.makespan_phase`, `first_device_phase`). What a solve decides goes to the `pipesat` loggers.
 
     Parameters
     ----------
     instance
         What is scheduled, under its memory limit.
-    objective
-        `makespan` or `span` (the max span).
-    minimize
-        `time`, or `memory` (the peak memory, the limit ignored, the time within `makespan_cap`).
+    objective, minimize
+        `makespan` or `span` (max span); `time`, or `memory` (the peak; the time within `makespan_cap`).
     time_limit, workers
         Seconds CP-SAT may search; its search workers (None: the cores this process may use).
     seed, deterministic, gap, symmetry_breaking, split_backward
         CP-SAT's random seed; the same result every run; stop at this relative gap; break the symmetry
         of equal stages; schedule W apart (None: when the instance has weight times).
-    makespan_cap
-        With `minimize="memory"`: the most the time objective may be (instance time unit).
-    progress, starts, known_bound
-        Called with each better schedule; extra starting schedules (a Pareto sweep's previous point);
-        a lower bound on the objective proven elsewhere.
-    wall_factor, cpsat_params, tuning
-        The wall-clock stop of a deterministic solve; CP-SAT's own parameters for experts
-        (`{"linearization_level": "2"}`, after pipesat's); pipesat's settings (`models.tuning`).
+    makespan_cap, progress, starts, known_bound
+        With memory minimised, the most time (instance units); called with each better schedule;
+        extra starting schedules; a lower bound on the objective proven elsewhere.
+    wall_factor, cpsat_params, tuning, offload
+        The wall-clock stop of a deterministic solve; CP-SAT's own parameters (after pipesat's);
+        pipesat's settings (`models.tuning`); offload activations over the host link (docs/offload.md).
 
     Returns
     -------
     SolveResult
-        The schedule (validated), its status, value and bound (the instance's units), and how the
-        search went. No schedule (`schedule` None) when none fits: `infeasibility` says why.
+        The schedule (validated), status, value and bound (instance units); `infeasibility` without one.
 
     Raises
     ------
@@ -143,6 +135,8 @@ def solve(
     clock = time.monotonic()
     workers = available_cores() if workers is None else workers
     _check_options(objective, minimize, time_limit, workers, seed, gap, makespan_cap)
+    if offload:
+        check_offload(instance.host_link_bandwidth, objective, minimize)
     objective, minimize = Objective(objective), Minimize(minimize)
     split = resolve_split(instance, split_backward)
     check_model_size(len(expected_op_keys(instance, split)))
@@ -157,6 +151,7 @@ def solve(
         symmetry_breaking=symmetry_breaking,
         known_bound=known_bound,
         tuning=tuning,
+        offload=offload,
     )
     parameters = cpsat_parameters(cpsat_params or {})
     LOG.info("tuning: %s", tuning.describe())
@@ -456,15 +451,17 @@ class _Solve:
                 minimize_memory=problem.minimize_memory,
                 time_cap=problem.time_cap,
                 tuning=problem.tuning,
+                offload=problem.offload,
             )
         )
-        objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound)
+        plan = transfer_plan_of(lead.schedule) if lead is not None and lead.schedule.transfers else None
+        objective_range = warm_start(model, None if lead is None else lead.schedule.orders(), bound, plan)
         start_value = None if lead is None else lead.value
         LOG.info("CP-SAT searches from %s", "no schedule" if lead is None else f"{lead.name} = {lead.value:g}")
         outcome = search(model, self.options, self.clock, bound, start_value, self.progress, objective_range)
         found = None
         if outcome.orders is not None:
-            timed = problem.timed(outcome.orders, name="cp-sat")
+            timed = problem.timed(outcome.orders, name="cp-sat", transfers=outcome.transfers)
             found = problem.candidate("cp-sat", timed, outcome.found_at or 0.0)
         chosen = found if found is not None and (lead is None or found.value < lead.value) else lead
         if chosen is None:
@@ -479,7 +476,9 @@ class _Solve:
         LOG.info("kept: %s = %g", chosen.name, chosen.value)
         first = next((start.found_at for start in (best, lead) if start is not None), outcome.first_at)
         resolution = None
-        if outcome.tick_optimum is not None and tick_value(model, chosen.schedule.orders()) <= outcome.tick_optimum:
+        # The tick value of an order leaves its transfers out: with offload, no resolution is claimed.
+        optimum = None if problem.offload else outcome.tick_optimum
+        if optimum is not None and tick_value(model, chosen.schedule.orders()) <= optimum:
             resolution = 1 / model.data.ticks_per_unit  # the order is optimal for the times in whole ticks
         ending = (outcome.stopped_by, outcome.reason)
         return schedule_result(

@@ -139,6 +139,20 @@ BAD_INSTANCES = [
     ),
     _case("limit-unit-without-instance-unit", "has a unit but the instance's memory has none", memory_limit="12GiB"),
     _case("limit-list-length", "memory_limit lists 3 limits but there are 2 devices", memory_limit=[1, 2, 3]),
+    _case("link-bandwidth-zero", "host_link_bandwidth must be positive", host_link_bandwidth=0),
+    _case("link-bandwidth-negative", "host_link_bandwidth must be positive", host_link_bandwidth=-2),
+    _case(
+        "link-bandwidth-per-second-unitless",
+        "is per second but the instance's times have no unit",
+        host_link_bandwidth="25GB/s",
+        memory_unit="MiB",
+    ),
+    _case(
+        "offload-fraction-over-one", "offload_fraction must be in [0, 1]", host_link_bandwidth=1, offload_fraction=1.5
+    ),
+    _case(
+        "offload-fraction-negative", "offload_fraction must be in [0, 1]", host_link_bandwidth=1, offload_fraction=-0.1
+    ),
     _case("limit-text-list-length", "memory_limit lists 3 limits but there are 2 devices", memory_limit="1,2,3"),
     _case("weight-eats-backward", "weight_times[0] = 4 leaves nothing of the whole backward", weight_times=4),
     _case(
@@ -401,6 +415,18 @@ BAD_SPACES = [
         f"training.schedules must be a list of schedules out of {', '.join(SCHEDULE_NAMES)}, got ['1f1b', 'fast']",
     ),
     BadSpace(
+        "runtime-unknown",
+        {"training": {"runtime": "megatorn"}},
+        "training.runtime must be one of any, megatron, megatron-zb, torchtitan, torch, got 'megatorn'; "
+        "did you mean 'megatron'?",
+    ),
+    BadSpace(
+        "runtime-schedule",
+        {"training": {"runtime": "megatron", "schedules": ["zb-v"]}},
+        "training.schedules zb-v is not run by megatron (Megatron-LM), which runs 1f1b, interleaved; drop it, or "
+        "choose another training.runtime",
+    ),
+    BadSpace(
         "experts-2-63",
         {"model": {"experts": 2**63}},
         "model.experts must be in [0, 4096] (routed experts E of a mixture-of-experts layer's MLP (0: a dense "
@@ -449,6 +475,14 @@ BAD_COMMANDS = [
         "--with-torch compares one placement; drop --placements or --with-torch",
     ),
     BadCommand("export-without-to", ("export", "x.json", "out.csv"), "Missing option '--to'"),
+    BadCommand("offload-without-link", ("solve", *SMALL, "--offload"), "offload needs a host link: give the instance"),
+    BadCommand(
+        "offload-for-the-span",
+        ("solve", *SMALL, "--host-link-bandwidth", "1", "--offload", "--objective", "span"),
+        "offload is decided for the least makespan only",
+    ),
+    BadCommand("link-bandwidth-zero", ("solve", *SMALL, "--host-link-bandwidth", "0"), "must be positive"),
+    BadCommand("offload-fraction-two", ("solve", *SMALL, "--offload-fraction", "2"), "must be in [0, 1]"),
     BadCommand("memory-limit-word", ("solve", *SMALL, "--memory-limit", "lots"), "--memory-limit must be a number"),
     BadCommand("memory-limit-unit", ("solve", *SMALL, "--memory-limit", "12GiB"), "has a unit but the instance's"),
     BadCommand("memory-limit-list", ("solve", *SMALL, "--memory-limit", "1,2,3"), "lists 3 limits but there are 2"),
@@ -557,6 +591,12 @@ BAD_COMMANDS = [
     ),
     BadCommand(
         "plan-schedules-unknown", (*PLAN, "--schedules", "1f1b,fast"), "--schedules must be a list of schedules"
+    ),
+    BadCommand("plan-runtime-unknown", (*PLAN, "--runtime", "torchtitn"), "did you mean 'torchtitan'?"),
+    BadCommand(
+        "plan-runtime-schedule",
+        (*PLAN, "--runtime", "megatron", "--schedules", "1f1b,zb-h1"),
+        "training.schedules zb-h1 is not run by megatron",
     ),
     BadCommand(
         "plan-predict-gpus",

@@ -97,6 +97,9 @@ FLAGS: dict[str, Meaning] = {
     "--chunks": meaning("int", r"^Stages (\(chunks\) )?per device"),
     "--placement": meaning("text", r"^linear, interleaved"),
     "--memory-limit": meaning("text", r"memory each device may hold"),
+    "--host-link-bandwidth": meaning("text", r"^Host link of each device"),
+    "--offload-fraction": meaning("number", r"^Part of a stage's activations"),
+    "--offload": meaning("flag", r"^Let CP-SAT offload activations"),
     "--explain": meaning("flag", r"^Print how every number"),
     # The model, its training and the hardware (instance from-model, profile, plan), read off one
     # declaration of keys (`solver.instances.keys`): loose words, as those helps are the keys' own.

@@ -226,7 +226,7 @@ def test_predict_gives_one_configuration_as_it_runs_in_text_and_json(tmp_path: P
     out = cli_ok(run_cli("plan", README_SPEC, "--predict", "t2 p2 d4 b2 m8 zero1", "--save-best", saved))
     lines = out.splitlines()
     assert lines[0] == "predicted: t2 p2 d4 linear b2 m8 zero1, 1F1B as configured (no search)"
-    assert lines[1].startswith("iteration: ") and lines[1].endswith("GiB per GPU of 36.0 GiB usable")
+    assert lines[1].startswith("iteration: ") and " GiB per GPU (model state " in lines[1]
     assert lines[2].startswith("where the time goes: compute ")
     assert validate(load_schedule(saved)) == []
     result = run_cli("plan", README_SPEC, "--predict", "t2 p2 d4 b2 m8 zero1", "--format", "json")
@@ -234,6 +234,12 @@ def test_predict_gives_one_configuration_as_it_runs_in_text_and_json(tmp_path: P
     assert document["format"] == "pipesat-predict/1" and document["configuration"] == "t2 p2 d4 linear b2 m8 zero1"
     assert (document["schedule"], document["fits"], document["refusal"]) == ("1f1b", True, "")
     assert f"iteration: {document['iteration_ms']:.1f} ms an iteration" in lines[1]
+    gib = 2**30
+    split = f"(model state {document['model_state'] / gib:.1f} + activations {document['activations'] / gib:.1f})"
+    assert split in lines[1] and lines[1].endswith(f"of 36.0 GiB usable, {document['headroom'] / gib:.1f} free")
+    assert document["model_state"] + document["activations"] == document["memory_per_gpu"]
+    assert document["headroom"] == document["usable_memory"] - document["memory_per_gpu"]
+    assert document["memory_fit"] == "fits"
     parts = [document[key] for key in ("compute_ms", "recompute_ms", "tensor_parallel_ms", "expert_parallel_ms")]
     parts += [document[key] for key in ("data_parallel_ms", "pipeline_ms", "bubble_ms", "optimizer_ms")]
     assert sum(parts) == pytest.approx(document["iteration_ms"])
@@ -250,6 +256,29 @@ def test_schedules_restricts_the_plan(spec_file: Path) -> None:
     document = json.loads(cli_ok(run_cli("plan", spec_file, *FAST, "--schedules", "1f1b", "--format", "json")))
     assert {row["placement"] for row in document["configurations"]} == {"linear"}
     assert all(row["schedule"] in (None, "1F1B", "1F1B with W split out") for row in document["configurations"])
+
+
+def test_runtime_megatron_ranks_its_orders_and_launch_writes_its_flags(spec_file: Path, tmp_path: Path) -> None:
+    launch = tmp_path / "run.sh"
+    document = json.loads(
+        cli_ok(run_cli("plan", spec_file, *FAST, "--runtime", "megatron", "--format", "json", "--launch", launch))
+    )
+    ranked = [row for row in document["configurations"] if row["schedule"] is not None]
+    assert ranked and {row["schedule"] for row in ranked} <= {"1F1B", "Interleaved 1F1B"}
+    runtimes = document["runtimes"]
+    assert runtimes["held_to"] == "megatron" and "megatron" in runtimes["best_runs_on"]
+    assert runtimes["best"]["megatron"]["iteration_ms"] == document["best"]["iteration_ms"]
+    script = launch.read_text()
+    assert f"--micro-batch-size {document['best']['microbatch_size']}\n" in script
+    assert (tmp_path / "run-bridge.txt").is_file()
+    again = run_cli("plan", spec_file, *FAST, "--runtime", "megatron", "--launch", launch)
+    assert cli_error(again, 2) == f"error: {launch} already exists; add --force to replace it, or write to another file"
+    assert launch.read_text() == script
+
+
+def test_the_plan_says_each_runtimes_best(spec_file: Path) -> None:
+    out = cli_ok(run_cli("plan", spec_file, *FAST))
+    assert "\nruns on: " in out and "\nbest per runtime (of the configurations assessed):\n  megatron " in out
 
 
 def test_the_readme_shows_predict_as_it_prints() -> None:

@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "solver.solve": BELOW_SOLVE | {"solver.result", "solver.problem_bounds", "solver.span_phases"},
     "solver.studies": BELOW_SOLVE | {"solver.solve", "solver.report", "solver.torch"},
     "solver.plan": BELOW_SOLVE | {"solver.solve", "solver.instances"},
-    "solver.launch": {"models", "solver.evaluate", "solver.torch", "solver.plan"},
+    "solver.launch": {"models", "solver.evaluate", "solver.instances", "solver.io", "solver.plan", "solver.torch"},
 }
 """What each layer may import of pipesat besides itself; `cli.py` and `commands/` may import all."""
 

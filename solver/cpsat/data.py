@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -16,9 +17,10 @@ from pipesat.models import (
     expected_op_keys,
     op_duration,
 )
+from pipesat.models.ops import offload_amount, transfer_time
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.cpsat.pairs import pair_candidates
-from pipesat.solver.cpsat.scale import TickScale, choose_scale, scaled_instance
+from pipesat.solver.cpsat.scale import TickScale, choose_scale, scaled_instance, to_ticks
 
 # CP-SAT's integers: every time in ticks stays below this, where doubles still hold whole numbers exactly.
 MAX_TICKS = 2**53
@@ -51,6 +53,13 @@ class ModelData:
     horizon: int
     pairs: dict[Pair, int]
     tuning: Tuning = DEFAULT_TUNING
+    offload_ticks: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Per stage the model may offload (docs/offload.md: with `offload`), its transfer's length in ticks."""
+
+    @property
+    def offload(self) -> bool:
+        """Whether the model decides offloads (`solver.cpsat.offload`)."""
+        return bool(self.offload_ticks)
 
     def on_device(self, device: int) -> list[OpKey]:
         """The ops that run on `device`, in `keys` order."""
@@ -87,7 +96,8 @@ class ModelData:
         (ops, pairs, p2p), so a multiple of their greatest common divisor g; its least max span is the
         largest mean of a cycle of its constraints, a sum W of those times over the k devices whose
         span closes the cycle, k at most p (`solver.cpsat.scale`), rounded up to whole ticks. So no
-        optimum lies between `ticks` and the least such value above it, and a bound CP-SAT proves or
+        optimum lies between `ticks` and the least such value above it (a path may pass host-link
+        transfers too, with offload: their times count among the model's), and a bound CP-SAT proves or
         a probe it refutes rises to that value (V p = 3 with times in quarters: the span's ticks are
         1/24, and above 128.5 the next such value is 128.5833).
         """
@@ -100,7 +110,8 @@ class ModelData:
     @functools.cached_property
     def _time_step(self) -> int:
         """The greatest common divisor of every time in the model (ticks; 0 when all are 0)."""
-        return math.gcd(*self.durations.values(), *self.pairs.values(), int(self.tick_instance.p2p_time))
+        times = (*self.durations.values(), *self.pairs.values(), *self.offload_ticks.values())
+        return math.gcd(*times, int(self.tick_instance.p2p_time))
 
 
 def model_data(
@@ -112,15 +123,28 @@ def model_data(
     minimize_memory: bool = False,
     time_cap: float | None = None,
     tuning: Tuning = DEFAULT_TUNING,
+    offload: bool = False,
 ) -> ModelData:
-    """The instance scaled to ticks for the time `objective`, with its ops and the horizon (`ModelData`)."""
+    """The instance scaled to ticks for the time `objective`, with its ops and the horizon (`ModelData`).
+
+    With `offload` (an instance with a host link) the model decides offloads too; it then breaks no
+    symmetry (docs/offload.md says why)."""
     if objective not in TIME_OBJECTIVES:
         raise ValueError(f"the model's time objective is makespan or span, not {objective!r}")
-    scale = choose_scale(instance, objective)
+    scale = choose_scale(instance, objective, offload)
     ticks = scaled_instance(instance, scale)
     keys = expected_op_keys(instance, split_backward)
     durations = {key: int(op_duration(ticks, key.kind, key.stage, split_backward)) for key in keys}
-    horizon = _horizon(ticks, objective, keys, durations)
+    offload_ticks = {}
+    if offload:
+        symmetry_breaking = False
+        offload_ticks = {
+            s: to_ticks(transfer_time(instance, s), scale.time)
+            for s in range(instance.num_stages)
+            if offload_amount(instance, s) > 0
+        }
+    transfers = 2 * instance.stage_microbatches * sum(offload_ticks.values())
+    horizon = _horizon(ticks, objective, keys, durations) + transfers
     if horizon > MAX_TICKS:
         raise InstanceError(
             f"the times span too many orders of magnitude for CP-SAT's integers ({horizon:.3g} ticks of "
@@ -140,6 +164,7 @@ def model_data(
         horizon=horizon,
         pairs=pair_candidates(instance, ticks, scale, split_backward, symmetry_breaking),
         tuning=tuning,
+        offload_ticks=offload_ticks,
     )
 
 

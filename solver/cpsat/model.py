@@ -25,7 +25,10 @@ from pipesat.solver.cpsat.constraints import (
 )
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.objective import add_time_cap, add_time_objective, set_minimized
+from pipesat.solver.cpsat.offload import add_offloads, transfer_plan
+from pipesat.solver.cpsat.offload import watched as offload_watched
 from pipesat.solver.cpsat.variables import ModelVariables, make_variables
+from pipesat.solver.evaluate.simulator import TransferPlan
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,17 @@ class PipelineModel:
         starts = {key: value(var) for key, var in self.variables.starts.items()}
         return orders_from_starts(self.data.instance, starts, self.data.durations)
 
+    def watched(self) -> list[IntVar]:
+        """The variables a solution is read back from: every op's start, then the offloads' (if any)."""
+        return [*self.variables.starts.values(), *offload_watched(self.variables)]
+
+    def read_back(self, values: list[int]) -> tuple[list[list[Step]], TransferPlan | None]:
+        """A solution's per-device orders and, with offload, its transfers, from the `watched` values."""
+        starts = dict(zip(self.variables.starts, values, strict=False))
+        orders = orders_from_starts(self.data.instance, starts, self.data.durations)
+        plan = transfer_plan(self.data, starts, values[len(starts) :]) if self.data.offload else None
+        return orders, plan
+
 
 def build_model(data: ModelData) -> PipelineModel:
     """The model of `data` (`model_data`): its time objective (makespan or max span) minimised under the
@@ -53,7 +67,9 @@ def build_model(data: ModelData) -> PipelineModel:
     if data.symmetry_breaking:
         add_symmetry_breaking(model, data, variables)
     add_no_overlaps(model, data, variables)
-    if data.memory_limited:
+    if data.offload:
+        add_offloads(model, data, variables)  # the memory limit too, with the offloads' memory
+    elif data.memory_limited:
         add_memory_limits(model, data, variables)
         if data.symmetry_breaking and not data.minimize_memory:
             add_memory_precedences(model, data, variables)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from pipesat.models import Instance, Objective
+from pipesat.models.ops import offload_amount, transfer_time
 from pipesat.models.tolerance import same, slack
 
 MAX_EXACT_MULTIPLIER = 10**9
@@ -47,7 +48,7 @@ class TickScale:
     exact_span: bool
 
 
-def choose_scale(instance: Instance, objective: Objective) -> TickScale:
+def choose_scale(instance: Instance, objective: Objective, offload: bool = False) -> TickScale:
     """The tick resolution for `instance` and the time objective (see the module notes)."""
     times = [
         *instance.forward_times,
@@ -56,6 +57,7 @@ def choose_scale(instance: Instance, objective: Objective) -> TickScale:
         *(instance.forward_comm_times or ()),
         *(instance.backward_comm_times or ()),
         instance.p2p_time,
+        *(transfer_time(instance, s) for s in range(instance.num_stages) if offload),
     ]
     budget = max(1, int(TICK_BUDGET // _longest_schedule(instance, objective)))
     time_multiplier = _exact_multiplier(times, min(MAX_EXACT_MULTIPLIER, budget))
@@ -68,6 +70,8 @@ def choose_scale(instance: Instance, objective: Objective) -> TickScale:
         time_multiplier *= span_multiplier
 
     memories = [*instance.activation_memory, *instance.weight_memory]
+    if offload:
+        memories.extend(offload_amount(instance, s) for s in range(instance.num_stages))
     if instance.memory_limit is not None:
         memories.extend(instance.memory_limit)
     memory_multiplier = _exact_multiplier(memories, MAX_EXACT_MULTIPLIER)
@@ -109,6 +113,10 @@ def scaled_instance(instance: Instance, scale: TickScale) -> Instance:
         activation_memory=memory(instance.activation_memory),
         weight_memory=memory(instance.weight_memory),
         memory_limit=None if instance.memory_limit is None else memory(instance.memory_limit),
+        # Memory ticks per time tick: a transfer lasts its amount over it (offload only reads it).
+        host_link_bandwidth=None
+        if instance.host_link_bandwidth is None
+        else instance.host_link_bandwidth * scale.memory / scale.time,
     )
 
 

@@ -27,6 +27,7 @@ from pipesat.solver.cpsat.probes import Bisection, Outcome, Probe, RunProbe, bis
 from pipesat.solver.cpsat.record import Progress, Record
 from pipesat.solver.cpsat.search_parameters import SearchOptions, search_parameters, search_seconds
 from pipesat.solver.cpsat.warm_start import ObjectiveRange, tick_value
+from pipesat.solver.evaluate.simulator import TransferPlan
 
 LOG = logging.getLogger(__name__)
 INTERRUPTED = "stopped by Ctrl-C or SIGTERM"
@@ -49,6 +50,8 @@ class SearchOutcome:
     stopped_by: StopReason
     reason: str
     tick_optimum: int | None = None
+    transfers: TransferPlan | None = None
+    """With offload: the best solution's transfers (`solver.cpsat.offload`)."""
 
 
 def search(
@@ -76,7 +79,8 @@ def search(
     keys = list(model.variables.starts)
     record = Record(clock, data.ticks_per_unit, start_value, bound, data.proven_bound, progress)
     lower, upper = (0, None) if objective_range is None else (objective_range.lower, objective_range.upper)
-    probing = not options.deterministic and upper is not None
+    # A probe times a solution's orders to know its value, which offloads would change: none with them.
+    probing = not options.deterministic and upper is not None and not data.offload
     if probing and upper is not None:
         opening = _opening_probe(model, options, lower, upper, record)
         if opening.outcome == Outcome.FOUND:
@@ -87,7 +91,7 @@ def search(
         if opening.outcome == Outcome.REFUTED:
             lower = data.least_value_from(lower + 1)
     parameters, seconds = search_parameters(options, len(keys))
-    watched = [model.variables.starts[key] for key in keys]
+    watched = model.watched()
     tuning = options.tuning
     stalled = record.stalled_for(tuning.stall_share * seconds, tuning.probe_gap) if probing else None
     ended = run_search(model.cp_model, parameters, watched, seconds, record.on_message, record.refresh, stalled)
@@ -123,9 +127,10 @@ def _outcome(
     tick_optimum: int | None = None,
 ) -> SearchOutcome:
     """The outcome from what `record` holds: its best solution's orders, when it came, its bound."""
-    orders = None if record.values is None else _orders(model, record.values)
+    orders, transfers = (None, None) if record.values is None else model.read_back(record.values)
     return SearchOutcome(
         orders=orders,
+        transfers=transfers,
         found_at=record.found_at,
         first_at=record.first_at,
         bound=record.bound,

@@ -6,7 +6,8 @@ start plus its own time, or its pair's when paired: `add_pairs` ties it to `pair
 intervals that end with the op have an affine end, as CP-SAT needs). Per microbatch and stage, while memory is
 constrained (a limit, or minimising it): how long it holds memory. The time objective (makespan or
 max span), with each device's first start and last end for the max span, and the shared memory
-capacity when minimising memory. All times are in ticks, within the horizon.
+capacity when minimising memory. With offload, per (stage, microbatch) whether it is offloaded and
+when its offload and reload start (`solver.cpsat.offload`). All times are in ticks, within the horizon.
 
 Intervals are not made here: in CP-SAT an interval is itself a constraint (start + size == end),
 so the constraints that use them (`add_no_overlaps`, `add_memory_limits`) make them.
@@ -14,7 +15,7 @@ so the constraints that use them (`add_no_overlaps`, `add_memory_limits`) make t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
@@ -35,6 +36,39 @@ class HeldMemory:
 
 
 @dataclass(frozen=True)
+class Offload:
+    """The variables of one (stage, microbatch)'s offload: whether it happens, when its offload
+    and its reload start (ticks), and how long each takes (ticks)."""
+
+    stage: int
+    microbatch: int
+    offloaded: cp_model.IntVar
+    offload_start: cp_model.IntVar
+    reload_start: cp_model.IntVar
+    duration: int
+
+
+def make_offloads(model: cp_model.CpModel, data: ModelData) -> list[Offload]:
+    """The offload variables of every (stage, microbatch) whose offload moves something."""
+    return [
+        Offload(
+            s,
+            j,
+            model.new_bool_var(f"offload {s}.{j}"),
+            model.new_int_var(0, data.horizon, f"O{s}.{j}"),
+            model.new_int_var(0, data.horizon, f"R{s}.{j}"),
+            data.offload_ticks[s],
+        )
+        for s, j in offload_keys(data)
+    ]
+
+
+def offload_keys(data: ModelData) -> list[tuple[int, int]]:
+    """The (stage, microbatch)s the model may offload, in the order of `make_offloads`."""
+    return [(s, j) for s in data.offload_ticks for j in data.instance.microbatches_at(s)]
+
+
+@dataclass(frozen=True)
 class ModelVariables:
     """Every variable of the model; `held` and `first`/`last` are per device, `capacity` is None
     unless the model minimises memory. `paired` and `alone` are empty without pairs; `alone` holds
@@ -50,6 +84,7 @@ class ModelVariables:
     time_objective: cp_model.IntVar
     first: list[cp_model.IntVar]
     last: list[cp_model.IntVar]
+    offloads: list[Offload] = field(default_factory=list)
 
     @property
     def minimized(self) -> cp_model.IntVar:
@@ -92,7 +127,8 @@ def make_variables(model: cp_model.CpModel, data: ModelData) -> ModelVariables:
         for d in devices:
             first.append(model.new_int_var(0, data.horizon, f"first on device {d}"))
             last.append(model.new_int_var(0, data.horizon, f"last on device {d}"))
-    return ModelVariables(starts, ends, paired, alone, pair_ends, held, capacity, time_objective, first, last)
+    offloads = make_offloads(model, data) if data.offload else []
+    return ModelVariables(starts, ends, paired, alone, pair_ends, held, capacity, time_objective, first, last, offloads)
 
 
 def _held_memory(model: cp_model.CpModel, data: ModelData, device: int) -> list[HeldMemory]:

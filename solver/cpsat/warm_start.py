@@ -13,11 +13,13 @@ from dataclasses import dataclass
 
 from pipesat.models import Instance, Kind, Objective, OpKey, Step
 from pipesat.solver.cpsat.model import PipelineModel
+from pipesat.solver.cpsat.offload import hint_offloads
 from pipesat.solver.cpsat.pairs import model_steps
 from pipesat.solver.cpsat.scale import ceil_ticks
 from pipesat.solver.evaluate.bounds import lower_bound, minimum_memory_limit
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import min_span_schedule, timed_for
+from pipesat.solver.evaluate.simulator import TransferPlan, simulate
 
 
 @dataclass(frozen=True)
@@ -30,26 +32,51 @@ class ObjectiveRange:
 
 
 def warm_start(
-    model: PipelineModel, orders: Sequence[Sequence[Step]] | None, floor: float | None = None
+    model: PipelineModel,
+    orders: Sequence[Sequence[Step]] | None,
+    floor: float | None = None,
+    plan: TransferPlan | None = None,
 ) -> ObjectiveRange:
     """Hint `model` with `orders` (when given) and bound its minimised variable (see the module notes).
     `floor` is a lower bound on the time objective proven elsewhere (instance units); it bounds the
-    range too where the model's times are exact, so that every schedule's value in ticks is its value."""
+    range too where the model's times are exact, so that every schedule's value in ticks is its value.
+    `plan` is the start's transfers (a start that offloads, `simulator.transfer_plan_of`): they are
+    hinted too, and the hint's value bounds the range only where the times are exact (a transfer's
+    time in ticks is whole only then)."""
     upper = None
     if orders is not None:
-        starts, capacity = tick_starts(model, orders)
+        transfers: dict[OpKey, int] = {}
+        if plan is None:
+            starts, capacity = tick_starts(model, orders)
+        else:
+            (starts, transfers), capacity = offload_tick_starts(model, orders, plan), None
         upper = add_hint(model, starts, capacity)
+        hint_offloads(model.cp_model, model.variables, transfers)
+        if plan is not None and not model.data.scale.exact_time:
+            upper = None
     data = model.data
     if data.minimize_memory:
         bound = minimum_memory_limit(data.tick_instance)
     else:
-        bound = lower_bound(data.tick_instance, data.objective, data.split_backward, tuning=data.tuning)
+        # The bounds under a memory limit assume no offload; with offload only the unlimited ones hold.
+        bounded = data.tick_instance.with_limit(None) if data.offload else data.tick_instance
+        bound = lower_bound(bounded, data.objective, data.split_backward, tuning=data.tuning)
         exact = data.scale.exact_span if data.objective == Objective.SPAN else data.scale.exact_time
         if floor is not None and exact:
             bound = max(bound, floor * data.ticks_per_unit)
     lower = ceil_ticks(bound)
     restrict_objective(model, lower, upper)
     return ObjectiveRange(lower, upper)
+
+
+def offload_tick_starts(
+    model: PipelineModel, orders: Sequence[Sequence[Step]], plan: TransferPlan
+) -> tuple[dict[OpKey, int], dict[OpKey, int]]:
+    """The orders timed in the model's ticks as soon as possible with the transfers of `plan` (a
+    makespan model that offloads): the ops' starts and the transfers'."""
+    data = model.data
+    timed = simulate(data.tick_instance, model_steps(orders, data.pairs), links=plan.links, waits=plan.waits)
+    return {op.key: round(op.start) for op in timed.ops}, {op.key: round(op.start) for op in timed.transfers}
 
 
 def tick_starts(model: PipelineModel, orders: Sequence[Sequence[Step]]) -> tuple[dict[OpKey, int], int | None]:

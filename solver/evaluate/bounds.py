@@ -96,6 +96,27 @@ def minimum_memory_limits(instance: Instance) -> list[float]:
     ]
 
 
+def least_offload_limits(instance: Instance) -> list[float]:
+    """Each device's smallest memory limit when activations may be offloaded, exactly (docs/offload.md).
+
+    An F holds its stage's whole activation from its start, offloaded or not; a microbatch's earlier
+    stages on the device (on its route) keep what an offload leaves, `1 - offload_fraction` of theirs,
+    until their B, which comes after this F's. So device d holds at least, for some stage s of its,
+    M_B[s] plus that part of its earlier stages'. The one-at-a-time order with everything offloaded
+    (`solver.heuristics.offloaded`) holds no more.
+    """
+    kept = 1 - instance.offload_fraction
+    memory = instance.activation_memory
+    return [
+        max(
+            memory[s] + kept * sum(memory[a] for a in on_route[:i])
+            for on_route in instance.route_stages(d)
+            for i, s in enumerate(on_route)
+        )
+        for d in range(instance.num_devices)
+    ]
+
+
 def critical_path_bound(instance: Instance, split: bool) -> float:
     """The makespan of one microbatch alone: its forward chain, backward chain and last W, with p2p."""
     offsets = chain_offsets(instance, split)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from pipesat.models import Kind, Objective, Schedule
-from pipesat.models.ops import memory_change
+from pipesat.models.ops import memory_change, transfer_change
 from pipesat.models.tolerance import same
 
 if TYPE_CHECKING:
@@ -122,11 +122,22 @@ def compute_metrics(schedule: Schedule) -> Metrics:
     )
 
 
+def link_busy(schedule: Schedule) -> tuple[float, ...]:
+    """Per device, how long its host link carries transfers, both directions added (docs/offload.md);
+    all 0 for a schedule that offloads nothing."""
+    busy = [0.0] * schedule.instance.num_devices
+    for op in schedule.transfers:
+        busy[op.device] += op.end - op.start
+    return tuple(busy)
+
+
 def memory_profiles(schedule: Schedule) -> list[MemoryProfile]:
     """Memory over time per device, by `models.ops.memory_change`.
 
     At equal times frees come before allocations, so an op that ends when another starts does not
-    count both (the same half-open intervals as the CP-SAT model).
+    count both (the same half-open intervals as the CP-SAT model). An offload frees what it moved at
+    its end and a reload allocates it at its start (`models.ops.transfer_change`): memory is held
+    while either is in flight.
     """
     import numpy as np
 
@@ -139,6 +150,9 @@ def memory_profiles(schedule: Schedule) -> list[MemoryProfile]:
             events[op.device].append((op.start, 1, change))
         else:
             events[op.device].append((op.end, 0, change))
+    for op in schedule.transfers:
+        change = transfer_change(instance, op.kind, op.stage)
+        events[op.device].append((op.start, 1, change) if op.kind == Kind.R else (op.end, 0, change))
     profiles = []
     for device_events in events:
         if not device_events:

@@ -3,7 +3,8 @@
 It shares no code with the simulator or any schedule maker, only the rules themselves (`models.ops`,
 `models.tolerance`). One check per rule (every op exactly once, placement, no start before time 0,
 durations, dependencies with p2p, one op at a time per device or one overlapped pair, the memory
-limit); every violation
+limit, and for host-link transfers: which exist, one per direction at a time, offload after F,
+reload before B); every violation
 comes back as a readable line. Times are compared up to float noise scaled to the times compared
 (`models.tolerance.time_slack`), never to the schedule's extent, so one op far away cannot hide an
 error elsewhere.
@@ -62,10 +63,19 @@ class Rule(StrEnum):
     OVERLAP = "overlap"
     """A device runs two ops at once that are not one overlapped pair."""
     MEMORY = "memory"
-    """A device holds more activation memory than its limit."""
+    """A device holds more activation memory than its limit (transfers in flight included)."""
+    TRANSFER = "transfer"
+    """A host-link transfer the instance cannot have: no link, an unknown stage or microbatch, another
+    device, one repeated, an offload without its reload or the reverse, or the wrong length."""
+    LINK = "link"
+    """A device's host link runs two transfers of one direction at once."""
+    OFFLOAD = "offload"
+    """An offload starts before its F ends, or a reload before its offload ends."""
+    RELOAD = "reload"
+    """A B of an offloaded microbatch starts before its reload ends."""
 
 
-OP_SET_RULES = frozenset({Rule.MISSING, Rule.REPEATED, Rule.UNKNOWN, Rule.PLACEMENT})
+OP_SET_RULES = frozenset({Rule.MISSING, Rule.REPEATED, Rule.UNKNOWN, Rule.PLACEMENT, Rule.TRANSFER})
 """The rules of which ops run where: while one is broken, held memory means nothing and is not checked."""
 
 
@@ -105,6 +115,11 @@ def validate(schedule: Schedule) -> list[Violation]:
         violations += check_duration(instance, op, split, pairs.get(op.key))
     violations += check_dependencies(instance, ops, pairs, origin)
     violations += check_overlaps(ops, pairs, origin)
+    if schedule.transfers:
+        transfers, problems = check_transfer_set(schedule)
+        violations += problems
+        violations += check_link_overlaps(transfers, origin)
+        violations += check_transfer_order(ops, transfers, origin)
     # Memory is only meaningful for a complete set of ops on their own devices (a device may not even exist).
     if not any(v.rule in OP_SET_RULES for v in violations):
         violations += check_memory(schedule)
@@ -246,6 +261,89 @@ def check_overlaps(ops: OpSet, pairs: Pairs, origin: float) -> list[Violation]:
                         f"runs until {previous.end:g}",
                     )
                 )
+    return violations
+
+
+def check_transfer_set(schedule: Schedule) -> tuple[OpSet, list[Violation]]:
+    """Each transfer exists (a link, a stage and microbatch of the instance, O or R), runs on its
+    stage's device, appears once and lasts the amount over the bandwidth; every offload has its
+    reload and every reload its offload."""
+    instance = schedule.instance
+    if instance.host_link_bandwidth is None:
+        return {}, [Violation(Rule.TRANSFER, "the schedule offloads activations but the instance has no host link")]
+    violations: list[Violation] = []
+    transfers: OpSet = {}
+    for op in schedule.transfers:
+        if op.kind not in (Kind.O, Kind.R) or not (
+            0 <= op.stage < instance.num_stages and op.microbatch in instance.microbatches_at(op.stage)
+        ):
+            violations.append(Violation(Rule.TRANSFER, f"{op.label()} is not a transfer the instance has"))
+        elif op.device != instance.placement[op.stage]:
+            violations.append(
+                Violation(Rule.TRANSFER, f"device {op.device}: {op.label()} moves stage {op.stage}'s activations")
+            )
+        elif op.key in transfers:
+            violations.append(Violation(Rule.TRANSFER, f"{op.label()} appears more than once"))
+        else:
+            transfers[op.key] = op
+            amount = instance.offload_fraction * instance.activation_memory[op.stage]
+            duration = amount / instance.host_link_bandwidth
+            if abs((op.end - op.start) - duration) > duration_slack(duration, op.end):
+                violations.append(
+                    Violation(
+                        Rule.TRANSFER,
+                        f"device {op.device}: {op.label()} lasts {op.end - op.start:g}, expected {duration:g}",
+                    )
+                )
+    for key in transfers:
+        other = OpKey(Kind.R if key.kind == Kind.O else Kind.O, key.stage, key.microbatch)
+        if other not in transfers:
+            violations.append(Violation(Rule.TRANSFER, f"{op_label(key)} has no {op_label(other)}"))
+    return transfers, violations
+
+
+def check_link_overlaps(transfers: OpSet, origin: float) -> list[Violation]:
+    """Each direction of a device's host link runs one transfer at a time."""
+    lanes: dict[tuple[int, Kind], list[Op]] = defaultdict(list)
+    for op in transfers.values():
+        lanes[(op.device, op.kind)].append(op)
+    violations = []
+    for (device, _), lane in sorted(lanes.items()):
+        for previous, current in itertools.pairwise(sorted(lane, key=lambda o: (o.start, o.end))):
+            if current.start < previous.end - time_slack(previous.end, origin):
+                violations.append(
+                    Violation(
+                        Rule.LINK,
+                        f"device {device}: {current.label()} starts at {current.start:g} on the host link while "
+                        f"{previous.label()} runs until {previous.end:g}",
+                    )
+                )
+    return violations
+
+
+def check_transfer_order(ops: OpSet, transfers: OpSet, origin: float) -> list[Violation]:
+    """An offload after its F, a reload after its offload, the B after its reload."""
+    violations = []
+    for key, op in transfers.items():
+        offload = key.kind == Kind.O
+        earlier = (ops if offload else transfers).get(OpKey(Kind.F if offload else Kind.O, key.stage, key.microbatch))
+        if earlier is not None and op.start < earlier.end - time_slack(earlier.end, origin):
+            violations.append(
+                Violation(
+                    Rule.OFFLOAD,
+                    f"device {op.device}: {op.label()} starts at {op.start:g} before {earlier.label()} "
+                    f"ends at {earlier.end:g}",
+                )
+            )
+        backward = None if offload else ops.get(OpKey(Kind.B, key.stage, key.microbatch))
+        if backward is not None and backward.start < op.end - time_slack(op.end, origin):
+            violations.append(
+                Violation(
+                    Rule.RELOAD,
+                    f"device {op.device}: {backward.label()} starts at {backward.start:g} before "
+                    f"{op.label()} ends at {op.end:g}",
+                )
+            )
     return violations
 
 

@@ -131,19 +131,20 @@ def embedding_cost(model: Transformer, training: Training, hardware: Hardware) -
 
 
 def head_cost(model: Transformer, training: Training, hardware: Hardware) -> Cost:
-    """The output head (h x V matmul, vocabulary split over t) and the loss: its input and the logits
-    held until B, its input and their gradient until W. Its column-parallel matmul gathers its input
-    in F with sequence parallelism, and reduces its input's gradient in B."""
+    """The output head (h x V matmul, vocabulary split over t) and the loss: its input and the loss's
+    softmax over the logits (at `loss_bytes` a value) held until B, its input and the logits' gradient
+    until W. Its column-parallel matmul gathers its input in F with sequence parallelism, and reduces
+    its input's gradient in B."""
     n, h, vocab, bpv = local_tokens(model, training), model.hidden, model.vocab, training.bytes_per_value
-    held = held_bytes(
-        [Tensor("head input", n * h, bpv, sharded=False), Tensor("logits", n * vocab, bpv, sharded=True)], training
-    )
+    head_input = Tensor("head input", n * h, bpv, sharded=False)
+    held = held_bytes([head_input, Tensor("loss softmax", n * vocab, training.loss_bytes, sharded=True)], training)
+    until_w = held_bytes([head_input, Tensor("logits gradient", n * vocab, bpv, sharded=True)], training)
     parallel = training.sequence_parallel
     gather = tensor_parallel_ms(Collective.ALL_GATHER, model, training, hardware) if parallel else 0.0
     reduce = Collective.REDUCE_SCATTER if parallel else Collective.ALL_REDUCE
     return Cost(
         activation_bytes=held,
-        weight_bytes=held,
+        weight_bytes=min(until_w, held),  # W frees at most what F allocated (docs/cost-model.md)
         forward_comm_ms=gather,
         backward_comm_ms=tensor_parallel_ms(reduce, model, training, hardware),
         **compute(head_passes(model, training), training, hardware),

@@ -13,7 +13,8 @@ hold the same stages in the other replicas, as the frameworks do it:
 
 With expert parallelism EP a device's routed experts are exchanged among the d/EP replicas that
 hold the same experts, in their own buckets (first in the backward's order), the rest among all d.
-Gradients move at `grad_bytes` a value, weights at `weight_bytes`; every collective is
+Gradients move at `grad_bytes` a value, weights at `weight_bytes` (ZeRO 3 gathers at
+`gathered_weight_bytes`, FSDP's param dtype); every collective is
 `collectives.collective_ms` over the data-parallel group's link. ZeRO 0 to 2 exchange in buckets of
 max(40M, 1M·d) parameters (Megatron-Core's default bucket size), filled in the order the backward
 makes the gradients: from the last layer back, so the last bucket holds the first layers.
@@ -156,7 +157,7 @@ def sharded_op_ms(
         return NOTHING, NOTHING, NOTHING
     units = stage_units(model, training, stage)
     work = [0.0, *units[1:]] if stage.has_embedding else units
-    gather = [collective_ms(Collective.ALL_GATHER, unit * training.weight_bytes, d, link) for unit in units]
+    gather = [collective_ms(Collective.ALL_GATHER, unit * training.gathered_weight_bytes, d, link) for unit in units]
     reduce = [collective_ms(Collective.REDUCE_SCATTER, unit * training.grad_bytes, d, link) for unit in units]
     none = [0.0] * len(units)
     forward, backward, weight = times

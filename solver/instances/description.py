@@ -100,6 +100,14 @@ class Training(Keyed):
     optimizer state a parameter costs (`solver.instances.model_state`)."""
 
     bytes_per_value: float = key(NUMBER, "Bytes per activation value (2: bf16).", 2.0, above=0)
+    loss_bytes: float = key(
+        NUMBER,
+        "Bytes per value of the loss's softmax over the logits, kept for B (4: fp32, as Megatron's vocab-parallel "
+        "cross entropy and torch's cross entropy of fp32 logits keep it).",
+        None,
+        at_least=0,
+        default_from="bytes_per_value",
+    )
     flash_attention: bool = key(FLAG, "Flash attention: the attention scores are recomputed in B, not kept.", True)
     causal: bool = key(FLAG, "Causal attention (flash attention skips the masked half).", True)
     dropout: bool = key(FLAG, "Count dropout masks (today's LLMs train without dropout).", False)
@@ -153,6 +161,14 @@ class Training(Keyed):
         True,
     )
     weight_bytes: float = key(NUMBER, "Bytes per weight.", 2.0, above=0)
+    gathered_weight_bytes: float = key(
+        NUMBER,
+        "Bytes per weight of a unit ZeRO 3 gathers to compute with (FSDP's mixed-precision param dtype: 2 with "
+        "fp32 sharded weights).",
+        None,
+        above=0,
+        default_from="weight_bytes",
+    )
     grad_bytes: float = key(NUMBER, "Bytes per gradient.", 4.0, at_least=0)
     optimizer_bytes: float = key(
         NUMBER, "Optimizer bytes per parameter (Adam: master weights, two moments).", 12.0, at_least=0

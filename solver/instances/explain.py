@@ -32,7 +32,8 @@ from pipesat.solver.instances.pass_times import effective_flops_per_ms, roofline
 from pipesat.solver.instances.roofline import Gemm, Roofline, attention_ms, gemm_ms, memory_ms
 
 TRAINING_OPTIONS = (
-    "recompute recompute_layers tensor_parallel data_parallel bytes_per_value weight_bytes grad_bytes "
+    "recompute recompute_layers tensor_parallel data_parallel bytes_per_value loss_bytes weight_bytes "
+    "gathered_weight_bytes grad_bytes "
     "optimizer_bytes flash_attention causal dropout sequence_parallel zero overlap_grad_reduce overlap_tp_comm "
     "scatter_gather_p2p overlap_param_gather context_parallel expert_parallel"
 )
@@ -78,12 +79,17 @@ def _hardware_options(hardware: Hardware) -> list[str]:
 
 def _options(record: object, names: str, changed: bool = False) -> list[str]:
     """The options that give `record`'s keys `names` (space-separated); `changed`: only those not at
-    their declared default."""
+    their declared default (a key that takes another's value by default: not at that value)."""
     declared = keys(type(record))
+
+    def default(name: str) -> object:
+        taken = declared[name].default_from
+        return getattr(record, taken) if taken else declared[name].default
+
     return [
         declared[name].option_text(name, getattr(record, name))
         for name in names.split()
-        if not changed or getattr(record, name) != declared[name].default
+        if not changed or getattr(record, name) != default(name)
     ]
 
 
@@ -294,7 +300,7 @@ def _stage_lines(description: Description, derivation: Derivation) -> list[str]:
         head = head_cost(model, training, hardware)
         lines += [
             f"stage {instance.num_stages - 1} also holds the output head: F = B = W = 2n·h·V/t = "
-            f"{_flops(head.forward_flops)}; M_B = M_W = its input and the logits (/t) = {_mib(head.activation_bytes)}",
+            f"{_flops(head.forward_flops)}; M_B = its input and the loss's softmax (/t) = {_mib(head.activation_bytes)}, M_W = its input and the logits' gradient = {_mib(head.weight_bytes)}",
         ]
     else:
         lines.append("vocabulary 0: no output head or loss counted")
@@ -383,7 +389,7 @@ def _sharded_lines(description: Description, derivation: Derivation) -> list[str
     training, hardware = description.training, description.hardware
     lines = [
         "  plus, whole, the weights of the unit it computes and of the one it prefetches: its two largest units "
-        f"(a layer, the embedding or the head) x {training.weight_bytes:g} bytes"
+        f"(a layer, the embedding or the head) x {training.gathered_weight_bytes:g} bytes"
     ]
     if hardware.dp_bandwidth <= 0:
         return [

@@ -41,6 +41,8 @@ def build_instance(
     chunks: int | None = None,
     placement: str | None = None,
     memory_limit: str | None = None,
+    host_link_bandwidth: str | None = None,
+    offload_fraction: float | None = None,
 ) -> Instance:
     """An instance from a file (`instance_file` or `config`, one name for it) and/or options; the options
     win over the file's keys."""
@@ -57,6 +59,8 @@ def build_instance(
         "chunks": chunks,
         "placement": _placement(placement),
         "memory_limit": memory_limit,
+        "host_link_bandwidth": host_link_bandwidth,
+        "offload_fraction": offload_fraction,
     }
     given = {key: value for key, value in options.items() if value is not None}
     if path is None and ("num_devices" not in given or "num_microbatches" not in given):

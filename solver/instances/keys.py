@@ -21,7 +21,8 @@ from dataclasses import MISSING, dataclass
 from typing import Any
 
 from pipesat.models import InstanceError
-from pipesat.solver.instances.value_kinds import Flag, ValueKind, Whole, Wholes
+from pipesat.models.errors import did_you_mean
+from pipesat.solver.instances.value_kinds import Flag, ValueKind, Whole, Wholes, Word
 
 KEY = "pipesat.key"
 """The field metadata entry that holds a field's `Key`."""
@@ -52,7 +53,8 @@ class Key:
         try:
             held = self.kind.read(value, name)
         except ValueError:
-            raise InstanceError(f"{name} must be {self.kind.what}, got {value!r}") from None
+            hint = did_you_mean(value, self.kind.choices) if isinstance(self.kind, Word) else ""
+            raise InstanceError(f"{name} must be {self.kind.what}, got {value!r}{hint}") from None
         self.check(held, name)
         return held
 

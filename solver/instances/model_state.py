@@ -11,7 +11,9 @@ Each parameter costs `weight_bytes + grad_bytes + optimizer_bytes` (mixed-precis
 shards them over the d data-parallel replicas: 1 the optimizer state (Megatron's distributed
 optimizer: 2 + 4 + 12/d), 2 the gradients too (2 + (4 + 12)/d), 3 the weights too (FSDP, 18/d). A
 ZeRO-3 device also holds the gathered weights of the unit it computes and of the one it prefetches:
-twice its largest unit (a layer, the embedding or the head). The routed experts' state is sharded
+twice its largest unit (a layer, the embedding or the head), at `gathered_weight_bytes` a weight (FSDP
+gathers fp32 sharded weights as bf16 under its mixed-precision policy: torchtitan's default, 4 + 4 + 8
+bytes a parameter sharded and 2 gathered). The routed experts' state is sharded
 over the d/EP replicas that hold the same experts. A device's activation budget is the
 GPU's memory less a reserve (CUDA context, communication buffers, allocator fragmentation, temporary
 buffers) and less the model state of its stages. docs/cost-model.md gives the sources.
@@ -111,7 +113,7 @@ def device_states(
     for own in held:
         parameters = sum(stage_parameters(model, training, stage) for stage in own)
         experts = sum(stage.moe_layers for stage in own) * expert_parameters(model, training)
-        gathered = gathered_parameters(model, training, own) * training.weight_bytes
+        gathered = gathered_parameters(model, training, own) * training.gathered_weight_bytes
         held_bytes = (parameters - experts) * per_byte + experts * per_expert_byte
         states.append(DeviceState(parameters, held_bytes + gathered, experts))
     return states

@@ -2,7 +2,8 @@
 
 One process `pipesat: NAME` holds one thread (track) per device with a complete event (`"ph": "X"`)
 per op, named like the rest of pipesat names ops (`F(stage 2, mb 5)`), and one counter track per
-device with its held activation memory from the metrics module. Schedule times have no unit; the
+device with its held activation memory from the metrics module. A schedule that offloads has a
+track per direction of each device's host link, with its offloads (O) or reloads (R). Schedule times have no unit; the
 trace shows one time unit as one millisecond (`ts` and `dur` are in microseconds).
 """
 
@@ -12,7 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipesat.models import Schedule, pair_label
+from pipesat.models import Kind, Schedule, pair_label
+from pipesat.models.ops import TRANSFER_KINDS
 from pipesat.solver.evaluate.metrics import memory_profiles
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.io.output_file import write_output
@@ -23,6 +25,11 @@ PROCESS_ID = 0
 
 def device_track_name(device: int) -> str:
     return f"device {device}"
+
+
+def link_track_name(device: int, kind: Kind) -> str:
+    """A device's host-link direction: its offloads (device to host) or its reloads (host to device)."""
+    return f"device {device} link, " + ("device to host" if kind == Kind.O else "host to device")
 
 
 def memory_counter_name(device: int) -> str:
@@ -50,9 +57,27 @@ def chrome_trace(schedule: Schedule) -> dict[str, Any]:
         events.append(
             {"ph": "M", "name": "thread_sort_index", "pid": PROCESS_ID, "tid": device, "args": {"sort_index": device}}
         )
+    p = instance.num_devices
+    lanes = sorted({(op.device, op.kind) for op in schedule.transfers})
+    link_tid = {lane: p + TRANSFER_KINDS.index(lane[1]) * p + lane[0] for lane in lanes}
+    for (device, kind), tid in link_tid.items():
+        events.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": PROCESS_ID,
+                "tid": tid,
+                "args": {"name": link_track_name(device, kind)},
+            }
+        )
+        events.append(
+            {"ph": "M", "name": "thread_sort_index", "pid": PROCESS_ID, "tid": tid, "args": {"sort_index": tid}}
+        )
     # The ops of an overlapped pair share one interval: each event names the pair it runs in.
     pair_of = {key: pair_label(pair) for pair in schedule.pairs for key in pair.op_keys()}
-    for op in sorted(schedule.ops, key=lambda o: (o.device, o.start, o.end)):
+    ops = sorted(schedule.ops, key=lambda o: (o.device, o.start, o.end))
+    transfers = sorted(schedule.transfers, key=lambda o: (o.device, o.kind, o.start))
+    for op in [*ops, *transfers]:
         paired = {"overlapped_pair": pair_of[op.key]} if op.key in pair_of else {}
         events.append(
             {
@@ -60,7 +85,7 @@ def chrome_trace(schedule: Schedule) -> dict[str, Any]:
                 "name": op.label(),
                 "cat": op.kind,
                 "pid": PROCESS_ID,
-                "tid": op.device,
+                "tid": link_tid.get((op.device, op.kind), op.device),
                 "ts": op.start * MICROSECONDS_PER_UNIT,
                 "dur": (op.end - op.start) * MICROSECONDS_PER_UNIT,
                 "args": {

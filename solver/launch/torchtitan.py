@@ -52,10 +52,10 @@ def write_torchtitan(launch: LaunchInput) -> dict[str, str]:
 
 
 def _file(launch: LaunchInput, imports: list[str], body: list[str]) -> str:
-    config, spec = launch.config, launch.spec
+    config, _spec = launch.config, launch.spec
     parallel = [
         f"config.parallelism.tensor_parallel_degree = {config.tensor_parallel}",
-        f"config.parallelism.enable_sequence_parallel = {spec.training.sequence_parallel}",
+        f"config.parallelism.enable_sequence_parallel = {launch.sequence_parallel}",
         f"config.parallelism.context_parallel_degree = {config.context_parallel}",
         f"config.parallelism.pipeline_parallel_degree = {config.pipeline}",
     ]

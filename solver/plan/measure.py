@@ -22,7 +22,9 @@ where the time goes.
   head, as `solver.instances.cost_model` counts them, without recomputation and before any
   tensor-parallel split.
 - **Memory per GPU** = the largest over the devices of its model state plus its schedule's peak
-  activations. The reserve is apart: the usable memory is the GPU's less the reserve.
+  activations, the two kept apart (the model state is what the layout needs whatever its schedule;
+  the activations are what the schedule holds, up to its limit). The reserve is apart: the usable
+  memory is the GPU's less the reserve.
 - **Where the time goes** (`Breakdown`, summing to the iteration time exactly): the critical device
   is the busiest one (the least idle). Its busy time is its ops' times; of them the cost model's
   recomputation, exposed tensor- and context-parallel communication, the experts' all-to-all (less
@@ -38,7 +40,7 @@ import dataclasses
 
 from pipesat.models import Schedule
 from pipesat.models.plan_result import Breakdown, Configuration, Measure
-from pipesat.models.units import MIB
+from pipesat.models.units import MIB, memory_text
 from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.instances.collectives import Link
@@ -168,7 +170,8 @@ def measure(spec: PlanSpec, config: Configuration, derivation: Derivation, sched
     iteration = metrics.makespan + exchange + optimizer
     seconds = iteration / 1e3
     peak_flops = spec.cluster.gpus * spec.cluster.tflops * 1e12
-    memory = max(state.bytes + peak * MIB for state, peak in zip(derivation.states, metrics.peak_memory, strict=True))
+    held = [(state.bytes, peak * MIB) for state, peak in zip(derivation.states, metrics.peak_memory, strict=True)]
+    model_state, activations = max(held, key=sum)
     return Measure(
         makespan_ms=metrics.makespan,
         exchange_ms=exchange,
@@ -176,7 +179,8 @@ def measure(spec: PlanSpec, config: Configuration, derivation: Derivation, sched
         iteration_ms=iteration,
         tokens_per_s=spec.tokens_per_iteration / seconds,
         mfu=model_flops(spec) / (peak_flops * seconds),
-        memory_per_gpu=memory,
+        model_state=model_state,
+        activations=activations,
         breakdown=breakdown(derivation, schedule, metrics, (exchange, optimizer)),
     )
 
@@ -223,7 +227,15 @@ def iteration_lines(spec: PlanSpec, config: Configuration, derivation: Derivatio
         + f" parameters x (2·{training.optimizer_bytes:g} + {training.grad_bytes:g} + {training.weight_bytes:g}) "
         f"bytes at {spec.cluster.memory_bandwidth:g} GB/s = {measured.optimizer_ms:.4g} ms"
     )
-    critical = critical_device(compute_metrics(schedule))
+    metrics = compute_metrics(schedule)
+    held = [state.bytes + peak * MIB for state, peak in zip(derivation.states, metrics.peak_memory, strict=True)]
+    most = max(range(len(held)), key=lambda device: (held[device], -device))
+    lines.append(
+        f"  memory of device {most} (the one that holds the most): model state {memory_text(measured.model_state, 'B')}"
+        f" + its schedule's peak activations {memory_text(measured.activations, 'B')} = "
+        f"{memory_text(measured.memory_per_gpu, 'B')} of {memory_text(usable_memory(spec), 'B')} usable"
+    )
+    critical = critical_device(metrics)
     lines.append(f"  where the time goes (device {critical}, the busiest):")
     for name, value in measured.breakdown.parts():
         lines.append(f"    {name:<10} {value:>10.1f} ms {value / measured.iteration_ms:>7.1%}")

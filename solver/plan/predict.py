@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from pipesat.models import InputError, Instance, PipesatError, Schedule
 from pipesat.models.placement import PLACEMENTS
-from pipesat.models.plan_result import Configuration, Measure
+from pipesat.models.plan_result import Configuration, Measure, MemoryFit
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import get_heuristic, run_heuristic
@@ -37,9 +37,9 @@ from pipesat.solver.heuristics.heuristic import NotApplicable
 from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.instances.from_model import Derivation, Description, derive
 from pipesat.solver.plan.measure import measure, usable_memory
+from pipesat.solver.plan.memory_fit import fit_layout, fit_of
 from pipesat.solver.plan.space import description, policy_refusal
 from pipesat.solver.plan.spec import PlanSpec
-from pipesat.solver.plan.tasks import activation_refusal
 
 FRAMEWORK_SCHEDULES = {"linear": "1f1b", "interleaved": "interleaved", "vshape": "zb-v", "bidirectional": "dualpipe"}
 """The schedule a configuration runs when none is named: its framework's own for the placement."""
@@ -52,8 +52,9 @@ _RECOMPUTE = {"full-recompute": "full", "full": "full", "selective-recompute": "
 @dataclass(frozen=True)
 class Prediction:
     """One configuration as it runs: its schedule (validated, made by the handwritten schedule
-    `made_by`), the derivation, the measure, the memory a GPU may use (bytes), and why the plan would
-    refuse it by memory, why its schedule's activations exceed a device's budget, and why the search
+    `made_by`), the derivation, the measure, the memory a GPU may use (bytes), how its schedule's
+    memory stands against that (`memory_fit.fit_of`), and why the plan would refuse it by memory (beyond
+    the memory estimate's error), why its schedule's activations exceed a device's budget, and why the search
     leaves it out by policy ('' each when not)."""
 
     config: Configuration
@@ -62,6 +63,7 @@ class Prediction:
     schedule: Schedule
     measure: Measure
     usable_memory: float
+    memory_fit: MemoryFit = MemoryFit.FITS
     refusal: str = ""
     over_budget: str = ""
     outside_search: str = ""
@@ -203,24 +205,26 @@ def predict(
     check_fits(spec, config)
     described = described or description(spec, config)
     name = name or config.label
+    fitted = fit_layout(described, name, calibration)
+    refusal = fitted.why if fitted.fit is MemoryFit.REFUSED else ""
     try:
         derivation = derive(described, name, calibration)
-        refusal = activation_refusal(derivation.instance)
-    except PipesatError as error:
-        refusal = f"model state: {error}"
+    except PipesatError:
         derivation = derive(unbounded(described), name, calibration)
     made_by = get_heuristic(schedule or framework_schedule(config)).name
     try:
         timed = configured_schedule(made_by, derivation.instance)
     except NotApplicable as error:  # a schedule asked for that the configuration cannot run: bad input
         raise InputError(str(error)) from None
+    measured, usable = measure(spec, config, derivation, timed), usable_memory(spec)
     return Prediction(
         config=config,
         made_by=made_by,
         derivation=derivation,
         schedule=timed,
-        measure=measure(spec, config, derivation, timed),
-        usable_memory=usable_memory(spec),
+        measure=measured,
+        usable_memory=usable,
+        memory_fit=fit_of(measured.memory_per_gpu, usable),
         refusal=refusal,
         over_budget=over_budget(derivation.instance, timed),
         outside_search=policy_refusal(spec, config.tensor_parallel),

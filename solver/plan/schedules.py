@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pipesat.models import Instance, Schedule
 from pipesat.models.placement import PLACEMENTS
-from pipesat.solver.heuristics import all_heuristics, handwritten_schedules, memory_gated, one_at_a_time, periodic
+from pipesat.solver.heuristics import all_heuristics, memory_gated, one_at_a_time, periodic
 
 SEARCH = "cp-sat"
 """The name that allows the solver's search (CP-SAT from every allowed schedule)."""
@@ -49,11 +49,13 @@ def runs_placement(schedules: tuple[str, ...] | None, placement: str) -> bool:
     return schedules is None or any(placement in placements_of(name) for name in schedules)
 
 
-def allowed_handwritten(schedules: tuple[str, ...] | None, instance: Instance) -> list[tuple[str, Schedule]]:
-    """(name, schedule) of every handwritten schedule the restriction allows that serves `instance`,
-    in table order (not yet validated)."""
-    found = handwritten_schedules(instance)
-    return found if schedules is None else [(name, schedule) for name, schedule in found if name in schedules]
+def allowed_handwritten(
+    schedules: tuple[str, ...] | None, found: list[tuple[str, Schedule]]
+) -> tuple[list[tuple[str, Schedule]], list[tuple[str, Schedule]]]:
+    """The (name, schedule) pairs of `found` (`heuristics.handwritten_schedules`) that the restriction
+    `schedules` allows, and those it does not, each in table order."""
+    allowed = [(name, schedule) for name, schedule in found if allows(schedules, name)]
+    return allowed, [(name, schedule) for name, schedule in found if not allows(schedules, name)]
 
 
 def unmet_text(schedules: tuple[str, ...], instance: Instance) -> str:

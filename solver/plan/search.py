@@ -3,8 +3,11 @@ CP-SAT only where a configuration may still beat the best found.
 
 1. **Assess** every configuration (in parallel), in two steps. *Bound* each (cheap; the smallest
    pipelines first, for at most BOUND_SHARE of the budget, so that a short budget on a big space
-   still schedules and ranks the most promising of what it bounded): derive its instance; refuse it by memory when its model state does not fit a GPU or its smallest feasible
-   activation limit exceeds a device's budget (exact, `solver.evaluate.bounds`); else prove a lower
+   still schedules and ranks the most promising of what it bounded): derive its instance; refuse it
+   by memory when its model state does not fit a GPU or its smallest feasible activation limit
+   exceeds a device's budget (exact, `solver.evaluate.bounds`) by more than the memory estimate's
+   error (`memory_fit`: within it, the configuration is tight, searched under the stretched budgets
+   and ranked with a mark); else prove a lower
    bound on the makespan under the budgets. Iteration time = makespan + the fixed data-parallel and
    optimizer terms (`measure`), so the bound on the iteration is the makespan's bound plus those
    terms. Then *schedule* them, most promising (lowest bound) first, in waves: time every
@@ -51,7 +54,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from pipesat.models import InstanceError, Status
-from pipesat.models.plan_result import ConfigResult, Configuration, Outcome, PlanResult
+from pipesat.models.plan_result import ConfigResult, Configuration, MemoryFit, Outcome, PlanResult, RuntimeBest
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.metrics import relative_gap
@@ -59,6 +62,7 @@ from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted, run_locally
 from pipesat.solver.plan.measure import usable_memory
 from pipesat.solver.plan.progress import PlanProgress, Tracker
+from pipesat.solver.plan.runtime_bests import plan_bests, runs_on
 from pipesat.solver.plan.schedules import SEARCH, allows
 from pipesat.solver.plan.space import Space, enumerate_space, op_count
 from pipesat.solver.plan.spec import PlanSpec
@@ -125,14 +129,13 @@ def plan(
     started: float | None = None,
     progress: Callable[[PlanProgress], None] | None = None,
 ) -> PlanResult:
-    """The best configuration of `spec`, all ranked (module notes); Ctrl-C ends it with what it has.
+    """The best configuration of `spec`, all ranked (module notes); Ctrl-C ends it with what it has;
+    `InstanceError` when no configuration of the cluster fits the model and batch.
 
     Parameters
     ----------
-    spec
-        The model, the cluster and what to search (`load_spec`, `spec_from_dict`).
-    executor, options
-        Where the solves run and how; None: as `pipesat plan` runs (a local pool, `PlanOptions()`).
+    spec, executor, options
+        The model and cluster (`load_spec`); where and how the solves run (None: as `pipesat plan`).
     space, started, progress
         What to search (None: all of `spec`), when the budget began (None: now), a progress callback.
 
@@ -140,11 +143,6 @@ def plan(
     -------
     PlanResult
         Every configuration ranked and the best one's schedule (validated); in ms and bytes.
-
-    Raises
-    ------
-    InstanceError
-        No configuration of the cluster fits the model and batch.
     """
     if executor is None:
         return run_locally(lambda own: plan(spec, own, options, space=space, started=started, progress=progress))
@@ -189,6 +187,7 @@ class _Run:
         self.pruned: dict[Configuration, str] = {}
         self.bounded: dict[Configuration, Assessment] = {}  # bounded, without a schedule (yet)
         self.searched: dict[Configuration, float] = {}
+        self.runtime_bests: dict[Configuration, tuple[RuntimeBest, ...]] = {}
         self.best: Found | None = None
         self.timing_dependent = False
         self.interrupted = False
@@ -241,6 +240,8 @@ class _Run:
         """Record each configuration's assessment: its schedule, its bound alone, its refusal, or why
         it has none (not finished)."""
         for config, assessment in zip(configs, assessments, strict=True):
+            if assessment is not None and assessment.runtime_bests and _fits(assessment):
+                self.runtime_bests[config] = assessment.runtime_bests
             if assessment is None:
                 self.unfinished[config] = why
             elif assessment.shape:
@@ -327,7 +328,7 @@ class _Run:
                 continue
             self.searched[after.config] = share
             self.timing_dependent |= after.wall_limited
-            self.found[after.config] = _kept(before, after)
+            self.found[after.config] = kept(before, after)
         self.best = self.tracker.best = _best(self.found.values())
 
     def result(self, configs: list[Configuration], skipped: list[str], merged: list[str]) -> PlanResult:
@@ -355,6 +356,7 @@ class _Run:
             why = next(iter(self.shapes.values()))
             raise InstanceError(f"no configuration of {self.spec.cluster.gpus} GPUs fits this model: {why}")
         out_of_time = OUT_OF_TIME in (*self.unfinished.values(), *self.unsearched.values())
+        unbounded = [config for config in self.unfinished if config not in self.bounded]
         ranked = PlanResult(
             results=sorted(results, key=lambda result: result.rank_key),
             best_schedule=None,
@@ -370,21 +372,35 @@ class _Run:
             timing_dependent=self.timing_dependent or out_of_time,
             interrupted=self.interrupted,
             tuning=self.options.tuning,
+            runtime=self.spec.runtime,
+            runtime_bests=plan_bests(  # of those that fit, as the plan's best
+                self.runtime_bests,
+                ((item.config, item.made_by, item.measure) for item in self.found.values() if _fits(item)),
+                (item.iteration_bound for config, item in self.bounded.items() if config not in self.found),
+                bool(unbounded),
+            ),
         )
         recommended = recommend(ranked)
         if recommended is None:
             return ranked
         best, best_gap = self.found[recommended], None
-        unbounded = [config for config in self.unfinished if config not in self.bounded]
         if not unbounded:
             bounds = [item.iteration_bound for item in self.found.values()]
             least = min(bounds + [item.iteration_bound for item in self.bounded.values()])
             best_gap = relative_gap(best.measure.iteration_ms, min(least, best.measure.iteration_ms))
         schedule = best.schedule.with_source(plan=best.config.label, iteration_ms=best.measure.iteration_ms)
         chosen = next(result for result in ranked.results if result.config == recommended)
-        because = deciding(chosen, ranked.results[0]) if chosen is not ranked.results[0] else ""
+        fastest = ranked.fastest
+        because = deciding(chosen, fastest) if fastest is not None and chosen is not fastest else ""
         return dataclasses.replace(
-            ranked, best_schedule=schedule, best_gap=best_gap, recommended=recommended, recommended_because=because
+            ranked,
+            best_schedule=schedule,
+            best_gap=best_gap,
+            recommended=recommended,
+            recommended_because=because,
+            best_runs_on=runs_on(
+                best.config, best.made_by, best.measure.iteration_ms, self.runtime_bests.get(best.config, ())
+            ),
         )
 
     @staticmethod
@@ -397,6 +413,7 @@ class _Run:
             iteration_bound_ms=item.iteration_bound,
             usable_memory=usable,
             note=note,
+            tight=item.memory_fit is MemoryFit.TIGHT,
         )
 
     def _ranked(self, item: Found, usable: float) -> ConfigResult:
@@ -423,10 +440,11 @@ class _Run:
             search_seconds=self.searched.get(config, 0.0),
             usable_memory=usable,
             note=note,
+            tight=item.memory_fit is MemoryFit.TIGHT,
         )
 
 
-def _kept(before: Found, after: Found) -> Found:
+def kept(before: Found, after: Found) -> Found:
     """A configuration's result after its solve: never worse than what it started from (CP-SAT
     starts from every handwritten schedule, but a short solve may end on no better one), and of two
     within SCHEDULE_TIE of each other the one holding less memory (`tasks`); with the better of the
@@ -442,11 +460,14 @@ def _kept(before: Found, after: Found) -> Found:
     return dataclasses.replace(kept, makespan_bound=bound, status=status, settled=settled)
 
 
+def _fits(item: Found | Assessment) -> bool:
+    return item.memory_fit is MemoryFit.FITS
+
+
 def _best(found: Iterable[Found]) -> Found | None:
+    """The incumbent: the fastest that fits (else the fastest tight one), so a tight row never prunes one that fits."""
     items = list(found)
-    if not items:
-        return None
-    return min(items, key=lambda item: (item.measure.iteration_ms, item.config))
+    return min([i for i in items if _fits(i)] or items, key=lambda i: (i.measure.iteration_ms, i.config), default=None)
 
 
 class Bounded(Protocol):
@@ -476,25 +497,3 @@ def _prune(queue: list[B], best: Found | None, margin: float = 0.0) -> tuple[lis
         else:
             kept.append(item)
     return kept, pruned
-
-
-def brute_force(
-    spec: PlanSpec,
-    executor: Executor,
-    time_limit: float,
-    seed: int = 0,
-    cpsat_workers: int = 1,
-    tuning: Tuning = DEFAULT_TUNING,
-) -> list[Found]:
-    """Every configuration that fits solved with CP-SAT for `time_limit` seconds, no pruning, ranked
-    as the plan ranks: what the plan's pruning must agree with (the tests and benchmarks/bench_plan.py)."""
-    configs, _, _ = enumerate_space(spec)
-    assessments = executor.run(assess, [AssessTask(spec=spec, config=config, tuning=tuning) for config in configs])
-    fitting = [a.found for a in assessments if a is not None and a.found is not None]
-    tasks = [
-        SolveTask(spec=spec, config=item.config, time_limit=time_limit, seed=seed, workers=cpsat_workers, tuning=tuning)
-        for item in fitting
-    ]
-    solved = executor.run(solve_config, tasks)
-    best = [before if after is None else _kept(before, after) for before, after in zip(fitting, solved, strict=True)]
-    return sorted(best, key=lambda item: (item.measure.iteration_ms, item.config))

@@ -30,7 +30,8 @@ from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.collectives import Fabric
 from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
-from pipesat.solver.instances.value_kinds import TEXT, WHOLE, Wholes, Words
+from pipesat.solver.instances.value_kinds import TEXT, WHOLE, Wholes, Word, Words
+from pipesat.solver.plan.runtimes import ANY, RUNTIME_NAMES, RUNTIMES, held_to, with_defaults
 from pipesat.solver.plan.schedules import SCHEDULE_NAMES
 
 PLACEMENTS_SEARCHED = tuple(name for name in PLACEMENTS if name != "bidirectional")
@@ -119,7 +120,9 @@ class PlanSpec(Keyed):
     in sequences, and the lists the plan tries: tensor-parallel, context-parallel and pipeline degrees,
     microbatch sizes, placements, chunks of an interleaved pipeline, expert-parallel degrees,
     recomputation settings and ZeRO stages; `schedules` restricts the schedules a configuration may use
-    (`solver.plan.schedules`); `current` is the configuration the user runs now (`solver.plan.current`). A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
+    (`solver.plan.schedules`), and `runtime` holds them all to what a framework runs
+    (`solver.plan.runtimes`); `current` is the configuration the user runs now (`solver.plan.current`).
+    A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
     list one value pins a layout."""
 
     model: Transformer
@@ -194,6 +197,12 @@ class PlanSpec(Keyed):
         "full-recompute zero1, a schedule's name after it or not): the plan predicts it as run and says what "
         "the best costs and buys against it.",
         None,
+    )
+    runtime: str = key(
+        Word(RUNTIME_NAMES),
+        "The framework that will run the plan, which holds its schedules, placements and knobs to what it runs "
+        "and gives its memory defaults (docs/runtimes/; any: none).",
+        ANY,
     )
 
     @property
@@ -295,6 +304,10 @@ def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     """
     given = _given(data, where)
     given |= {dotted: value for dotted, value in (overrides or {}).items() if value is not None}
+    runtime = RUNTIMES.get(
+        KEYS["training"]["runtime"].read(given.get("training.runtime", ANY), where + "training.runtime")
+    )
+    given = with_defaults(runtime, given)
     for alias, dotted in ALIASES.items():
         if alias in given:
             section, name = dotted.split(".")
@@ -308,6 +321,8 @@ def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     except InstanceError as error:  # a key neither given nor filled by the gpu (`fill_from_gpu`)
         raise InputError(f"{where}cluster.{error}") from None
     search = _values(PlanSpec, "training", given, where)
+    if runtime is not None:
+        search = held_to(runtime, search, PLACEMENTS_SEARCHED, where)
     if any(search.get("recompute_layers") or ()) and "full" not in search.get("recompute", RECOMPUTE):
         raise InputError(
             f"{where}training.recompute_layers counts layers recomputed in full, but recompute does not try full; "

@@ -11,17 +11,19 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pipesat.models import Instance, InstanceError, Objective, PipesatError, Schedule, Status
-from pipesat.models.plan_result import Configuration, Measure
+from pipesat.models import InstanceError, Objective, PipesatError, Schedule, Status
+from pipesat.models.plan_result import Configuration, Measure, MemoryFit, RuntimeBest
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
-from pipesat.models.units import memory_text
-from pipesat.solver.evaluate.bounds import minimum_memory_limits, resolve_split
+from pipesat.solver.evaluate.bounds import resolve_split
 from pipesat.solver.evaluate.validator import ensure_valid
-from pipesat.solver.heuristics import memory_gated, one_at_a_time, periodic
+from pipesat.solver.heuristics import handwritten_schedules, memory_gated, one_at_a_time, periodic
 from pipesat.solver.instances.calibration import Calibration
-from pipesat.solver.instances.from_model import Derivation, derive
+from pipesat.solver.instances.from_model import Derivation
 from pipesat.solver.plan.measure import fixed_ms, measure
+from pipesat.solver.plan.memory_fit import Fitted, fit_layout
+from pipesat.solver.plan.runtime_bests import config_bests, fused_candidates, runtime_candidates
+from pipesat.solver.plan.runtimes import RUNTIMES
 from pipesat.solver.plan.schedules import allowed_handwritten, allows, unmet_text
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec
@@ -65,6 +67,7 @@ class Found:
     measure: Measure
     wall_limited: bool = False
     settled: bool = False
+    memory_fit: MemoryFit = MemoryFit.FITS
 
     @property
     def fixed_ms(self) -> float:
@@ -84,7 +87,8 @@ class Found:
 class Assessment:
     """A configuration after step 1: `refused` why none fits (`shape`: the cost model refuses the
     shape itself, so it is not a configuration at all), or its proven lower bound on the makespan
-    and the fixed terms, and once scheduled, `found` its best handwritten schedule."""
+    and the fixed terms, and once scheduled, `found` its best handwritten schedule and
+    `runtime_bests` each runtime's best schedule of it."""
 
     config: Configuration
     found: Found | None = None
@@ -92,6 +96,8 @@ class Assessment:
     shape: bool = False
     makespan_bound: float = 0.0
     fixed_ms: float = 0.0
+    runtime_bests: tuple[RuntimeBest, ...] = ()
+    memory_fit: MemoryFit = MemoryFit.FITS
 
     @property
     def iteration_bound(self) -> float:
@@ -124,43 +130,29 @@ class SolveTask:
     tuning: Tuning = DEFAULT_TUNING
 
 
-def _derive(spec: PlanSpec, config: Configuration, calibration: Calibration | None) -> Derivation:
-    return derive(description(spec, config), config.label, calibration)
+def _fitted(spec: PlanSpec, config: Configuration, calibration: Calibration | None) -> Fitted:
+    """The configuration's layout fitted to its GPUs' memory (`memory_fit`): the derivation it is
+    searched with (a tight one's under the stretched budgets), or why it is refused."""
+    return fit_layout(description(spec, config), config.label, calibration)
 
 
-def _checked(task: AssessTask) -> Assessment | Derivation:
-    """The configuration's derivation, or the assessment that refuses it: a shape the cost model
-    refuses or none of the allowed schedules runs (`training.schedules`: left out as a shape), model
-    state that does not fit, or activations beyond a device's budget."""
+def _checked(task: AssessTask) -> Assessment | Fitted:
+    """The configuration fitted to its GPUs' memory, or the assessment that refuses it: a shape the
+    cost model refuses or none of the allowed schedules runs (`training.schedules`: left out as a
+    shape), model state or activations beyond a device's budget by more than the memory estimate's
+    error."""
     spec, config = task.spec, task.config
     try:
-        derivation = _derive(spec, config, task.calibration)
+        fitted = _fitted(spec, config, task.calibration)
     except InstanceError as error:
-        without_memory = dataclasses.replace(spec, cluster=dataclasses.replace(spec.cluster, gpu_memory=0.0))
-        try:
-            _derive(without_memory, config, task.calibration)
-        except InstanceError:
-            return Assessment(config, refused=str(error), shape=True)
-        return Assessment(config, refused=f"model state does not fit: {error}")
+        return Assessment(config, refused=str(error), shape=True)
+    if fitted.derivation is None:
+        return Assessment(config, refused=fitted.why, memory_fit=MemoryFit.REFUSED)
     if spec.schedules is not None:
-        unmet = unmet_text(spec.schedules, derivation.instance)
+        unmet = unmet_text(spec.schedules, fitted.derivation.instance)
         if unmet:
             return Assessment(config, refused=unmet, shape=True)
-    refusal = activation_refusal(derivation.instance)
-    return Assessment(config, refused=refusal) if refusal else derivation
-
-
-def activation_refusal(instance: Instance) -> str:
-    """Why no schedule of `instance` fits its budgets ('' when one may): a device whose smallest
-    feasible activation limit, one microbatch through its stages, exceeds its budget (exact)."""
-    limits = instance.memory_limit or ()
-    for device, (least, limit) in enumerate(zip(minimum_memory_limits(instance), limits, strict=True)):
-        if not fits(least, limit):
-            return (
-                f"device {device} needs at least {memory_text(least, 'MiB')} of activations (one microbatch "
-                f"through its stages), its budget is {memory_text(limit, 'MiB')}"
-            )
-    return ""
+    return fitted
 
 
 def _problem(derivation: Derivation, tuning: Tuning) -> Problem:
@@ -182,25 +174,42 @@ def bound(task: AssessTask) -> Assessment:
     checked = _checked(task)
     if isinstance(checked, Assessment):
         return checked
-    fixed = fixed_ms(task.spec, task.config, checked)
-    return Assessment(task.config, makespan_bound=_problem(checked, task.tuning).lower_bound(), fixed_ms=fixed)
+    derivation = checked.derivation
+    assert derivation is not None  # a refused layout is an Assessment
+    fixed = fixed_ms(task.spec, task.config, derivation)
+    return Assessment(
+        task.config,
+        makespan_bound=_problem(derivation, task.tuning).lower_bound(),
+        fixed_ms=fixed,
+        memory_fit=checked.fit,
+    )
 
 
 def assess(task: AssessTask) -> Assessment:
     """Step 1 for one configuration (runs in a worker): refused, or its bounds and best handwritten
     schedule; where none fits, the best of pipesat's periodic schedule, its memory-gated one (of a
     linear or interleaved pipeline) and the one-at-a-time one; of those only what `training.schedules`
-    allows (refused by memory when none of them fits)."""
+    allows (refused by memory when none of them fits), and held to a runtime that does not split
+    weights, its schedules with B one op (`runtime_bests`). Besides, each runtime's best schedule of
+    it, from every handwritten one (`runtime_bests.config_bests`)."""
     spec, config = task.spec, task.config
     LOG.info("assess %s", config.label)
     checked = _checked(task)
     if isinstance(checked, Assessment):
         return checked
-    derivation, problem = checked, _problem(checked, task.tuning)
+    derivation = checked.derivation
+    assert derivation is not None  # a refused layout is an Assessment
+    problem = _problem(derivation, task.tuning)
     clock = time.monotonic()
     allowed = spec.schedules
-    candidates = starting_candidates(problem, allowed_handwritten(allowed, derivation.instance), [], clock)
+    every = handwritten_schedules(derivation.instance)
+    handwritten, others = allowed_handwritten(allowed, every)
+    candidates = starting_candidates(problem, handwritten, [], clock)
     candidates = [item for item in candidates if item.name != one_at_a_time.NAME or allows(allowed, item.name)]
+    fused = fused_candidates(problem, every)
+    runtime = RUNTIMES.get(spec.runtime)
+    if runtime is not None and not runtime.splits_weights:
+        candidates = runtime_candidates(runtime, candidates, fused)
     if not any(candidate.handwritten for candidate in candidates):
         # Under a tight budget the one-at-a-time schedule is many times the bound; the periodic one
         # keeps several microbatches in flight within it (seconds for 10,000 ops).
@@ -210,9 +219,14 @@ def assess(task: AssessTask) -> Assessment:
             memory_gated_candidate(problem, clock) if allows(allowed, memory_gated.NAME) else None,
         )
         candidates += [start for start in starts if start is not None]
+    split = list(candidates)
+    if others:  # the comparison's too (`runtime_bests`), not the start it adds where none of them fits
+        split += [item for item in starting_candidates(problem, others, [], clock) if item.handwritten]
+    bests = config_bests(spec, config, derivation, split, fused)
     best = preferred(candidates, within=SCHEDULE_TIE)
     if best is None:  # without a restriction, cannot happen: one-at-a-time fits every feasible limit
-        return Assessment(config, refused="no schedule of training.schedules fits the memory budgets")
+        refused = "no schedule of training.schedules fits the memory budgets"
+        return Assessment(config, refused=refused, runtime_bests=bests)
     schedule = ensure_valid(best.schedule)
     makespan_bound = problem.lower_bound() if task.makespan_bound is None else task.makespan_bound
     fastest = min(candidate.value for candidate in candidates)
@@ -224,16 +238,27 @@ def assess(task: AssessTask) -> Assessment:
         makespan_bound,
         measure(spec, config, derivation, schedule),
         settled=fits(fastest, makespan_bound),
+        memory_fit=checked.fit,
     )
     found = dataclasses.replace(found, status=Status.OPTIMAL if found.optimal else Status.FEASIBLE)
-    return Assessment(config, found=found, makespan_bound=makespan_bound, fixed_ms=found.fixed_ms)
+    return Assessment(
+        config,
+        found=found,
+        makespan_bound=makespan_bound,
+        fixed_ms=found.fixed_ms,
+        runtime_bests=bests,
+        memory_fit=checked.fit,
+    )
 
 
 def solve_config(task: SolveTask) -> Found:
     """Step 3 for one configuration: CP-SAT for `time_limit` seconds (runs in a worker)."""
     spec, config = task.spec, task.config
     LOG.info("solve %s for %.3g s", config.label, task.time_limit)
-    derivation = _derive(spec, config, task.calibration)
+    fitted = _fitted(spec, config, task.calibration)  # the budgets its assessment had
+    derivation = fitted.derivation
+    if derivation is None:
+        raise PipesatError(f"{config.label}: {fitted.why}")
     result = solve(
         derivation.instance,
         objective="makespan",
@@ -259,4 +284,5 @@ def solve_config(task: SolveTask) -> Found:
         result.bound,
         measure(spec, config, derivation, schedule),
         wall_limited=result.solve_time >= WALL_LIMITED * task.time_limit,
+        memory_fit=fitted.fit,
     )

@@ -8,7 +8,8 @@ into one block, and ops too short for a column of their own are left out, with a
 many. `.` is idle.
 With two chunks per device, chunk 1 is lower case (`f`, `b`, `w`) as in the V-schedule papers; with
 more, the chunk follows a slash (`F3/2`). An overlapped pair is one box, `F3&b1`, its F and its B
-(with the B's W inside when it is).
+(with the B's W inside when it is). A schedule that offloads shows, under each device, its host
+link's two directions: offloads (`O`) and reloads (`R`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import shutil
 
 from pipesat.models import Op, Schedule
+from pipesat.models.ops import TRANSFER_KINDS
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.report.tables import display_name, format_number, format_percent
 from pipesat.solver.report.units import units_of
@@ -84,6 +86,26 @@ def _column(time: float, scale: float) -> int:
     return math.floor(time * scale + 0.5)
 
 
+def _link_rows(
+    schedule: Schedule, origin: float, scale: float, columns: int, chunk_of: dict[int, int]
+) -> dict[int, list[tuple[str, list[str]]]]:
+    """Per device with transfers, a row per direction of its host link: its offloads (O) and its
+    reloads (R), labelled as ops are, at least one column each (docs/offload.md)."""
+    v = schedule.instance.chunks
+    rows: dict[int, list[tuple[str, list[str]]]] = {}
+    for device in sorted({op.device for op in schedule.transfers}):
+        for kind in TRANSFER_KINDS:
+            row = [IDLE] * columns
+            for op in sorted(
+                (o for o in schedule.transfers if o.device == device and o.kind == kind), key=lambda o: o.start
+            ):
+                first = min(_column(op.start - origin, scale), columns - 1)
+                last = max(first + 1, min(_column(op.end - origin, scale), columns))
+                row[first:last] = _cell(_texts(op_text(op, chunk_of[op.stage], v)), last - first)
+            rows.setdefault(device, []).append((f"{kind}", row))
+    return rows
+
+
 def render_ascii(schedule: Schedule, width: int | None = None) -> str:
     """The schedule as lines of text no wider than `width` (default: the terminal's width).
 
@@ -135,6 +157,7 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
         rows[op.device][first:last] = _cell(texts[op.key], last - first)
         owner[op.device][first:last] = [op] * (last - first)
     elided = len(drawn) - len({op for row in owner for op in row if op is not None})
+    links = _link_rows(schedule, origin, scale, columns, chunk_of)
 
     lines = [f"=== {display_name(schedule)} (p={p}, m={instance.num_microbatches}, v={v}) ==="]
     blocks = math.ceil(columns / available)
@@ -144,6 +167,8 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
             lines.append("")
         for device, row in enumerate(rows):
             lines.append(f"GPU {device}: ".rjust(prefix) + "".join(row[begin:end]))
+            for kind, link in links.get(device, []):
+                lines.append(f"{kind}: ".rjust(prefix) + "".join(link[begin:end]))
         start_label = format_number(begin / scale)
         end_label = format_number(makespan if end == columns else end / scale)
         lines.append(" " * prefix + start_label + end_label.rjust(end - begin - len(start_label)))
@@ -154,6 +179,8 @@ def render_ascii(schedule: Schedule, width: int | None = None) -> str:
         legend += "; /c: chunk c"
     if schedule.pairs:
         legend += "; F3&B1 an overlapped pair"
+    if links:
+        legend += "; host link: O offload, R reload"
     lines.append(f"{legend}; {IDLE} idle")
     if elided:
         lines.append(

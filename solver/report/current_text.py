@@ -8,7 +8,8 @@ from typing import Any, Protocol
 
 from pipesat.models.plan_result import ConfigResult, Gain
 from pipesat.models.units import GIB
-from pipesat.solver.report.plan_text import PredictedRun, iteration_text, predict_document, schedule_title
+from pipesat.solver.report.plan_text import iteration_text, schedule_title
+from pipesat.solver.report.predict_text import PredictedRun, predict_document
 from pipesat.solver.report.tables import format_percent
 
 

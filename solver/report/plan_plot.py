@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from pipesat.models import Kind
-from pipesat.models.plan_result import ConfigResult, Outcome, PlanResult
+from pipesat.models.plan_result import MEMORY_ERROR, ConfigResult, MemoryFit, Outcome, PlanResult
 from pipesat.models.units import GIB
 from pipesat.solver.report.figures import KIND_COLOURS, LIMIT_COLOUR, fit_text, new_figure, place_labels, save_figure
 
@@ -59,10 +59,13 @@ def plan_figure(result: PlanResult, title: str = "") -> Figure:
     if best is not None and best.measure is not None:
         x, y = best.measure.memory_per_gpu / GIB, best.measure.tokens_per_s
         axes.plot(x, y, "o", markersize=16, markerfacecolor="none", color=KIND_COLOURS[Kind.B], linewidth=1.5)
-        labels.append((x, y, f"best: {best.config.label}"))
+        labels.append((x, y, f"best: {best.config.label}" + (" (tight)" if best.memory_fit is MemoryFit.TIGHT else "")))
     usable = (feasible[0].usable_memory if feasible else 0.0) / GIB
+    tight = any(item.memory_fit is MemoryFit.TIGHT for item in feasible)
     if usable > 0:
         axes.axvline(usable, color=LIMIT_COLOUR, linestyle="--", linewidth=1.0)
+        if tight:  # the edge of the error bar: a tight row lies between the two lines
+            axes.axvline(usable / (1 - MEMORY_ERROR), color=LIMIT_COLOUR, linestyle=":", linewidth=1.0)
     axes.set_xlim(0, max([usable, *(i.measure.memory_per_gpu / GIB for i in feasible if i.measure)]) * 1.08 or 1)
     top = max((i.measure.tokens_per_s for i in feasible if i.measure), default=1.0)
     axes.set_ylim(0, top * 1.12)
@@ -79,6 +82,9 @@ def plan_figure(result: PlanResult, title: str = "") -> Figure:
         handles.append(axes.plot([], [], "o", color="grey", markerfacecolor="white", label="pruned by bound")[0])
     if usable > 0:
         handles.append(axes.plot([], [], "--", color=LIMIT_COLOUR, label="usable memory")[0])
+    if usable > 0 and tight:
+        edge = f"usable / (1 - {MEMORY_ERROR:.0%}): tight between the lines"
+        handles.append(axes.plot([], [], ":", color=LIMIT_COLOUR, label=edge)[0])
     legend = figure.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8, frameon=False)
     solved, pruned, refused = (result.count(outcome) for outcome in (Outcome.SOLVED, Outcome.PRUNED, Outcome.REFUSED))
     default = (

@@ -1,14 +1,24 @@
-"""How a plan reads: the ranked table, the summary lines, the JSON document and the progress line; and
-a configuration predicted as it runs (`plan`'s predict option), in lines and as a document.
+"""How a plan reads: the ranked table, the summary lines, the JSON document and the progress line (a
+configuration predicted as it runs, `plan`'s predict option, is `predict_text`).
 
 Words and numbers only; `solver.plan.search` computed every one of them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
-from pipesat.models.plan_result import PART_NAMES, ConfigResult, Configuration, Measure, Outcome, PlanResult
+from pipesat.models.plan_result import (
+    MEMORY_ERROR,
+    PART_NAMES,
+    ConfigResult,
+    Configuration,
+    Measure,
+    MemoryFit,
+    Outcome,
+    PlanResult,
+)
+from pipesat.models.tolerance import same
 from pipesat.models.units import GIB
 from pipesat.solver.report.tables import Column, format_percent, heuristic_title, percent_or_dash
 
@@ -22,6 +32,10 @@ LISTED = 6
 
 def _number(digits: int) -> Any:
     return lambda value: "-" if value is None else f"{value:.{digits}f}"
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value / GIB:.1f}"
 
 
 def plan_columns(breakdown: bool = False, machine: bool = False, experts: bool = False) -> list[Column]:
@@ -46,10 +60,17 @@ def plan_columns(breakdown: bool = False, machine: bool = False, experts: bool =
         Column("iteration_ms", "iteration (ms)", _number(1), unit="ms"),
     ]
     parts = [Column(key, header, _number(1), unit="ms") for key, header in PART_NAMES.items()]
+    memory = [
+        Column("model_state", "state GiB", _gib, unit="B"),
+        Column("activations", "act. GiB", _gib, unit="B"),
+        Column("headroom", "free GiB", _gib, unit="B"),
+    ]
+    if machine:
+        memory = [Column("memory_per_gpu", "GiB/GPU", _gib, unit="B"), *memory, Column("memory_fit", "memory")]
     outcome = [
         Column("tokens_per_s", "tokens/s", _number(0), unit="tokens/s"),
         Column("mfu", "MFU", percent_or_dash),
-        Column("memory_per_gpu", "GiB/GPU", lambda v: "-" if v is None else f"{v / GIB:.1f}", unit="B"),
+        *memory,
         Column("schedule", "schedule", align_right=False),
         Column("gap", "gap", percent_or_dash),
         Column("outcome", "outcome", align_right=False),
@@ -78,6 +99,9 @@ def plan_row(rank: int | None, result: ConfigResult, tie: str = "") -> dict[str,
         "outcome": outcome_text(result),
         "note": result.note,
         "iteration_bound_ms": result.iteration_bound_ms,
+        "memory_fit": result.memory_fit.value,
+        "usable_memory": result.usable_memory,
+        "headroom": result.headroom,
     }
     return row if measure is None else row | measure_cells(measure)
 
@@ -109,12 +133,20 @@ def measure_cells(measure: Measure) -> dict[str, Any]:
         "tokens_per_s": measure.tokens_per_s,
         "mfu": measure.mfu,
         "memory_per_gpu": measure.memory_per_gpu,
+        "model_state": measure.model_state,
+        "activations": measure.activations,
     }
 
 
 def outcome_text(result: ConfigResult) -> str:
     """`solved (optimal, CP-SAT 8 s)`, `pruned by bound` (with its bound where no schedule was made),
-    `refused by memory`, `not searched (feasible)`, `not assessed`."""
+    `refused by memory`, `not searched (feasible)`, `not assessed`; `tight, ` before it when its memory
+    estimate is above the usable memory within the estimate's error (`MemoryFit.TIGHT`)."""
+    text = _search_text(result)
+    return f"tight, {text}" if result.memory_fit is MemoryFit.TIGHT else text
+
+
+def _search_text(result: ConfigResult) -> str:
     if result.outcome == Outcome.PRUNED and result.measure is None and result.iteration_bound_ms is not None:
         return f"pruned by bound (at least {result.iteration_bound_ms:.1f} ms, no schedule made)"
     if result.outcome == Outcome.PRUNED:
@@ -189,6 +221,13 @@ def _listed(lines: list[str]) -> str:
 def plan_summary(result: PlanResult) -> list[str]:
     """The lines under the table: the counts, the best and how good it is proven, how the plan ran."""
     lines = [counts_line(result), *left_out_lines(result)]
+    tight = [item for item in result.results if item.memory_fit is MemoryFit.TIGHT]
+    if tight:
+        lines.append(
+            f"tight: {len(tight)} configurations need more than the {tight[0].usable_memory / GIB:.1f} GiB a GPU may "
+            f"use, by less than the memory estimate's {MEMORY_ERROR:.0%} error: ranked, marked tight; they may fit, "
+            "check them on the GPU"
+        )
     if result.interrupted:
         lines.append("interrupted: the ranking of what the plan had; what it had not finished is marked so")
     elif result.count(Outcome.UNFINISHED) and result.best is not None:
@@ -203,7 +242,17 @@ def plan_summary(result: PlanResult) -> list[str]:
     else:
         measure = best.measure
         lines.append(f"best: {best.config.label}{_tie_text(result)}: {iteration_text(measure, best.usable_memory)}")
+        if best.memory_fit is MemoryFit.TIGHT:
+            lines.append(tight_text(measure.memory_per_gpu, best.usable_memory))
         lines += _fastest_lines(result)
+        faster = result.tight_and_faster
+        if faster and faster[0].measure is not None:
+            first = faster[0].measure
+            lines.append(
+                f"faster but tight: {faster[0].config.label}: {first.iteration_ms:.1f} ms "
+                f"({format_percent(1 - first.iteration_ms / measure.iteration_ms)} faster), "
+                f"{tight_text(first.memory_per_gpu, faster[0].usable_memory).removeprefix('tight: ')}"
+            )
         lines.append(f"where the time goes: {breakdown_text(measure)}")
         lines.append(
             f"schedule: {schedule_title(best.made_by)}, {best.status}, gap to its bound {format_percent(best.gap or 0.0)}"
@@ -214,6 +263,7 @@ def plan_summary(result: PlanResult) -> list[str]:
             lines.append(
                 f"proven: no configuration can be more than {format_percent(result.best_gap)} faster than the best"
             )
+    lines += runtime_lines(result)
     lines.append(
         f"wall time {result.wall_seconds:.1f} s of a {result.time_budget:g} s budget; {result.parallel} solves at "
         f"a time ({result.executor}), {result.cpsat_workers} CP-SAT workers each, seed {result.seed}"
@@ -257,14 +307,83 @@ def _simpler_text(because: str, best: ConfigResult, fastest: ConfigResult) -> st
     return f"{best.measure.memory_per_gpu / GIB:.1f} GiB a GPU against {fastest.measure.memory_per_gpu / GIB:.1f}"
 
 
+def runtime_lines(result: PlanResult) -> list[str]:
+    """Which runtimes run the best, and each runtime's best with what it costs against the plan's
+    best (docs/plan.md says how they are found)."""
+    best = result.best
+    if best is None or best.measure is None:
+        return []
+    held = "" if result.runtime == "any" else f" (the plan was held to {result.runtime})"
+    lines = [f"runs on: {', '.join(result.best_runs_on) or 'none of the runtimes'}{held}"]
+    if result.runtime_bests:
+        lines.append("best per runtime (of the configurations assessed):")
+    width = max((len(item.runtime) for item in result.runtime_bests), default=0)
+    for item in result.runtime_bests:
+        measure = item.measure
+        slower = measure.iteration_ms / best.measure.iteration_ms - 1
+        versus = (
+            "the plan's best"
+            if same(measure.iteration_ms, best.measure.iteration_ms)
+            else (
+                f"+{format_percent(slower)} on the plan's best"
+                if slower > 0
+                else f"{format_percent(-slower)} faster than the plan's best"
+            )
+        )
+        unsure = "" if item.complete else "; an unassessed configuration may beat it"
+        lines.append(
+            f"  {item.runtime:<{width}}  {item.config.label}, {schedule_title(item.made_by)}: "
+            f"{measure.iteration_ms:.1f} ms, {measure.tokens_per_s:,.0f} tokens/s, MFU {format_percent(measure.mfu)}, "
+            f"{measure.memory_per_gpu / GIB:.1f} GiB ({versus}{unsure})"
+        )
+    return lines
+
+
+def runtime_document(result: PlanResult) -> dict[str, Any]:
+    """The runtimes' part of the plan's JSON document."""
+    return {
+        "held_to": result.runtime,
+        "best_runs_on": list(result.best_runs_on),
+        "best": {
+            item.runtime: {
+                **configuration_cells(item.config),
+                "label": item.config.label,
+                "schedule": schedule_title(item.made_by),
+                "complete": item.complete,
+                **measure_cells(item.measure),
+            }
+            for item in result.runtime_bests
+        },
+    }
+
+
 def iteration_text(measure: Measure, usable_memory: float) -> str:
-    """`548.4 ms an iteration (schedule ... + ...), 239,000 tokens/s, MFU 41.2%, 30.1 GiB per GPU of 37.2
-    GiB usable`: a configuration's measure in a line."""
+    """`548.4 ms an iteration (schedule ... + ...), 239,000 tokens/s, MFU 41.2%, 30.1 GiB per GPU (model
+    state 12.0 + activations 18.1) of 37.2 GiB usable, 7.1 free`: a configuration's measure in a line."""
     return (
         f"{measure.iteration_ms:.1f} ms an iteration "
         f"(schedule {measure.makespan_ms:.1f} + data-parallel exchange {measure.exchange_ms:.1f} + optimizer "
         f"{measure.optimizer_ms:.1f}), {measure.tokens_per_s:,.0f} tokens/s, MFU {format_percent(measure.mfu)}, "
-        f"{measure.memory_per_gpu / GIB:.1f} GiB per GPU of {usable_memory / GIB:.1f} GiB usable"
+        f"{memory_split_text(measure, usable_memory)}"
+    )
+
+
+def memory_split_text(measure: Measure, usable_memory: float) -> str:
+    """`30.1 GiB per GPU (model state 12.0 + activations 18.1) of 37.2 GiB usable, 7.1 free`: the model
+    state is what the layout needs, the activations what its schedule holds."""
+    return (
+        f"{measure.memory_per_gpu / GIB:.1f} GiB per GPU (model state {measure.model_state / GIB:.1f} + activations "
+        f"{measure.activations / GIB:.1f}) of {usable_memory / GIB:.1f} GiB usable, "
+        f"{(usable_memory - measure.memory_per_gpu) / GIB:.1f} free"
+    )
+
+
+def tight_text(memory: float, usable_memory: float) -> str:
+    """`tight: predicted 74.0 GiB per GPU of 72.0 GiB usable, within the memory estimate's 10% error:
+    may fit, check it on the GPU`."""
+    return (
+        f"tight: predicted {memory / GIB:.1f} GiB per GPU of {usable_memory / GIB:.1f} GiB usable, within the memory "
+        f"estimate's {MEMORY_ERROR:.0%} error: may fit, check it on the GPU"
     )
 
 
@@ -304,17 +423,21 @@ def plan_document(result: PlanResult, top: int | None = None) -> dict[str, Any]:
         "counts": {
             "configurations": len(result.results),
             **{outcome.value: result.count(outcome) for outcome in Outcome},
+            "tight": sum(item.memory_fit is MemoryFit.TIGHT for item in result.results),
             "shapes_left_out": len(result.skipped_shapes),
             "merged": len(result.merged_shapes),
         },
         "best": None if best is None else plan_row(_rank(result, best), best, tie_word(result, best)),
-        "fastest": None if result.fastest is None else plan_row(1, result.fastest, tie_word(result, result.fastest)),
+        "fastest": None
+        if result.fastest is None
+        else plan_row(_rank(result, result.fastest), result.fastest, tie_word(result, result.fastest)),
         "tie_tolerance": result.tie_tolerance,
         "best_because": result.recommended_because,
         "best_gap": result.best_gap,
         "configurations": plan_rows(result, top),
         "shapes_left_out": result.skipped_shapes,
         "merged": result.merged_shapes,
+        "runtimes": runtime_document(result),
         "run": {
             "wall_seconds": result.wall_seconds,
             "time_budget": result.time_budget,
@@ -344,66 +467,3 @@ def progress_text(phase: str, done: int, total: int, best_ms: float | None, elap
     filled = round(BAR * min(1.0, share))
     bar = "#" * filled + "-" * (BAR - filled)
     return f"plan [{bar}] {what} {done}/{total}, best {best}, {elapsed:.0f} s, about {left:.0f} s left"
-
-
-PREDICT_FORMAT = "pipesat-predict/1"
-
-
-class PredictedRun(Protocol):
-    """What a report of one configuration as it runs reads (`solver.plan.predict.Prediction` is one):
-    the configuration, its handwritten schedule's name, the measure, the memory a GPU may use, and why
-    the plan would refuse it by memory, its activations exceed a budget, the search leaves it out."""
-
-    @property
-    def config(self) -> Configuration: ...
-    @property
-    def made_by(self) -> str: ...
-    @property
-    def measure(self) -> Measure: ...
-    @property
-    def usable_memory(self) -> float: ...
-    @property
-    def refusal(self) -> str: ...
-    @property
-    def over_budget(self) -> str: ...
-    @property
-    def outside_search(self) -> str: ...
-
-
-def predict_lines(prediction: PredictedRun) -> list[str]:
-    """A configuration predicted as it runs (`plan`'s predict option): what it is and runs, its iteration, where
-    the time goes, and why the plan would refuse it or its search leaves it out."""
-    measure = prediction.measure
-    lines = [
-        f"predicted: {prediction.config.label}, {schedule_title(prediction.made_by)} as configured (no search)",
-        f"iteration: {iteration_text(measure, prediction.usable_memory)}",
-        f"where the time goes: {breakdown_text(measure)}",
-    ]
-    lines += [f"{what}: {why}" for what, why in _prediction_notes(prediction) if why]
-    return lines
-
-
-def _prediction_notes(prediction: PredictedRun) -> list[tuple[str, str]]:
-    return [
-        ("refused by the plan's memory model", prediction.refusal),
-        ("over its activation budget", prediction.over_budget),
-        ("left out of the plan's search", prediction.outside_search),
-    ]
-
-
-def predict_document(prediction: PredictedRun) -> dict[str, Any]:
-    """A configuration predicted as it runs, for programs (`plan`'s predict option, JSON)."""
-    return {
-        "format": PREDICT_FORMAT,
-        "units": {"time": "ms", "memory": "B", "throughput": "tokens/s"},
-        "configuration": prediction.config.label,
-        **configuration_cells(prediction.config),
-        "schedule": prediction.made_by,
-        "schedule_title": schedule_title(prediction.made_by),
-        **measure_cells(prediction.measure),
-        "usable_memory": prediction.usable_memory,
-        "fits": not (prediction.refusal or prediction.over_budget),
-        "refusal": prediction.refusal,
-        "over_budget": prediction.over_budget,
-        "outside_search": prediction.outside_search,
-    }

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from pipesat.models import KINDS, InputError, Kind, Objective, OpKey, Schedule
+from pipesat.models.ops import TRANSFER_KINDS
 from pipesat.solver.evaluate.metrics import compute_metrics, memory_profiles
 from pipesat.solver.report.figures import (
     DPI,
@@ -48,6 +49,10 @@ ROW_INCHES = 0.42
 BAR_HEIGHT = 0.8
 LANE_INCHES = 0.095
 MEMORY_FONT = 7.0
+# The host links' lane (only with transfers): a row per device, offloads over reloads.
+LINK_ROW_INCHES = 0.3
+LINK_COLOURS = {Kind.O: "#7f5a3c", Kind.R: "#3c6e7f"}
+LINK_NAMES = {Kind.O: "offload (device to host)", Kind.R: "reload (host to device)"}
 
 # The parts of a device's bar an overlapped pair's F and B fill, from the top.
 PAIR_BANDS = ((0.0, 0.5), (0.5, 1.0))
@@ -165,12 +170,13 @@ def schedule_figure(
     window = readable_window(schedule) if window is None else window
     shown = shown_window(schedule, window)
     boxes = _boxes(schedule, shown)
+    links = p * LINK_ROW_INCHES if schedule.transfers else 0.0
     width = _figure_width(boxes, shown)
     gantt_pixels = (width - LEFT_INCHES - RIGHT_INCHES) * DPI
     plan = label_plan(boxes, gantt_pixels / (shown[1] - shown[0]), 8.0 if p <= 8 else 7.0)
     gantt_height = p * max(ROW_INCHES, len(plan.lanes) * LANE_INCHES / BAR_HEIGHT)
     memory_height = 0.55 if p <= 8 else 0.4
-    body = gantt_height + 0.45 + memory_height * p + 0.5
+    body = gantt_height + links + 0.45 + memory_height * p + 0.5
     figure = new_figure(width, body + 1.3)
     left, right = LEFT_INCHES / width, 1 - RIGHT_INCHES / width
     title = figure.suptitle(
@@ -185,10 +191,11 @@ def schedule_figure(
     top = title.get_window_extent().height / DPI + 0.15 + 0.3 + 0.16 * schedule.instance.chunks
     figure.set_size_inches(width, body + top)
     title.set_y(1 - 0.12 / figure.get_figheight())
+    link_rows = [0.45, links] if links else []
     grid = figure.add_gridspec(
-        p + 2,
+        p + 2 + len(link_rows),
         1,
-        height_ratios=[gantt_height, 0.45] + [memory_height] * p,
+        height_ratios=[gantt_height, *link_rows, 0.45] + [memory_height] * p,
         hspace=0.12,
         left=left,
         right=right,
@@ -196,8 +203,11 @@ def schedule_figure(
         bottom=0.45 / figure.get_figheight(),
     )
     gantt = figure.add_subplot(grid[0])
-    figure.add_subplot(grid[1]).set_visible(False)
-    memory_axes = [figure.add_subplot(grid[2 + d], sharex=gantt) for d in range(p)]
+    if link_rows:
+        figure.add_subplot(grid[1]).set_visible(False)
+        _draw_links(figure.add_subplot(grid[2], sharex=gantt), schedule, shown)
+    figure.add_subplot(grid[1 + len(link_rows)]).set_visible(False)
+    memory_axes = [figure.add_subplot(grid[2 + len(link_rows) + d], sharex=gantt) for d in range(p)]
     _draw_gantt(gantt, schedule, boxes, shown, plan)
     _draw_memory(memory_axes, schedule)
     return figure
@@ -237,6 +247,56 @@ def _draw_gantt(axes: Any, schedule: Schedule, boxes: Sequence[Box], shown: Wind
         axes.text(1.0, 1.02, plan.note(), transform=axes.transAxes, ha="right", fontsize=8)
     kinds = [kind for kind in KINDS if kind in {k for k, _, _ in groups}]
     _draw_legend(axes, kinds, v, kind_names(schedule.split_backward), schedule.has_pairs)
+
+
+def _draw_links(axes: Any, schedule: Schedule, shown: Window) -> None:
+    """The host links' lane (docs/offload.md): per device, its offloads (device to host) in the upper
+    half of its row and its reloads (host to device) in the lower half, labelled by stage and microbatch
+    where they fit."""
+    p, origin = schedule.instance.num_devices, _origin(schedule)
+    scale = (axes.get_window_extent().width or 1) / (shown[1] - shown[0])
+    for device in range(p):
+        axes.broken_barh([shown], (device - BAR_HEIGHT / 2, BAR_HEIGHT), facecolors=IDLE_COLOUR, edgecolor="none")
+    for band, kind in enumerate(TRANSFER_KINDS):
+        top = BAR_HEIGHT / 2 * band
+        for device in range(p):
+            ops = [op for op in schedule.transfers if op.kind == kind and op.device == device]
+            if not ops:
+                continue
+            device_top = device - BAR_HEIGHT / 2 + top
+            bars = [(op.start - origin, op.end - op.start) for op in ops]
+            axes.broken_barh(
+                bars, (device_top, BAR_HEIGHT / 2), facecolors=LINK_COLOURS[kind], edgecolor="white", linewidth=0.5
+            )
+            for op in ops:
+                if (op.end - op.start) * scale > 7 * (len(f"{op.stage}.{op.microbatch}") + 1):
+                    centre = (op.start + op.end) / 2 - origin
+                    axes.text(
+                        centre,
+                        device_top + BAR_HEIGHT / 4,
+                        f"{op.stage}.{op.microbatch}",
+                        ha="center",
+                        va="center",
+                        fontsize=6.5,
+                        color="white",
+                        clip_on=True,
+                    )
+    axes.set_ylim(p - 0.5, -0.5)
+    axes.set_yticks(range(p), [f"GPU {d} link" for d in range(p)])
+    axes.tick_params(axis="y", length=0, labelsize=8)
+    axes.tick_params(axis="x", labelbottom=False)
+    for side in ("top", "right", "left"):
+        axes.spines[side].set_visible(False)
+    handles = [Patch(facecolor=LINK_COLOURS[kind], label=name) for kind, name in LINK_NAMES.items()]
+    axes.legend(
+        handles=handles,
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.0),
+        ncol=2,
+        fontsize=7,
+        frameon=False,
+        borderaxespad=0.1,
+    )
 
 
 def _draw_labels(axes: Any, boxes: Sequence[Box], plan: LabelPlan, chunks: int) -> None:

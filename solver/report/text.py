@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipesat.models import Instance, Objective, Schedule
-from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.metrics import compute_metrics, link_busy
 from pipesat.solver.report.tables import format_number, format_percent
 from pipesat.solver.report.units import Units, units_of
 
@@ -49,7 +49,8 @@ def memory_list(amounts: Sequence[float], units: Units) -> str:
 
 
 def metrics_lines(schedule: Schedule, objective: Objective, skip: str | None = None) -> list[str]:
-    """The schedule's makespan, max span, bubble rate and peak memory, less the field labelled `skip`."""
+    """The schedule's makespan, max span, bubble rate and peak memory (and what it offloads, if
+    anything), less the field labelled `skip`."""
     metrics = compute_metrics(schedule)
     units = units_of(schedule.instance)
     per_device = memory_list(metrics.peak_memory, units)
@@ -68,6 +69,14 @@ def metrics_lines(schedule: Schedule, objective: Objective, skip: str | None = N
         "bubble rate": f"{format_percent(metrics.bubble_rate_for(objective))} (of the {objective.label})",
         "peak memory": f"{peak} (per device: {units.with_memory(per_device)}{of_limit})",
     }
+    if schedule.transfers:
+        instance = schedule.instance
+        passes = sum(len(instance.microbatches_at(s)) for s in range(instance.num_stages))
+        busy = units.with_time(", ".join(format_number(t) for t in link_busy(schedule)))
+        fields["offloads"] = (
+            f"{len(schedule.transfers) // 2} of {passes} (stage, microbatch)s; host links busy {busy} "
+            "(per device, both directions)"
+        )
     return [field_line(label, value) for label, value in fields.items() if label != skip]
 
 

@@ -21,7 +21,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipesat.models import InputError, Instance, Kind, OpKey, Pair, Schedule, Step
+from pipesat.models import InputError, Instance, Kind, OpKey, Pair, Schedule, ScheduleError, Step
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.io.output_file import write_output
@@ -62,8 +62,16 @@ def orders_to_rows(instance: Instance, orders: Sequence[Sequence[Step]]) -> Rows
 
 
 def schedule_to_rows(schedule: Schedule) -> Rows:
-    """CSV rows of a timed schedule: validated, then its per-device order (by start time) exported."""
+    """CSV rows of a timed schedule: validated, then its per-device order (by start time) exported.
+
+    A schedule that offloads activations is refused: torch's CSV has no action for a host-link copy,
+    and its order without them does not fit the memory it was made for."""
     ensure_valid(schedule)
+    if schedule.transfers:
+        raise ScheduleError(
+            f"torch's compute_only CSV cannot carry offloads: this schedule has {len(schedule.transfers)} host-link "
+            "transfers; export it as a Chrome trace, or solve it without offload"
+        )
     return orders_to_rows(schedule.instance, schedule.orders())
 
 

@@ -9,7 +9,7 @@ from pipesat.models.plan_result import Breakdown, Gain, Measure
 
 def measure(iteration_ms: float, tokens_per_s: float, mfu: float, memory: float) -> Measure:
     parts = Breakdown(iteration_ms, 0, 0, 0, 0, 0, 0, 0)
-    return Measure(iteration_ms, 0.0, 0.0, iteration_ms, tokens_per_s, mfu, memory, parts)
+    return Measure(iteration_ms, 0.0, 0.0, iteration_ms, tokens_per_s, mfu, memory, 0.0, parts)
 
 
 def test_the_gain_of_a_faster_best_that_holds_more() -> None:

@@ -45,6 +45,18 @@ def test_swiglu_keeps_gate_up_and_down_inputs() -> None:
     assert cost.activation_bytes == attention + mlp
 
 
+def test_the_head_keeps_its_input_and_the_losss_softmax_at_its_bytes_until_b() -> None:
+    n, h, vocab = 4096, 4096, 128256  # LLAMA_8B at microbatch 1: 4096 tokens
+    plain = head_cost(LLAMA_8B, Training(), A100)
+    assert plain.activation_bytes == plain.weight_bytes == 2 * n * h + 2 * n * vocab
+    for t in (1, 4):
+        fp32 = head_cost(LLAMA_8B, Training(loss_bytes=4, tensor_parallel=t), A100)
+        assert fp32.activation_bytes == 2 * n * h + 4 * n * vocab / t  # Megatron's fp32 exp_logits
+        assert fp32.weight_bytes == 2 * n * h + 2 * n * vocab / t  # W: the input and the logits' gradient
+    fused = head_cost(LLAMA_8B, Training(loss_bytes=0), A100)
+    assert fused.weight_bytes == fused.activation_bytes == 2 * n * h  # W frees at most what F kept
+
+
 @pytest.mark.parametrize("t", [1, 2, 4, 8])
 def test_tensor_parallel_memory_is_korthikantis_formula(t: int) -> None:
     # Korthikanti et al., Table 2: s·b·h·(10 + 24/t + 5a·s/(h·t)) without sequence parallelism, a t-th of

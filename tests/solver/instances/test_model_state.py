@@ -130,3 +130,16 @@ def test_expert_parallelism_shards_the_routed_experts_and_their_state() -> None:
     assert states[0].parameters - states[0].expert_parameters == pytest.approx(
         layer_parameters(MOE.dense(), training) + 3 * (one - routed)
     )
+
+
+def test_fsdp_with_fp32_sharded_weights_gathers_its_units_in_the_param_dtype() -> None:
+    # torchtitan's FSDP2: fp32 weights, gradients and two Adam moments sharded (16 bytes over d), each
+    # unit gathered in bf16 to compute with.
+    fsdp2 = Training(data_parallel=8, zero=3, weight_bytes=4, grad_bytes=4, optimizer_bytes=8, gathered_weight_bytes=2)
+    states = _states(fsdp2)
+    layer = layer_parameters(LLAMA_8B, fsdp2)
+    assert states[1].bytes == pytest.approx(states[1].parameters * 16 / 8 + 2 * layer * 2)
+    assert Training(weight_bytes=4).gathered_weight_bytes == 4  # as the weights unless given
+    assert _states(dataclasses.replace(fsdp2, gathered_weight_bytes=4))[1].bytes == pytest.approx(
+        states[1].bytes + 2 * layer * 2
+    )

@@ -13,6 +13,7 @@ from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.io.chrome_trace import MICROSECONDS_PER_UNIT, export_chrome_trace, memory_counter_name
 from tests.conftest import moe_instance
+from tests.offloaded import offloaded
 from tests.strategies import assert_valid
 
 P4_M8 = {"num_devices": 4, "num_microbatches": 8, "forward_times": [1, 1.5, 1, 1], "p2p_time": 0.5}
@@ -69,3 +70,15 @@ def test_each_op_of_an_overlapped_pair_names_its_pair(tmp_path: Path) -> None:
     assert "F(stage 0, mb 3) with B(stage 3, mb 1) with W(stage 3, mb 1)" in {
         e["args"]["overlapped_pair"] for e in paired
     }
+
+
+def test_a_schedule_that_offloads_has_a_track_per_link_direction(tmp_path: Path) -> None:
+    schedule = offloaded()
+    assert_valid(schedule)
+    events = json.loads(export_chrome_trace(schedule, tmp_path / "trace.json").read_text())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    transfers = [e for e in events if e.get("ph") == "X" and e["cat"] in ("O", "R")]
+    assert len(transfers) == len(schedule.transfers)
+    for event in transfers:
+        direction = "device to host" if event["cat"] == "O" else "host to device"
+        assert names[event["tid"]] == f"device {(event['args']['stage'] % 3 and 1) or 0} link, {direction}"

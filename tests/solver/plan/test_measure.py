@@ -12,7 +12,15 @@ from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.instances.collectives import BUS_EFFICIENCY, NETWORK_EFFICIENCY, Collective, Link, collective_ms
 from pipesat.solver.instances.data_parallel import buckets
 from pipesat.solver.instances.from_model import Derivation, derive
-from pipesat.solver.plan.measure import critical_device, exchange_ms, measure, model_flops, optimizer_ms, usable_memory
+from pipesat.solver.plan.measure import (
+    critical_device,
+    exchange_ms,
+    iteration_lines,
+    measure,
+    model_flops,
+    optimizer_ms,
+    usable_memory,
+)
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec
 from pipesat.solver.plan.tasks import AssessTask, assess
@@ -103,6 +111,21 @@ def test_a_measure_adds_the_fixed_terms_and_reports_throughput() -> None:
     assert m.memory_per_gpu > max(state.bytes for state in derivation.states)
     assert m.memory_per_gpu <= usable_memory(spec)
     assert usable_memory(dataclasses.replace(spec)) == pytest.approx(0.9 * 2 * 2**30)
+
+
+def test_the_memory_is_the_fullest_devices_model_state_and_its_schedules_peak_activations_apart() -> None:
+    spec = tiny()
+    chosen = Configuration(1, 2, 2, 1, "linear", 1, 2)
+    derivation = derive(description(spec, chosen))
+    found = assess(AssessTask(spec=spec, config=chosen)).found
+    assert found is not None
+    peaks = compute_metrics(found.schedule).peak_memory
+    held = [(state.bytes, peak * 2**20) for state, peak in zip(derivation.states, peaks, strict=True)]
+    assert (found.measure.model_state, found.measure.activations) == max(held, key=sum)
+    assert found.measure.memory_per_gpu == found.measure.model_state + found.measure.activations
+    assert found.measure.activations > 0 and found.measure.model_state > 0
+    lines = iteration_lines(spec, chosen, derivation, found.schedule)
+    assert any(line.startswith("  memory of device ") and line.endswith("GiB usable") for line in lines)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipesat.models import InputError
-from pipesat.models.plan_result import Configuration
+from pipesat.models.plan_result import MEMORY_ERROR, Configuration, MemoryFit
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.plan.predict import parse_configuration, predict
 from pipesat.solver.plan.space import enumerate_space
@@ -82,8 +82,20 @@ def test_tensor_parallelism_over_nodes_is_predicted_when_asked_for() -> None:
     assert validate(found.schedule) == [] and found.measure.breakdown.tensor_parallel_ms > 0
 
 
-@pytest.mark.parametrize(("memory", "refusal"), [("0.3GiB", "device 0 needs at least"), ("0.05GiB", "model state: ")])
+@pytest.mark.parametrize(
+    ("memory", "refusal"), [("0.25GiB", "device 0 needs at least"), ("0.05GiB", "model state does not fit: ")]
+)
 def test_a_configuration_the_plan_refuses_by_memory_is_predicted_with_the_reason(memory: str, refusal: str) -> None:
     found = predict(tiny(cluster={"gpu_memory": memory}), *parse_configuration("t1 p1 d4 b1 m1 zero1"))
     assert found.refusal.startswith(refusal) and found.measure.iteration_ms > 0
+    assert found.refusal.endswith(f"beyond the memory estimate's {MEMORY_ERROR:.0%} error too")
+    assert found.memory_fit is MemoryFit.REFUSED
+    assert validate(found.schedule) == []
+
+
+def test_a_configuration_over_its_budget_within_the_error_is_predicted_tight_not_refused() -> None:
+    found = predict(tiny(cluster={"gpu_memory": "0.3GiB"}), *parse_configuration("t1 p1 d4 b1 m1 zero1"))
+    assert found.memory_fit is MemoryFit.TIGHT and found.refusal == ""
+    assert found.usable_memory < found.measure.memory_per_gpu <= found.usable_memory / (1 - MEMORY_ERROR)
+    assert found.over_budget.startswith("device 0 peaks at")  # its activations, against the plain budget
     assert validate(found.schedule) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipesat.models.placement import PLACEMENTS
 from pipesat.models.plan_result import Configuration
-from pipesat.solver.heuristics import all_heuristics
+from pipesat.solver.heuristics import all_heuristics, handwritten_schedules
 from pipesat.solver.instances.from_model import derive
 from pipesat.solver.plan.schedules import (
     HANDWRITTEN,
@@ -35,9 +35,11 @@ def test_each_schedule_runs_the_placement_its_requirement_asks_for() -> None:
 def test_only_the_allowed_handwritten_schedules_are_made() -> None:
     spec = tiny()
     instance = derive(description(spec, Configuration(1, 4, 1, 1, "linear", 1, 4))).instance
-    every = allowed_handwritten(None, instance)
-    assert [name for name, _ in allowed_handwritten(("1f1b", "zb-h1"), instance)] == ["1f1b", "zb-h1"]
-    assert {"1f1b", "zb-h1", "gpipe"} <= {name for name, _ in every}
+    found = handwritten_schedules(instance)
+    every, none = allowed_handwritten(None, found)
+    allowed, others = allowed_handwritten(("1f1b", "zb-h1"), found)
+    assert [name for name, _ in allowed] == ["1f1b", "zb-h1"] and none == []
+    assert {"1f1b", "zb-h1", "gpipe"} <= {name for name, _ in every} == {name for name, _ in allowed + others}
     assert unmet_text(("1f1b",), instance) == ""
     assert unmet_text(("interleaved",), instance).startswith("no schedule of training.schedules runs it: ")
     assert unmet_text(("interleaved", "periodic"), instance) == ""  # a start runs every instance

@@ -13,8 +13,9 @@ from pipesat.models import InstanceError, Tuning
 from pipesat.models.plan_result import Configuration, Outcome, PlanResult
 from pipesat.models.tolerance import fits, same
 from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.plan.brute_force import brute_force
 from pipesat.solver.plan.executors import LocalExecutor
-from pipesat.solver.plan.search import RANKED_MARGIN, PlanOptions, brute_force, plan
+from pipesat.solver.plan.search import RANKED_MARGIN, PlanOptions, plan
 from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.plan.tasks import AssessTask, Found, assess, bound
 from pipesat.solver.report.plan_text import no_best_text, plan_document
@@ -148,11 +149,15 @@ def test_the_plan_bounds_with_its_tuning_and_records_it() -> None:
 
 
 def test_too_little_memory_is_refused_with_the_reason() -> None:
-    spec = tiny(cluster={"gpu_memory": "480MiB"}, training={"zero": [0]})  # the optimizer state whole on a GPU
+    # The optimizer state whole on a GPU: 450 MiB of model state, beyond 440 MiB less the reserve by
+    # more than the memory estimate's error (at 480 MiB it is within it: tight, tests/solver/plan/test_memory_fit.py).
+    spec = tiny(cluster={"gpu_memory": "440MiB"}, training={"zero": [0]})
     result = plan(spec, LocalExecutor(1), PlanOptions(time_budget=10))
     refused = [item for item in result.results if item.outcome == Outcome.REFUSED]
     assert refused and all(item.measure is None for item in refused)
-    assert any("model state does not fit" in item.note for item in refused)
+    assert any(
+        "model state does not fit" in item.note and "beyond the memory estimate's" in item.note for item in refused
+    )
     assert result.results[-1].outcome == Outcome.REFUSED  # refused last
     one = assess(AssessTask(spec=spec, config=Configuration(1, 1, 4, 1, "linear", 1, 1)))
     assert one.found is None and not one.shape and one.refused

@@ -8,8 +8,10 @@ import re
 import pytest
 
 from pipesat.models import Instance
+from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.report.ascii_view import render_ascii
+from tests.offloaded import INSTANCE, offloaded, one_at_a_time
 from tests.strategies import assert_valid
 
 TOKEN = re.compile(r"\[\s*([FBWfbw])(\d+)(?:/(\d+))?\s*\]")
@@ -102,3 +104,20 @@ def test_a_squeezed_view_says_how_many_ops_it_left_out() -> None:
     line = next(line for line in text.splitlines() if "not drawn" in line)
     elided = int(line.split(" of ")[0])
     assert line.startswith(f"{elided} of 400 ops are too short") and 400 - 13 <= elided < 400
+
+
+def test_a_schedule_that_offloads_shows_each_devices_link() -> None:
+    schedule = offloaded()
+    assert_valid(schedule)
+    lines = render_ascii(schedule, width=200).splitlines()
+    for device in (0, 1):
+        at = lines.index(next(line for line in lines if line.startswith(f"GPU {device}: ")))
+        assert lines[at + 1].lstrip().startswith("O: ") and lines[at + 2].lstrip().startswith("R: ")
+        # Two offloads and two reloads per device, each at least one column (a letter when short).
+        for row, kind in ((lines[at + 1], "O"), (lines[at + 2], "R")):
+            cells = re.findall(r"[^.]+", row.split(": ", 1)[1])
+            assert len(cells) == 2 and all(cell.strip("[]").startswith(kind) for cell in cells)
+    assert "host link: O offload, R reload" in lines[-2]
+    assert not any(
+        line.lstrip().startswith("O: ") for line in render_ascii(simulate(INSTANCE, one_at_a_time())).splitlines()
+    )

@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 
 from pipesat.models.placement import PLACEMENTS
-from pipesat.models.plan_result import Breakdown, ConfigResult, Configuration, Measure, Outcome, PlanResult
+from pipesat.models.plan_result import (
+    MEMORY_ERROR,
+    Breakdown,
+    ConfigResult,
+    Configuration,
+    Measure,
+    Outcome,
+    PlanResult,
+)
 from pipesat.solver.report.plan_plot import plot_plan
 from pipesat.solver.report.plan_text import (
     LISTED,
@@ -32,7 +40,9 @@ def result() -> PlanResult:
     fast = ranked(
         Configuration(1, 4, 1, 2, "vshape", 1, 4),
         Outcome.SOLVED,
-        Measure(2.0, 0.0, 0.5, 2.5, 1000.0, 0.3, 2 * GIB, Breakdown(1.5, 0.0, 0.2, 0.0, 0.0, 0.1, 0.2, 0.5)),
+        Measure(
+            2.0, 0.0, 0.5, 2.5, 1000.0, 0.3, 1.5 * GIB, 0.5 * GIB, Breakdown(1.5, 0.0, 0.2, 0.0, 0.0, 0.1, 0.2, 0.5)
+        ),
         made_by="cp-sat",
         status="optimal",
         makespan_bound=2.0,
@@ -43,7 +53,7 @@ def result() -> PlanResult:
     slow = ranked(
         Configuration(1, 2, 2, 1, "linear", 1, 2),
         Outcome.PRUNED,
-        Measure(3.0, 1.0, 0.5, 4.5, 500.0, 0.15, 4 * GIB, Breakdown(2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.5, 0.5)),
+        Measure(3.0, 1.0, 0.5, 4.5, 500.0, 0.15, 3 * GIB, 1 * GIB, Breakdown(2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.5, 0.5)),
         made_by="zb-h1",
         status="feasible",
         iteration_bound_ms=4.0,
@@ -91,6 +101,47 @@ def test_the_breakdown_view_puts_the_iterations_parts_in_place_of_the_outcome() 
     assert " ep " not in plain and " ep " in format_rows(plan_columns(experts=True), rows)
 
 
+def test_rows_show_model_state_activations_and_headroom_apart() -> None:
+    rows = plan_rows(result())
+    assert (rows[0]["model_state"], rows[0]["activations"]) == (1.5 * GIB, 0.5 * GIB)
+    assert rows[0]["memory_per_gpu"] == 2 * GIB and rows[0]["headroom"] == 6 * GIB
+    assert rows[0]["memory_fit"] == "fits" and rows[2]["memory_fit"] == "refused" and rows[2]["headroom"] is None
+    header, _, first, *_ = format_rows(plan_columns(), rows).splitlines()
+    assert "state GiB  act. GiB  free GiB" in header and "GiB/GPU" not in header
+    assert "     1.5       0.5       6.0  " in first
+    machine = format_rows(plan_columns(machine=True), rows, "csv").splitlines()[0]
+    assert "memory_per_gpu (B),model_state (B),activations (B),headroom (B),memory_fit" in machine
+    assert plan_summary(result())[2].endswith(
+        "2.0 GiB per GPU (model state 1.5 + activations 0.5) of 8.0 GiB usable, 6.0 free"
+    )
+
+
+def test_a_tight_row_is_marked_in_its_outcome_and_under_the_table() -> None:
+    plain = result()
+    tight = dataclasses.replace(plain.results[0], usable_memory=1.9 * GIB, tight=True)
+    marked = dataclasses.replace(plain, results=[tight, *plain.results[1:]])
+    assert plan_rows(marked)[0]["outcome"] == "tight, solved (optimal, CP-SAT 4 s)"
+    assert plan_rows(marked)[0]["rank"] == 1 and plan_rows(marked)[0]["headroom"] == pytest.approx(-0.1 * GIB)
+    # The best is the fastest that fits; the tight row ranked above it is shown beside it.
+    assert marked.best is marked.results[1] and marked.tight_and_faster == [tight]
+    lines = plan_summary(marked)
+    assert lines[1] == "left out: t1 p8 vshape: too few layers"
+    assert lines[2] == (
+        "tight: 1 configurations need more than the 1.9 GiB a GPU may use, by less than the memory estimate's "
+        f"{MEMORY_ERROR:.0%} error: ranked, marked tight; they may fit, check them on the GPU"
+    )
+    assert lines[3].startswith("best: t1 p2 d2 linear b1 m2: 4.5 ms an iteration")
+    assert lines[4] == (
+        "faster but tight: t1 p4 d1 vshape b1 m4: 2.5 ms (44.44% faster), predicted 2.0 GiB per GPU of 1.9 GiB "
+        f"usable, within the memory estimate's {MEMORY_ERROR:.0%} error: may fit, check it on the GPU"
+    )
+    assert (plan_document(marked)["best"]["rank"], plan_document(marked)["best"]["pp"]) == (2, 2)
+    # With none that fits, the fastest tight one is the best, marked so.
+    only = dataclasses.replace(plain, results=[tight])
+    assert only.best is tight and only.tight_and_faster == []
+    assert plan_summary(only)[4].startswith("tight: predicted 2.0 GiB per GPU of 1.9 GiB usable")
+
+
 def test_the_document_and_the_progress_line() -> None:
     document = plan_document(result())
     assert document["counts"] == {
@@ -100,6 +151,7 @@ def test_the_document_and_the_progress_line() -> None:
         "refused": 1,
         "unsearched": 0,
         "unfinished": 0,
+        "tight": 0,
         "shapes_left_out": 1,
         "merged": 0,
     }

@@ -11,10 +11,12 @@ from matplotlib.colors import to_rgb
 
 from pipesat.models import KINDS, InputError, Instance, Schedule
 from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.report.figures import KIND_COLOURS, shade
 from pipesat.solver.report.schedule_plot import (
     ALL,
+    LINK_COLOURS,
     READABLE_OP_INCHES,
     SLIVER_INCHES,
     kind_names,
@@ -26,6 +28,7 @@ from pipesat.solver.report.schedule_plot import (
     tick_text,
 )
 from pipesat.solver.report.tables import format_percent
+from tests.offloaded import INSTANCE, offloaded, one_at_a_time
 from tests.solver.report.helpers import gantt_labels, overlapping, scaled, within
 from tests.strategies import assert_valid
 
@@ -126,6 +129,22 @@ def test_a_window_zooms_the_gantt_chart_and_memory_panels() -> None:
 
 def test_memory_tick_texts_read_well() -> None:
     assert tick_text(16.078125) == "16.1" and tick_text(4116.5) == "4116" and tick_text(0.5) == "0.5"
+
+
+def test_a_schedule_that_offloads_gets_a_link_lane(tmp_path: Path) -> None:
+    schedule = offloaded()
+    assert_valid(schedule)
+    figure = schedule_figure(schedule)
+    lanes = [
+        ax for ax in figure.axes if ax.get_visible() and "GPU 0 link" in [t.get_text() for t in ax.get_yticklabels()]
+    ]
+    assert len(lanes) == 1
+    bars = [patch for collection in lanes[0].collections for patch in collection.get_paths()]
+    assert len(bars) >= len(schedule.transfers)
+    image = _picture(schedule, tmp_path / "offload.png")
+    assert all(_has_colour(image, to_rgb(colour)) for colour in LINK_COLOURS.values())
+    plain = schedule_figure(simulate(INSTANCE, one_at_a_time()))
+    assert not any("link" in t.get_text() for ax in plain.axes for t in ax.get_yticklabels())
 
 
 def _shortest_op_inches(figure, schedule: Schedule) -> float:

@@ -12,6 +12,7 @@ from pipesat.solver.heuristics import NotApplicable, all_heuristics, run_heurist
 from pipesat.solver.torch.export import export_torch_csv, orders_to_rows, schedule_to_rows, torch_cell
 from pipesat.solver.torch.import_schedule import import_torch_csv
 from tests.conftest import moe_instance
+from tests.offloaded import offloaded
 from tests.solver.torch.torch_fakes import load_in_torch
 from tests.strategies import assert_valid
 
@@ -170,3 +171,11 @@ def test_pairs_export_as_overlap_f_b_and_import_back(tmp_path: Path) -> None:
     imported = import_torch_csv(path, instance)
     assert imported.orders() == schedule.orders()
     assert [op[:6] for op in sorted(imported.ops)] == [op[:6] for op in sorted(schedule.ops)]
+
+
+def test_a_schedule_that_offloads_is_refused_in_one_line(tmp_path: Path) -> None:
+    schedule = offloaded()
+    assert_valid(schedule)
+    with pytest.raises(ScheduleError, match="torch's compute_only CSV cannot carry offloads: this schedule has 8"):
+        export_torch_csv(schedule, tmp_path / "offload.csv")
+    assert not (tmp_path / "offload.csv").exists()
