@@ -19,6 +19,7 @@ from pipesat.solver.instances.calibration import calibration_lines, load_calibra
 from pipesat.solver.instances.description import MOE_KEYS, Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive
+from pipesat.solver.instances.gpus import memory_choice
 
 
 @click.group(cls=PipesatGroup)
@@ -67,6 +68,8 @@ def instance_from_model(**options: Any) -> None:
     )
     calibration = None if options["calibration"] is None else load_calibration(options["calibration"])
     derivation = derive(description, options["name"], calibration)
+    if (choice := memory_choice(description.hardware.gpu, description.hardware.gpu_memory)) is not None:
+        click.echo(f"note: --gpu-memory {choice}", err=True)
     lines = explain(description, derivation)
     command, measured = command_line(description), []
     if calibration is not None:

@@ -183,7 +183,8 @@ WINDOW_OPTION = click.option(
     "--window",
     type=TimeWindow(),
     help="Draw only this time range, START:END in the instance's time unit from the schedule's start "
-    "(:100 and 300: leave an end open): zooms into a large schedule.",
+    "(:100 and 300: leave an end open), or all of it: `all` (default: all, or the first part of a "
+    "schedule too long to draw every op readably).",
 )
 
 

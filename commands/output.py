@@ -10,10 +10,13 @@ import click
 
 from pipesat.models import InputError, Instance, Objective, Schedule
 from pipesat.models.instance_file import format_instance, save_instance
+from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.io.schedule_file import save_schedule, schedule_text
 from pipesat.solver.report.ascii_view import render_ascii
+from pipesat.solver.report.tables import format_number
 from pipesat.solver.report.text import describe, field_line, metrics_lines, saved_files_text
+from pipesat.solver.report.units import units_of
 
 if TYPE_CHECKING:
     from pipesat.solver.report.schedule_plot import Window
@@ -65,9 +68,15 @@ def emit_schedule(
     elif save is not None:
         echo_field("schedule", str(save_schedule(schedule, save)))
     if picture is not None:
-        from pipesat.solver.report.schedule_plot import plot_schedule  # matplotlib, imported to draw
+        from pipesat.solver.report.schedule_plot import plot_schedule, readable_window  # matplotlib, to draw
 
-        echo_field("picture", str(plot_schedule(schedule, picture, objective, window)))
+        shown = readable_window(schedule) if window is None else None
+        drawn = str(plot_schedule(schedule, picture, objective, window))
+        if shown is not None:
+            units = units_of(schedule.instance)
+            whole = units.with_time(format_number(compute_metrics(schedule).makespan))
+            drawn += f" (the first {units.with_time(format_number(shown[1]))} of {whole}; --window all draws all)"
+        echo_field("picture", drawn)
     if show_ascii:
         say()
         say(render_ascii(schedule))

@@ -36,6 +36,7 @@ from pipesat.solver.cpsat.processes import available_cores
 from pipesat.solver.instances.calibration import Calibration, coverage_line, load_calibration
 from pipesat.solver.instances.explain import explain
 from pipesat.solver.instances.from_model import derive
+from pipesat.solver.instances.gpus import memory_choice
 from pipesat.solver.io.schedule_file import save_schedule
 from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.measure import iteration_lines
@@ -171,6 +172,8 @@ def plan_command(spec_file: Path, **options: Any) -> None:
     )
     overrides = {dotted: options[dotted.split(".")[1]] for dotted in OVERRIDES}
     spec = load_spec(spec_file, overrides)
+    if (choice := memory_choice(spec.cluster.gpu, spec.cluster.gpu_memory)) is not None:
+        click.echo(f"note: cluster.gpu_memory {choice}", err=True)
     calibration = None if options["calibration"] is None else load_calibration(options["calibration"])
     if calibration is not None:
         calibration.check_training(spec.training)

@@ -46,8 +46,14 @@ from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import check_memory, ensure_valid
 from pipesat.solver.heuristics import NotApplicable, all_heuristics, get_heuristic, run_heuristic
 from pipesat.solver.report.documents import comparison_document, pareto_document, schedule_document, solve_document
-from pipesat.solver.report.solve_text import goal_text, no_schedule_text, summary_fields
-from pipesat.solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
+from pipesat.solver.report.solve_text import goal_text, limit_too_small_text, no_schedule_text, summary_fields
+from pipesat.solver.report.study_text import (
+    comparison_columns,
+    comparison_text,
+    pareto_notes,
+    pareto_text,
+    pareto_title,
+)
 from pipesat.solver.report.tables import format_rows, heuristic_title
 from pipesat.solver.report.text import describe
 from pipesat.solver.report.units import units_of
@@ -260,6 +266,9 @@ def compare_command(
         save_schedules(fitting, save_dir, fmt, not_saved=len(made) - len(fitting))
     if comparison.solve_result is not None and comparison.solve_result.status == Status.INFEASIBLE:
         raise ScheduleError(no_schedule_text(comparison.solve_result, units_of(instance)))
+    too_small = limit_too_small_text(instance) if comparison.solve_result is None and not placements else None
+    if too_small is not None:  # without a solve, what the solve would say
+        raise ScheduleError(too_small)
     exit_if_interrupted(comparison.solve_result is not None and comparison.solve_result.status == Status.INTERRUPTED)
 
 
@@ -269,9 +278,16 @@ def compare_command(
 @click.option(
     "--limits",
     help="Memory limits: START:STOP:STEP or a comma-separated list; numbers, or relative like 0.5x. "
-    "Without it: every breakpoint of the trade-off, each proven (--time-limit per solve, two solves each).",
+    "Without it: every breakpoint of the trade-off, from the least memory up, each proven (--time-limit per "
+    "solve).",
 )
 @SOLVER_OPTIONS
+@click.option(
+    "--time-budget",
+    type=FiniteFloat(min=0, min_open=True),
+    help="Seconds for the whole study, beside --time-limit for each solve; what is done when it runs out "
+    "is the result (default: no total).",
+)
 @output_option("Picture file (.png, .svg, .pdf) of the plot; default pareto.png.")
 @click.option("--no-visualization", is_flag=True, help="Do not draw the picture.")
 @FORMAT_OPTION
@@ -298,29 +314,45 @@ def pareto(
         values = None if limits is None else parse_limits(limits, instance)
     except InstanceError as error:
         raise InstanceError(f"--limits: {error}") from None
-    per_point = search.pop("time_limit")
+    per_point, budget = search.pop("time_limit"), search.pop("time_budget")
     picture = None if no_visualization else output or Path("pareto.png")
     files = saved_files(save_dir, [limit_name(limit) for limit in values] if values else None)
     check_writes(force, {"the plot": picture_output(picture, output), **files})
     with live_progress(search.pop("progress")) as line:
         if values is None:
-            sweep = pareto_frontier(instance, objective, time_limit_per_solve=per_point, progress=line, **search)
+            sweep = pareto_frontier(
+                instance, objective, time_limit_per_solve=per_point, time_budget=budget, progress=line, **search
+            )
         else:
-            sweep = pareto_sweep(instance, values, objective, time_limit_per_point=per_point, progress=line, **search)
+            sweep = pareto_sweep(
+                instance, values, objective, time_limit_per_point=per_point, time_budget=budget, progress=line, **search
+            )
     for _, result in sweep.points:
         if result.schedule is not None:
             ensure_valid(result.schedule)
     if fmt == "json":
         document = pareto_document(instance, objective, sweep.points, sweep.memory, sweep.heuristics)
-        click.echo(json.dumps(document, indent=1))
+        ending = {"ceiling": sweep.ceiling, "ended": sweep.ended, "left_out": sweep.left_out}
+        click.echo(json.dumps(document | ending, indent=1))
     else:
-        click.echo(pareto_text(instance, sweep.points, sweep.heuristics, objective, fmt, sweep.memory))
+        text = pareto_text(instance, sweep.points, sweep.heuristics, objective, fmt, sweep.memory)
+        notes = pareto_notes(instance, sweep.ceiling, sweep.ended, sweep.left_out)
+        for note in notes if fmt != "text" else ():  # csv and markdown hold the rows alone
+            click.echo(note, err=True)
+        click.echo("\n".join([text, *notes]) if fmt == "text" else text)
     if picture is not None:
         heuristics = [(heuristic_title(name), peak, value) for name, peak, value in sweep.heuristics]
         reference = instance.one_f_one_b_peak()
         title = pareto_title(instance, objective)
         figure = pareto_figure(
-            sweep.points, heuristics, objective, reference, title, open_ended=values is None, units=units_of(instance)
+            sweep.points,
+            heuristics,
+            objective,
+            reference,
+            title,
+            open_ended=values is None,
+            units=units_of(instance),
+            ceiling=sweep.ceiling,
         )
         echo_aside("picture", str(save_figure(figure, picture)), fmt)
     if save_dir is not None:

@@ -39,13 +39,16 @@ class FormatChoice(click.Choice):
 
 
 class TimeWindow(click.ParamType):
-    """`START:END`, a time range from the schedule's first start; an end left out is the schedule's."""
+    """`START:END`, a time range from the schedule's first start; an end left out is the schedule's;
+    `all`, the whole schedule."""
 
     name = "START:END"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Window:
         if isinstance(value, tuple):
             return value
+        if str(value).strip().lower() == "all":
+            return (0.0, math.inf)
         first, colon, second = str(value).partition(":")
         start, end = _time(first, 0.0), _time(second, math.inf)
         if not colon or start is None or end is None:

@@ -82,6 +82,15 @@ class Instance:
     host_link_bandwidth: float | None = None
     offload_fraction: float = 1.0
 
+    def __repr__(self) -> str:
+        """One short line (the per-stage lists and the metadata are the file's: `to_dict`)."""
+        name = f" {self.name!r}" if self.name else ""
+        limit = "" if self.memory_limit is None else f", limit {max(self.memory_limit):g}{self.memory_unit}"
+        return (
+            f"<Instance{name}: p={self.num_devices} v={self.chunks} m={self.num_microbatches} "
+            f"{self.placement_name()}{limit}>"
+        )
+
     @property
     def num_stages(self) -> int:
         return self.num_devices * self.chunks
@@ -123,15 +132,27 @@ class Instance:
         """The memory limit of `device`, or None without one."""
         return None if self.memory_limit is None else self.memory_limit[device]
 
-    def with_limit(self, limit: float | Sequence[float] | None) -> Instance:
-        """A copy under `limit`: one number for every device, one per device, or None for none."""
-        if limit is None:
-            return dataclasses.replace(self, memory_limit=None)
-        if isinstance(limit, (int, float)):
-            return dataclasses.replace(self, memory_limit=(float(limit),) * self.num_devices)
-        if len(limit) != self.num_devices:
-            raise InstanceError(f"{len(limit)} memory limits for {self.num_devices} devices; give one per device")
-        return dataclasses.replace(self, memory_limit=tuple(float(value) for value in limit))
+    def with_limit(self, limit: Any) -> Instance:
+        """A copy under `limit`, written as an instance file writes `memory_limit`.
+
+        Parameters
+        ----------
+        limit
+            One limit for every device or a list of one per device (or comma-separated text); each
+            a number in the instance's `memory_unit`, an amount with a unit (`"20GiB"`) or a factor
+            of the 1F1B peak (`"0.5x"`); None for no limit.
+
+        Returns
+        -------
+        Instance
+            The same instance with its absolute per-device limits.
+
+        Raises
+        ------
+        InstanceError
+            A limit that is not one of those, not positive, or a list of the wrong length.
+        """
+        return dataclasses.replace(self, memory_limit=parse_memory_limit(limit, self))
 
     def over_limit(self, peaks: Sequence[float]) -> list[int]:
         """The devices whose peak memory (one per device) does not fit their limit (`models.tolerance.fits`)."""

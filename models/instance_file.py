@@ -25,7 +25,27 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
 
 
 def load_instance(path: str | Path, **overrides: Any) -> Instance:
-    """Load an instance file; `overrides` (non-None values) replace the file's keys."""
+    """Load an instance file; `overrides` (non-None values) replace the file's keys.
+
+    Parameters
+    ----------
+    path
+        An instance file (YAML or JSON), the earlier tool's keys included.
+    **overrides
+        Keys that replace the file's (`memory_limit="0.5x"`); None values are ignored.
+
+    Returns
+    -------
+    Instance
+        The normalised instance (`pipesat instance show` prints its `to_dict()`).
+
+    Raises
+    ------
+    InputError
+        A file that cannot be read or parsed.
+    InstanceError
+        A key or value that is not an instance's.
+    """
     data = read_mapping(path)
     given = {key: value for key, value in overrides.items() if value is not None}
     for alias, canonical in ALIASES.items():

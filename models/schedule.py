@@ -48,6 +48,10 @@ class Schedule:
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     transfers: tuple[Op, ...] = ()
 
+    def __repr__(self) -> str:
+        """One short line (the ops are the file's: `to_dict`), so that a result holding a schedule prints short."""
+        return f"<Schedule {self.name!r}: {len(self.ops)} ops of {self.instance!r}>"
+
     @cached_property
     def split_backward(self) -> bool:
         """Whether B and W are separate ops; without W ops every B is the whole backward."""

@@ -99,29 +99,38 @@ def solve(
     tuning: Tuning = DEFAULT_TUNING,
     offload: bool = False,
 ) -> SolveResult:
-    """The best schedule CP-SAT finds within `time_limit` seconds, with its proof.
+    """The best schedule CP-SAT finds within `time_limit` seconds, with its proof. A deterministic solve
+    gives the same result every run (the limit counts CP-SAT's deterministic time; the wall clock stops
+    it at `wall_factor` times the limit); a long max-span solve may first search the makespan
+    (`Tuning.makespan_phase`, `first_device_phase`). What a solve decides goes to the `pipesat` loggers.
 
-    `objective` is "makespan" or "span" (max span). `minimize="memory"` minimises the peak memory
-    instead, ignoring the instance's memory limit, with the time objective capped at `makespan_cap`
-    when given. `split_backward` None schedules W apart exactly when the instance has weight times.
-    `deterministic` makes repeated runs give the same result: the time limit becomes CP-SAT's
-    deterministic time (wall clock stops it only at `wall_factor` times the limit, when the result
-    may differ between runs) and CP-SAT searches with one worker, whatever `workers` says. `gap`
-    stops the search at that relative gap. `starts` are extra starting schedules (for instance the
-    previous point of a Pareto sweep), and `known_bound` a lower bound on the result's objective
-    proven elsewhere (a larger memory limit's optimum, in a descending sweep). A max-span solve of more
-    than `Tuning.proof_small_ops` ops, but for a V placement, first spends a third of the time limit on
-    the makespan (`Tuning.makespan_phase`), whose model CP-SAT searches far better, and starts from that
-    order re-timed for the span when it is the best start (all of it where every schedule's max span is
-    its makespan: one route, B and W fused); on one route with W apart it may first prove a bound from
-    stage 0's device (`Tuning.first_device_phase`).
-    `cpsat_params` are CP-SAT's own parameters for experts (`solver.cpsat.parameters`: field name to
-    value, such as `{"linearization_level": "2"}`), applied after pipesat's. `tuning` is pipesat's own
-    settings of the search and the bounds (`models.tuning`), part of the result. `offload` lets CP-SAT
-    offload activations over the instance's host link (docs/offload.md; the makespan only).
+    Parameters
+    ----------
+    instance
+        What is scheduled, under its memory limit.
+    objective, minimize
+        `makespan` or `span` (max span); `time`, or `memory` (the peak; the time within `makespan_cap`).
+    time_limit, workers
+        Seconds CP-SAT may search; its search workers (None: the cores this process may use).
+    seed, deterministic, gap, symmetry_breaking, split_backward
+        CP-SAT's random seed; the same result every run; stop at this relative gap; break the symmetry
+        of equal stages; schedule W apart (None: when the instance has weight times).
+    makespan_cap, progress, starts, known_bound
+        With memory minimised, the most time (instance units); called with each better schedule;
+        extra starting schedules; a lower bound on the objective proven elsewhere.
+    wall_factor, cpsat_params, tuning, offload
+        The wall-clock stop of a deterministic solve; CP-SAT's own parameters (after pipesat's);
+        pipesat's settings (`models.tuning`); offload activations over the host link (docs/offload.md).
 
-    What the solve decides and why, and CP-SAT's search log, go to the `pipesat` loggers
-    (`models.log`: `with show_log(): solve(...)` prints them).
+    Returns
+    -------
+    SolveResult
+        The schedule (validated), status, value and bound (instance units); `infeasibility` without one.
+
+    Raises
+    ------
+    OptionError
+        An option out of its range (time limit, workers, gap, a cap without `minimize="memory"`).
     """
     clock = time.monotonic()
     workers = available_cores() if workers is None else workers

@@ -20,12 +20,14 @@ import pytest
 
 from pipesat.commands.frame import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_INVALID
 from pipesat.models import Instance
+from pipesat.solver.evaluate.bounds import minimum_memory_limit
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retime_for_span
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics import UnknownSchedule, all_heuristics, run_heuristic
 from pipesat.solver.io.schedule_file import load_schedule
 from pipesat.solver.report.tables import format_number, format_percent
+from pipesat.solver.report.units import units_of
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.conftest import INSTANCES_DIR
 
@@ -371,6 +373,22 @@ def test_a_device_under_its_smallest_limit_is_named() -> None:
     assert line == "error: no schedule fits device 0's memory limit of 0.5; it needs at least 1"
 
 
+def test_pareto_says_the_gpus_budget_that_bounds_it_and_stops_at_its_total_time_budget(tmp_path: Path) -> None:
+    """On a real model the frontier ran past what the GPU holds, for as long as it took."""
+    gpu = {"hardware": {"gpu_memory": 8 * 2**30}}  # as from-model writes it: the limit is the budget
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps({"num_devices": 3, "num_microbatches": 4, "memory_limit": 4, "metadata": gpu}))
+    args = ("pareto", path, "--no-visualization", "--time-limit", 5, "--workers", 1)
+    output = cli_ok(run_cli(*args))
+    assert "limits up to 4: what the roomiest device holds beside its model state" in output
+    memories = [float(line.split()[0]) for line in output.splitlines() if line.strip().endswith("%")]
+    assert memories and max(memories) <= 4
+    short = cli_ok(run_cli(*args, "--time-budget", 1e-6))
+    assert "stopped short: the time budget ran out; the rows are what was done" in short
+    document = json.loads(cli_ok(run_cli(*args, "--time-budget", 1e-6, "--format", "json")))
+    assert document["points"] == [] and document["ceiling"] == 4 and document["ended"] == "the time budget ran out"
+
+
 def test_pareto_table_and_plot(tmp_path: Path) -> None:
     picture = tmp_path / "front.png"
     output = cli_ok(run_cli("pareto", *TINY, "--limits", "0.5x,1x", "-o", picture))
@@ -443,6 +461,20 @@ def test_compare_headers_name_the_units_and_each_device_keeps_its_limit(units_fi
     assert "over the memory limit" in rows["ZB-H1"] and "over the memory limit" not in rows["ZB-auto"]
 
 
+def test_compare_without_the_solver_under_an_impossible_limit_says_the_smallest(units_file: Path) -> None:
+    """`--memory-limit 20` on an instance in MiB is 20 MiB: every row was "no" with exit 0; the least
+    feasible limit is known without a solve."""
+    result = run_cli("compare", units_file, "--memory-limit", 20, "--no-solve")
+    instance = Instance.from_dict(json.loads(units_file.read_text()))
+    least = minimum_memory_limit(instance)
+    units = units_of(instance)
+    limit, smallest = (units.with_memory(format_number(units.memory_value(mib))) for mib in (20, least))
+    line = cli_error(result, EXIT_INVALID)
+    assert line == f"error: no schedule fits the memory limit {limit}; the smallest feasible limit is {smallest}"
+    assert "over the memory limit" in result.stdout
+    cli_ok(run_cli("compare", units_file, "--memory-limit", f"{least}", "--no-solve"))
+
+
 def test_schedule_and_solve_json_documents_keep_the_words_on_stderr(units_file: Path) -> None:
     result = run_cli("schedule", "zb-h1", units_file, "--format", "json", "--no-visualization")
     document = json.loads(cli_ok(result))
@@ -481,6 +513,25 @@ def test_window_draws_part_of_the_schedule(tmp_path: Path) -> None:
     assert_picture(rendered)
     cli_ok(run_cli("solve", *TINY, "-o", solved, "--window", ":4", "--no-progress"))
     assert_picture(solved)
+
+
+def test_a_long_schedule_draws_a_readable_first_part_unless_told_all(tmp_path: Path) -> None:
+    """p16 m64 interleaved v2 with W apart (fused by the schedule: 4,096 ops) drew slivers: the picture says what it shows and how to see all."""
+    picture = tmp_path / "long.png"
+    args = ("schedule", "interleaved", "-s", 16, "-b", 64, "--chunks", 2, "-bw", 2, "-w", 1, "-o", picture, "--force")
+    shown = _field(cli_ok(run_cli(*args)), "picture")
+    long = Instance.from_dict(
+        {"num_devices": 16, "num_microbatches": 64, "chunks": 2, "backward_times": 2, "weight_times": 1}
+    )
+    makespan = compute_metrics(run_heuristic("interleaved", long)).makespan
+    assert shown.startswith(f"{picture} (the first ") and shown.endswith(
+        f" of {format_number(makespan)}; --window all draws all)"
+    )
+    assert_picture(picture)
+    assert _field(cli_ok(run_cli(*args, "--window", "all")), "picture") == str(picture)
+    assert _field(cli_ok(run_cli("schedule", "1f1b", "-s", 4, "-b", 8, "-o", picture, "--force")), "picture") == str(
+        picture
+    )
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipesat.commands.frame import EXIT_INTERRUPTED, EXIT_INVALID
 from pipesat.solver.evaluate.validator import validate
@@ -285,6 +286,25 @@ def test_the_readme_shows_predict_as_it_prints() -> None:
     command = '$ pipesat plan instances/plan/gpt-1.3b-16gpu.yaml --predict "t1 p2 d8 interleaved v13 b2 m4 zero1"\n'
     shown = text[text.index(command) + len(command) :].split("```")[0]
     assert cli_ok(run_cli("plan", README_SPEC, "--predict", "t1 p2 d8 interleaved v13 b2 m4 zero1")) == shown
+
+
+def test_a_gpu_memory_in_gb_beside_a_catalogue_gpu_says_which_is_used(tmp_path: Path) -> None:
+    """`gpu_memory: 80GB` silently differed from the catalogue's 80 GiB: the plan and from-model say it."""
+    spec = yaml.safe_load(README_SPEC.read_text())
+    spec["cluster"] |= {"gpu": "H100-SXM", "gpu_memory": "80GB"}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = run_cli("plan", path, "--predict", "t1 p2 d8 b2 m4")
+    cli_ok(result)
+    note = (
+        "note: cluster.gpu_memory 74.5058 GiB (80 GB: 10^9 bytes a GB, 2^30 a GiB) is used, not the H100-SXM's 80 GiB"
+    )
+    assert note in result.stderr
+    model = ["--layers", "4", "--hidden", "512", "--heads", "8", "--seq-len", "256", "-p", "2", "-m", "4"]
+    model += ["--gpu", "H100-SXM"]
+    made = run_cli("instance", "from-model", *model, "--gpu-memory", "80GB")
+    assert "note: --gpu-memory 74.5058 GiB" in cli_ok(made) + made.stderr
+    assert "note:" not in run_cli("instance", "from-model", *model, "--gpu-memory", "80GiB").stderr
 
 
 CURRENT_RUN = "t1 p2 d2 b1 m2 1f1b"

@@ -3,10 +3,12 @@ one), and every `pipesat` command shown in a code block uses only commands and f
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 import unicodedata
 from pathlib import Path
+from types import ModuleType
 
 import click
 import pytest
@@ -133,3 +135,26 @@ def test_each_shown_command_uses_flags_that_exist(page: Path, line: str) -> None
 def test_shown_commands_are_found() -> None:
     pages = {page.name for page, _ in shown_commands()}
     assert {"README.md", "manual.md", "torch.md", "plan.md"} <= pages
+
+
+def _api_page_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("api_page", ROOT / "docs" / "api_page.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_api_page_is_what_the_docstrings_make() -> None:
+    """docs/api.md is generated (`python docs/api_page.py`): a docstring changed without it fails here."""
+    page = ROOT / "docs" / "api.md"
+    assert page.read_text(encoding="utf-8") == _api_page_module().api_page(), "run python docs/api_page.py"
+
+
+def test_the_api_page_turns_numpydoc_sections_into_lists() -> None:
+    doc = (
+        "What it does.\n\nParameters\n----------\nx\n    The x,\n    in two lines.\n\nReturns\n-------\nint\n    Its y."
+    )
+    assert _api_page_module()._markdown(doc) == (
+        "What it does.\n\n**Parameters**\n\n- `x`: The x, in two lines.\n\n**Returns**\n\n- `int`: Its y."
+    )

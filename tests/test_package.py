@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import subprocess
 import sys
 import tomllib
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import pipesat
+from pipesat import cli
 from tests.conftest import ROOT
 
 GENERIC = {"commands", "models", "solver", "cli", "tests", "benchmarks"}
@@ -105,3 +107,21 @@ def test_no_file_imports_a_generic_top_level_name(path: Path) -> None:
         )
         bare += [name for name in names if name.split(".")[0] in GENERIC - {"tests"} or name.startswith("cli_")]
     assert not bare, f"{path.relative_to(ROOT)} imports {bare}; write pipesat.{bare[0]}"
+
+
+def test_every_commands_twin_is_public_and_documented_in_numpydoc() -> None:
+    """The package docstring pairs each command with its twins; each is exported, and each function
+    among them says its Parameters (when it takes any), Returns and, in the docstring, its units."""
+    table = [line.split() for line in (pipesat.__doc__ or "").splitlines() if line.startswith("    pipesat ")]
+    commands = {" ".join(words[1:3]) if words[1] == "instance" else words[1] for words in table}
+    assert commands == set(cli.COMMANDS) - {"instance"} | {"instance show", "instance from-model"}
+    twins = {word.strip(",();") for words in table for word in words[2:]} & set(pipesat.__all__)
+    assert {"solve", "compare", "pareto_frontier", "plan", "instance_from_model", "plot_schedule"} <= twins
+    for name in sorted(twins):
+        value = getattr(pipesat, name)
+        if not inspect.isfunction(value):
+            continue
+        doc = inspect.getdoc(value) or ""
+        takes = bool(inspect.signature(value).parameters)
+        assert ("Parameters\n----------" in doc) == takes, name
+        assert "Returns\n-------" in doc, name

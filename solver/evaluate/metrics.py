@@ -30,7 +30,12 @@ class MemoryProfile:
 
 @dataclass(frozen=True)
 class Metrics:
-    """What pipesat reports about a timed schedule. Spans, busy times and peaks are per device."""
+    """What pipesat reports about a timed schedule. Spans, busy times and peaks are per device.
+
+    Units are the instance's: times (`makespan`, `spans`, `busy`, `zero_bubble_bound`) in its
+    `time_unit`, memory (`peak_memory`, `max_peak_memory`) in its `memory_unit` (MiB for an instance
+    from `instance_from_model`); the rates are fractions. A plan's `Measure` is in ms and bytes.
+    """
 
     makespan: float
     spans: tuple[float, ...]

@@ -91,7 +91,18 @@ class Violation:
 
 
 def validate(schedule: Schedule) -> list[Violation]:
-    """Every violation of the schedule, in a stable order; an empty list means it is valid."""
+    """Every violation of the schedule, in a stable order; an empty list means it is valid.
+
+    Parameters
+    ----------
+    schedule
+        Any schedule, from any source.
+
+    Returns
+    -------
+    list[Violation]
+        Each broken rule with its ops and a message; empty when the schedule is valid.
+    """
     instance = schedule.instance
     origin = max(0.0, min((op.start for op in schedule.ops), default=0.0))
     # W ops on an instance without weight times are reported as unknown, not expected everywhere.
@@ -358,7 +369,23 @@ def check_memory(schedule: Schedule) -> list[Violation]:
 
 
 def ensure_valid(schedule: Schedule) -> Schedule:
-    """Return the schedule if it is valid; otherwise raise `ScheduleError` with the first violations."""
+    """Return the schedule if it is valid; otherwise raise `ScheduleError` with the first violations.
+
+    Parameters
+    ----------
+    schedule
+        Any schedule, from any source.
+
+    Returns
+    -------
+    Schedule
+        The same schedule, valid.
+
+    Raises
+    ------
+    ScheduleError
+        The first violations, in one message.
+    """
     violations = validate(schedule)
     if violations:
         shown = "; ".join(str(v) for v in violations[:3])

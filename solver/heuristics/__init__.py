@@ -94,7 +94,13 @@ ALIASES: dict[str, Heuristic] = {
 
 
 def all_heuristics() -> list[Heuristic]:
-    """The handwritten schedules, in table order."""
+    """The handwritten schedules, in table order.
+
+    Returns
+    -------
+    list[Heuristic]
+        Each with its `name` and `title`.
+    """
     return list(_BY_NAME.values())
 
 
@@ -114,6 +120,25 @@ def run_heuristic(name: str, instance: Instance) -> Schedule:
     """The named heuristic's schedule for `instance`, timed by the simulator (not yet validated).
 
     Raises `NotApplicable` with the heuristic's reason when it does not serve the instance.
+
+    Parameters
+    ----------
+    name
+        A handwritten schedule's name (`all_heuristics`: `1f1b`, `zb-h1`, `interleaved`, ...).
+    instance
+        What is scheduled; heuristics that take a memory limit (ZB-auto, V-auto) take its limit.
+
+    Returns
+    -------
+    Schedule
+        The schedule, timed by the simulator.
+
+    Raises
+    ------
+    UnknownSchedule
+        A name that is not a handwritten schedule's.
+    NotApplicable
+        The heuristic does not serve the instance (its reason).
     """
     heuristic = get_heuristic(name)
     reason = heuristic.unmet(instance)

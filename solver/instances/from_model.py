@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from pipesat.models import Instance
+from pipesat.models import Instance, InstanceError
+from pipesat.models.errors import unknown_hint
+from pipesat.models.limits import DEFAULT_MAX_LAYERS, check_cap
 from pipesat.models.units import MIB
-from pipesat.solver.instances.calibration import Calibration, MeasuredLayer, measured_layer_cost
+from pipesat.solver.instances.calibration import Calibration, MeasuredLayer, load_calibration, measured_layer_cost
 from pipesat.solver.instances.communication import p2p_time
 from pipesat.solver.instances.cost_model import MEMORY_UNIT, TIME_UNIT, StageCost, significant, stage_costs, stage_times
 from pipesat.solver.instances.data_parallel import Exchange, sharded_exchanges
 from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.description_checks import check_description
+from pipesat.solver.instances.keys import keys
 from pipesat.solver.instances.layer_balance import balanced_split
 from pipesat.solver.instances.layer_split import layer_split
 from pipesat.solver.instances.model_state import DeviceState, activation_budgets, device_states
 
 SOURCE = "pipesat instance from-model (docs/cost-model.md)"
+LISTING = "the keys are the fields of Transformer, Training, Hardware and Pipeline (the options of `pipesat instance from-model`)"
 
 
 @dataclass(frozen=True)
@@ -123,3 +128,57 @@ def model_instance(description: Description, name: str = "") -> Instance:
     """The instance of this model on this hardware: times in ms, memory in MiB, the description in
     metadata, and per-device activation budgets as its memory limits when the GPU memory is given."""
     return derive(description, name).instance
+
+
+def instance_from_model(
+    *,
+    name: str = "",
+    calibration: Calibration | str | Path | None = None,
+    max_layers: int = DEFAULT_MAX_LAYERS,
+    **keys_given: Any,
+) -> Instance:
+    """The instance `pipesat instance from-model` makes, with the command's defaults.
+
+    Parameters
+    ----------
+    name
+        The instance's name.
+    calibration
+        A calibration (`pipesat calibrate`), or its file: a layer whose shape it has costs what was
+        measured.
+    max_layers
+        Refuse a model of more layers than this.
+    **keys_given
+        The description's keys by their names (those of `Transformer`, `Training`, `Hardware` and
+        `Pipeline`; the command's options without the dashes): `layers`, `hidden`, `heads`, `seq_len`,
+        `devices`, `microbatches` are required; `gpu="H100-SXM"`, `gpu_memory="80GiB"`,
+        `tensor_parallel=2`, ... as a plan spec writes them.
+
+    Returns
+    -------
+    Instance
+        Times in ms and memory in MiB, the description in its metadata and, with a GPU memory, each
+        device's activation budget as its memory limit.
+
+    Raises
+    ------
+    InstanceError
+        An unknown or missing key, a value not of its kind, or a description that does not fit together.
+    """
+    records = (Transformer, Training, Hardware, Pipeline)
+    declared = {key_name: (record, key) for record in records for key_name, key in keys(record).items()}
+    unknown = sorted(set(keys_given) - set(declared))
+    if unknown:
+        raise InstanceError(f"unknown key {unknown[0]!r}{unknown_hint(unknown[0], declared, LISTING)}")
+    values: dict[type, dict[str, Any]] = {record: {} for record in records}
+    for key_name, value in keys_given.items():
+        record, key = declared[key_name]
+        values[record][key_name] = key.read(value, key_name)
+    for key_name, (_, key) in declared.items():
+        if key.required and key_name not in keys_given:
+            raise InstanceError(f"{key_name} is missing; give it as {key.kind.what}")
+    check_cap("model.layers", values[Transformer]["layers"], max_layers, "max_layers")
+    description = Description(*(record(**values[record]) for record in records))  # type: ignore[arg-type]
+    if isinstance(calibration, (str, Path)):
+        calibration = load_calibration(calibration)
+    return derive(description, name, calibration).instance

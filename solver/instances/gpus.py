@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipesat.models.units import GIB
+from pipesat.models.units import GIB, memory_text
 
 GB = 1e9
 
@@ -64,3 +64,16 @@ _TABLE = (
 
 CATALOGUE: dict[str, GPU] = {row[0]: GPU(*row) for row in _TABLE}
 GPU_NAMES = tuple(CATALOGUE)
+
+
+def memory_choice(gpu: str | None, gpu_memory: float) -> str | None:
+    """What a given GPU memory (bytes) replaces, when it is not the named GPU's own: `74.5 GiB (80 GB:
+    10^9 bytes a GB) is used, not the H100-SXM's 80 GiB`, said because `80GB` and `80GiB` read alike;
+    None without a GPU, or when the amount is the catalogue's."""
+    if gpu is None or gpu not in CATALOGUE or gpu_memory <= 0 or gpu_memory == CATALOGUE[gpu].memory:
+        return None
+    own = CATALOGUE[gpu].memory
+    return (
+        f"{memory_text(gpu_memory, 'B')} ({gpu_memory / GB:.4g} GB: 10^9 bytes a GB, 2^30 a GiB) is used, "
+        f"not the {gpu}'s {memory_text(own, 'B')} ({own / GB:.4g} GB)"
+    )

@@ -123,5 +123,23 @@ def chrome_trace(schedule: Schedule) -> dict[str, Any]:
 
 
 def export_chrome_trace(schedule: Schedule, path: str | Path) -> Path:
-    """Write the schedule's Chrome trace JSON; refuses an invalid schedule."""
+    """Write the schedule's Chrome trace JSON; refuses an invalid schedule.
+
+    Parameters
+    ----------
+    schedule
+        Any valid schedule.
+    path
+        The JSON file to write (open it in Perfetto or chrome://tracing).
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Raises
+    ------
+    ScheduleError
+        An invalid schedule.
+    """
     return write_output(path, json.dumps(chrome_trace(schedule), indent=1, allow_nan=False) + "\n")

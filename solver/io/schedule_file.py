@@ -20,13 +20,47 @@ def schedule_text(schedule: Schedule) -> str:
 
 
 def save_schedule(schedule: Schedule, path: str | Path) -> Path:
-    """Validate the schedule, then write it with its metrics. Refuses an invalid schedule."""
+    """Validate the schedule, then write it with its metrics. Refuses an invalid schedule.
+
+    Parameters
+    ----------
+    schedule
+        The schedule to write.
+    path
+        The file to write (JSON), replaced atomically.
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Raises
+    ------
+    ScheduleError
+        An invalid schedule (nothing is written).
+    """
     return write_output(path, schedule_text(schedule))
 
 
 def load_schedule(path: str | Path) -> Schedule:
     """Read a schedule file (any source); its validity is the validator's to say. A file that cannot be
-    read, parsed or understood as a schedule is bad input (`InputError`)."""
+    read, parsed or understood as a schedule is bad input (`InputError`).
+
+    Parameters
+    ----------
+    path
+        A schedule file (`pipesat-schedule/1`, JSON).
+
+    Returns
+    -------
+    Schedule
+        The schedule as written, not yet validated (`validate`, `ensure_valid`).
+
+    Raises
+    ------
+    InputError
+        A file that cannot be read, parsed or understood as a schedule.
+    """
     data = read_document(path, "schedule file", json_only=True)
     try:
         return Schedule.from_dict(data)

@@ -437,6 +437,15 @@ def _host_and_port(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def run_locally(work: Callable[[Executor], R]) -> R:
+    """`work` on a local pool of one process a core, as `pipesat plan` runs by default, closed after."""
+    pool = LocalExecutor(available_cores())
+    try:
+        return work(pool)
+    finally:
+        pool.close()
+
+
 def make_executor(
     name: str, parallel: int, cpus_per_task: int, address: str | None = None, timeout: float = RAY_TIMEOUT
 ) -> Executor:

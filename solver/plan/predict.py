@@ -177,7 +177,31 @@ def predict(
     own), its description `described` (the plan's, `space.description`, when not given) derived as
     `name` (its label when not given). Refused in one line when it does not fit the cluster or the
     batch, or the cost model or the schedule refuses it; predicted, with the reason, when it does not
-    fit the GPUs' memory (module notes)."""
+    fit the GPUs' memory (module notes).
+
+    Parameters
+    ----------
+    spec
+        The plan's spec.
+    config
+        One configuration (`parse_configuration("t2 p2 d4 b2 m8")`).
+    schedule
+        A handwritten schedule's name; None: the framework's own.
+    calibration
+        Measured layers (`calibrate`).
+    described, name
+        The configuration's description and instance name, when not the plan's own.
+
+    Returns
+    -------
+    Prediction
+        The iteration's measure (ms; memory in bytes), its schedule and instance.
+
+    Raises
+    ------
+    InputError
+        A configuration that does not fit the cluster or the batch, or a schedule that does not apply.
+    """
     check_fits(spec, config)
     described = described or description(spec, config)
     name = name or config.label

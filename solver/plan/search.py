@@ -59,7 +59,7 @@ from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.instances.calibration import Calibration
-from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted
+from pipesat.solver.plan.executors import STOP_WAIT, Executor, Interrupted, run_locally
 from pipesat.solver.plan.measure import usable_memory
 from pipesat.solver.plan.progress import PlanProgress, Tracker
 from pipesat.solver.plan.runtime_bests import plan_bests, runs_on
@@ -112,7 +112,7 @@ class PlanOptions:
     CP-SAT's own parameters for them (`solve`'s `cpsat_params`), the calibration whose measured layers
     cost what was measured, and the tuning of every solve and bound (`models.tuning`)."""
 
-    time_budget: float
+    time_budget: float = 120.0  # `pipesat plan`'s default budget
     seed: int = 0
     cpsat_workers: int = 1
     cpsat_params: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -122,20 +122,32 @@ class PlanOptions:
 
 def plan(
     spec: PlanSpec,
-    executor: Executor,
-    options: PlanOptions,
+    executor: Executor | None = None,
+    options: PlanOptions | None = None,
     *,
     space: Space | None = None,
     started: float | None = None,
     progress: Callable[[PlanProgress], None] | None = None,
 ) -> PlanResult:
-    """The best configuration of `spec` and its schedule, every configuration ranked (module notes),
-    searched as `options` say. `space` is what to search (`enumerate_space(spec)` when not given), and
-    the budget counts from `started` (a `time.monotonic()`, now when not given). Ctrl-C or SIGTERM
-    ends the plan within a second with what it has: the running solves' best schedules, and what was
-    not finished marked so (`interrupted`)."""
-    LOG.info("tuning: %s", options.tuning.describe())
-    run = _Run(spec, executor, options, started, progress)
+    """The best configuration of `spec`, all ranked (module notes); Ctrl-C ends it with what it has;
+    `InstanceError` when no configuration of the cluster fits the model and batch.
+
+    Parameters
+    ----------
+    spec, executor, options
+        The model and cluster (`load_spec`); where and how the solves run (None: as `pipesat plan`).
+    space, started, progress
+        What to search (None: all of `spec`), when the budget began (None: now), a progress callback.
+
+    Returns
+    -------
+    PlanResult
+        Every configuration ranked and the best one's schedule (validated); in ms and bytes.
+    """
+    if executor is None:
+        return run_locally(lambda own: plan(spec, own, options, space=space, started=started, progress=progress))
+    run = _Run(spec, executor, options or PlanOptions(), started, progress)
+    LOG.info("tuning: %s", run.options.tuning.describe())
     configs, skipped, merged = space or enumerate_space(spec)
     if not configs:
         why = f": {'; '.join(skipped)}" if skipped else ""

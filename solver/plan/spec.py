@@ -254,7 +254,25 @@ KEYS = _spec_keys()
 
 
 def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> PlanSpec:
-    """The spec in `path`, with `overrides` ({"cluster.gpus": 8}; None values ignored) applied, checked."""
+    """The spec in `path`, with `overrides` ({"cluster.gpus": 8}; None values ignored) applied, checked.
+
+    Parameters
+    ----------
+    path
+        A plan spec (YAML or JSON): the sections model, cluster and training.
+    overrides
+        Dotted keys that replace the file's (`pipesat plan`'s options).
+
+    Returns
+    -------
+    PlanSpec
+        The checked spec (amounts in bytes).
+
+    Raises
+    ------
+    InputError
+        A file that cannot be read, an unknown section or key, or a value not of its kind.
+    """
     data = read_document(path, "plan spec")
     if not isinstance(data, dict):
         raise InputError(f"{path}: a plan spec holds the sections model, cluster and training")
@@ -262,7 +280,28 @@ def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> P
 
 
 def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = None, where: str = "") -> PlanSpec:
-    """A checked `PlanSpec` from the spec's sections; `where` starts every error line (the file)."""
+    """A checked `PlanSpec` from the spec's sections; `where` starts every error line (the file).
+
+    Parameters
+    ----------
+    data
+        The sections as a spec file holds them: `{"model": {...}, "cluster": {...}, "training": {...}}`,
+        amounts written with their units (`gpu_memory: 80GiB`).
+    overrides
+        Dotted keys that replace the sections' (`{"cluster.gpus": 8}`); None values are ignored.
+    where
+        What starts every error line (a file's name).
+
+    Returns
+    -------
+    PlanSpec
+        The checked spec (amounts in bytes).
+
+    Raises
+    ------
+    InputError
+        An unknown section or key, a missing key, or a value not of its kind.
+    """
     given = _given(data, where)
     given |= {dotted: value for dotted, value in (overrides or {}).items() if value is not None}
     runtime = RUNTIMES.get(

@@ -107,7 +107,20 @@ def _link_rows(
 
 
 def render_ascii(schedule: Schedule, width: int | None = None) -> str:
-    """The schedule as lines of text no wider than `width` (default: the terminal's width)."""
+    """The schedule as lines of text no wider than `width` (default: the terminal's width).
+
+    Parameters
+    ----------
+    schedule
+        A valid schedule.
+    width
+        Columns at most; None: the terminal's width.
+
+    Returns
+    -------
+    str
+        The devices' rows to scale, with a legend.
+    """
     instance = schedule.instance
     if width is None:
         width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns

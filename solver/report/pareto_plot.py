@@ -26,15 +26,16 @@ def pareto_figure(
     title: str = "",
     open_ended: bool = False,
     units: Units = Units(),  # noqa: B008 (a frozen dataclass: the default is never changed)
+    ceiling: float | None = None,
 ) -> Figure:
     """Objective against memory limit: the solver's frontier and each heuristic as a labelled point.
 
     `points` are (limit, SolveResult); a proven optimum is a filled dot, a feasible value a hollow
     one with a bar down to its bound, an infeasible limit a cross on the axis. `reference` (the 1F1B
     peak) adds a top axis in multiples of it. `open_ended` (a frontier of breakpoints) carries the last
-    point's value on to the right edge: more memory than the last breakpoint buys no more speed. Memory
-    amounts (the limits, the heuristics' peaks, `reference`) are in the instance's unit and drawn in
-    `units`' shown one.
+    point's value on to the right edge (to `ceiling`, what a device holds, when given: a dashed line):
+    more memory than the last breakpoint buys no more speed. Memory amounts (the limits, the
+    heuristics' peaks, `reference`, `ceiling`) are in the instance's unit and drawn in `units`' shown one.
     """
     figure = new_figure(9, 5.5)
     axes = figure.add_subplot()
@@ -42,12 +43,13 @@ def pareto_figure(
     points = [(limit * shown, result) for limit, result in points]
     heuristics = [(name, peak * shown, value) for name, peak, value in heuristics]
     reference = None if reference is None else reference * shown
+    ceiling = None if ceiling is None else ceiling * shown
     solved = [(limit, result.value, result) for limit, result in points if result.value is not None]
     if solved:
         limits = [limit for limit, _, _ in solved]
         values = [value for _, value, _ in solved]
         if open_ended:
-            right = max([limits[-1] * 1.1, *(peak for _, peak, _ in heuristics)])
+            right = ceiling or max([limits[-1] * 1.1, *(peak for _, peak, _ in heuristics)])
             limits, values = [*limits, right], [*values, values[-1]]
         axes.step(limits, values, where="post", color=KIND_COLOURS[Kind.F], linewidth=1.2, alpha=0.6)
         for limit, value, result in solved:
@@ -71,6 +73,8 @@ def pareto_figure(
         labels.setdefault((peak, value), []).append(name)
     for peak, value in labels:
         axes.plot(peak, value, "D", color=KIND_COLOURS[Kind.B], markersize=6)
+    if ceiling is not None:
+        axes.axvline(ceiling, color=LIMIT_COLOUR, linestyle="--", linewidth=1.0)
     all_values = [value for _, value, _ in solved] + [value for _, _, value in heuristics]
     if all_values:
         axes.set_ylim(0, max(all_values) * 1.1)
@@ -93,6 +97,7 @@ def pareto_figure(
         ),
         (bool(heuristics), "D", {"color": KIND_COLOURS[Kind.B]}, "handwritten schedule (at its peak memory)"),
         (bool(infeasible), "x", {"color": LIMIT_COLOUR}, "no schedule fits"),
+        (ceiling is not None, "--", {"color": LIMIT_COLOUR}, "what a device holds (its budget)"),
     ]
     handles = [axes.plot([], [], marker, label=label, **style)[0] for shown, marker, style, label in entries if shown]
     legend = figure.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)

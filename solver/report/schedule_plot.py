@@ -5,11 +5,14 @@ chunks on a device in lighter shades; idle time is the grey background, so p2p l
 grey gap. An overlapped pair is one outlined box, its F in the upper half and its B in the lower
 (a W inside the pair is part of that B). Every op's microbatch number is written in or on its box (`labels.py` places them). Below
 it, one memory-over-time panel per device, with the memory limit drawn. A window (START, END) draws
-only that time range of both.
+only that time range of both. Without one, a schedule too long to draw every op readably (its
+shortest op a sliver, under `SLIVER_INCHES`, in the widest picture) shows its first part, as much
+as draws it `READABLE_OP_INCHES` wide (`readable_window`); `ALL` draws all of it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -58,6 +61,15 @@ PAIR_OUTLINE = "#333333"
 Window = tuple[float, float]
 """A time range (START, END) from the schedule's first start, in the instance's time unit."""
 
+ALL: Window = (0.0, math.inf)
+"""The window of the whole schedule, however long."""
+
+# The widest picture (inches); the width an op needs to read as a box, a two-digit label in it at the
+# label's font; and below which it is a sliver (the whole schedule is then not the default).
+MAX_WIDTH_INCHES = 26.0
+READABLE_OP_INCHES = 0.11
+SLIVER_INCHES = 0.055
+
 
 def kind_names(split_backward: bool) -> dict[Kind, str]:
     backward = "backward (inputs)" if split_backward else "backward"
@@ -102,6 +114,20 @@ def shown_window(schedule: Schedule, window: Window | None) -> Window:
     return (start, min(end, length))
 
 
+def readable_window(schedule: Schedule) -> Window | None:
+    """The first part of the schedule whose shortest op is `READABLE_OP_INCHES` wide in the widest
+    picture, when the whole would draw it as a sliver (under `SLIVER_INCHES`); None otherwise (a
+    picture without a window draws this)."""
+    shortest = min((op.end - op.start for op in schedule.ops if op.end > op.start), default=0.0)
+    length = _end(schedule) - _origin(schedule)
+    gantt_inches = MAX_WIDTH_INCHES - LEFT_INCHES - RIGHT_INCHES
+    if shortest <= 0 or shortest / length * gantt_inches >= SLIVER_INCHES:
+        return None
+    readable = shortest * gantt_inches / READABLE_OP_INCHES
+    step = 10.0 ** (math.floor(math.log10(readable)) - 1)  # a round end: two significant digits, down
+    return (0.0, math.floor(readable / step) * step)
+
+
 def _origin(schedule: Schedule) -> float:
     return min((op.start for op in schedule.ops), default=0.0)
 
@@ -131,15 +157,17 @@ def _boxes(schedule: Schedule, shown: Window) -> list[Box]:
 def _figure_width(boxes: Sequence[Box], shown: Window) -> float:
     """Inches: about 0.22 inch for the shortest op shown, room for a two-digit number, within 10 to 26."""
     span = shown[1] - shown[0]
-    return float(np.clip(0.22 * span / min((box.duration for box in boxes), default=span), 10.0, 26.0))
+    return float(np.clip(0.22 * span / min((box.duration for box in boxes), default=span), 10.0, MAX_WIDTH_INCHES))
 
 
 def schedule_figure(
     schedule: Schedule, objective: Objective = Objective.MAKESPAN, window: Window | None = None
 ) -> Figure:
     """The Gantt chart and memory panels of a schedule, as a matplotlib figure; `window` (START, END
-    in time from the schedule's start) zooms both to that time range."""
+    in time from the schedule's start) zooms both to that time range (None: `readable_window`; `ALL`:
+    the whole schedule)."""
     p = schedule.instance.num_devices
+    window = readable_window(schedule) if window is None else window
     shown = shown_window(schedule, window)
     boxes = _boxes(schedule, shown)
     links = p * LINK_ROW_INCHES if schedule.transfers else 0.0
@@ -152,7 +180,11 @@ def schedule_figure(
     figure = new_figure(width, body + 1.3)
     left, right = LEFT_INCHES / width, 1 - RIGHT_INCHES / width
     title = figure.suptitle(
-        schedule_title(schedule, objective, None if window is None else shown), fontsize=12, x=left, ha="left", va="top"
+        schedule_title(schedule, objective, None if window is None or shown == shown_window(schedule, ALL) else shown),
+        fontsize=12,
+        x=left,
+        ha="left",
+        va="top",
     )
     fit_text(title, (width - LEFT_INCHES - RIGHT_INCHES / 2) * DPI)
     # The title, a gap, and the legend (a row per chunk).
@@ -366,7 +398,30 @@ def _draw_memory(axes_list: list[Any], schedule: Schedule) -> None:
 def plot_schedule(
     schedule: Schedule, path: str | Path, objective: Objective = Objective.MAKESPAN, window: Window | None = None
 ) -> Path:
-    """Draw a schedule (Gantt chart and memory panels; only `window`'s time range if given) to a PNG,
-    SVG or PDF file."""
+    """Draw a schedule: its Gantt chart and memory panels, to a picture file.
+
+    Parameters
+    ----------
+    schedule
+        A valid schedule (`validate` it first).
+    path
+        The picture file; its extension picks the format (.png, .svg, .pdf).
+    objective
+        The objective the title reports, `makespan` or `span`.
+    window
+        The time range (START, END) from the schedule's start to draw; None: the whole schedule, or
+        its first part when the whole would draw its ops as slivers (`readable_window`); `ALL`: all
+        of it.
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Raises
+    ------
+    InputError
+        An extension that is not a picture format, or a window that starts after the schedule ends.
+    """
     picture_format(path)
     return save_figure(schedule_figure(schedule, objective, window), path)

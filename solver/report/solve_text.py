@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pipesat.models import Minimize, Objective, Status
+from pipesat.models import Instance, Minimize, Objective, Status
 from pipesat.models.solve_result import Infeasibility, InfeasibleReason, SolveResult, StopReason
+from pipesat.models.tolerance import fits
+from pipesat.solver.evaluate.bounds import minimum_memory_limits
 from pipesat.solver.evaluate.metrics import relative_gap
 from pipesat.solver.report.tables import format_number, format_percent, heuristic_title
-from pipesat.solver.report.units import Units
+from pipesat.solver.report.units import Units, units_of
 
 
 def outcome_text(result: SolveResult, units: Units = Units()) -> str:  # noqa: B008 (frozen)
@@ -38,6 +40,26 @@ def no_schedule_text(result: SolveResult, units: Units = Units()) -> str:  # noq
     longer = result.stopped_by in (None, StopReason.TIME_LIMIT, StopReason.WALL_CLOCK)
     hint = "; raise `time_limit`" if longer else ""
     return f"the solver found no schedule ({result.status}) ({outcome_text(result, units)}){hint}"
+
+
+def limit_too_small_text(instance: Instance) -> str | None:
+    """The error line of a memory limit that no schedule fits, without a solve (the exact smallest
+    feasible limit, `minimum_memory_limits`); None when some schedule can fit."""
+    if instance.memory_limit is None:
+        return None
+    units = units_of(instance)
+    least = minimum_memory_limits(instance)
+    short = [
+        d for d, (limit, need) in enumerate(zip(instance.memory_limit, least, strict=True)) if not fits(need, limit)
+    ]
+    if not short:
+        return None
+    if len(set(instance.memory_limit)) == 1:
+        limit, smallest = _memory(instance.memory_limit[0], units), _memory(max(least), units)
+        return f"no schedule fits the memory limit {limit}; the smallest feasible limit is {smallest}"
+    d = short[0]
+    limit, need = _memory(instance.memory_limit[d], units), _memory(least[d], units)
+    return f"no schedule fits device {d}'s memory limit of {limit}; it needs at least {need}"
 
 
 def infeasibility_text(why: Infeasibility, units: Units = Units()) -> str:  # noqa: B008 (frozen)

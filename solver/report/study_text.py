@@ -84,6 +84,27 @@ def pareto_text(
     return "\n".join([header, "", frontier, "", format_rows(heuristic_columns, heuristic_rows, fmt)])
 
 
+def pareto_notes(instance: Instance, ceiling: float | None, ended: str, left_out: Sequence[float]) -> list[str]:
+    """The lines under a study's table: the device's budget that bounds it, the limits above it left
+    out, and why it stopped short (`ended`, the study's own words)."""
+    units = units_of(instance)
+
+    def amount(value: float) -> str:
+        return units.with_memory(format_number(units.memory_value(value)))
+
+    notes = []
+    if ceiling is not None:
+        notes.append(f"limits up to {amount(ceiling)}: what the roomiest device holds beside its model state")
+    if left_out:
+        shown = ", ".join(amount(limit) for limit in left_out)
+        notes.append(
+            f"{len(left_out)} limits above {amount(ceiling or 0.0)} not solved (no device holds them): {shown}"
+        )
+    if ended:
+        notes.append(f"stopped short: {ended}; the rows are what was done")
+    return notes
+
+
 def pareto_title(instance: Instance, objective: Objective) -> str:
     """The Pareto plot's title: the objective and the instance without its limit."""
     return f"{objective.label} against memory limit: {describe(instance.with_limit(None))}"

@@ -33,7 +33,9 @@ SOLVER_NAME = "cp-sat"
 
 @dataclass(frozen=True)
 class ComparisonRow:
-    """One schedule's line. `schedule` is None for rows that did not produce one (n/a, infeasible)."""
+    """One schedule's line. `schedule` is None for rows that did not produce one (n/a, infeasible).
+    `value` is in the instance's `time_unit`, `peak_memory` in its `memory_unit`, `bubble_rate` and
+    `gap` are fractions; `fits` says whether the peak is within the limit (None without one)."""
 
     name: str
     title: str
@@ -150,6 +152,25 @@ def compare(
 
     Rows come best first: the solver, the heuristics that fit by objective value, those over the
     limit, then those that do not apply.
+
+    Parameters
+    ----------
+    instance
+        What is scheduled, under its memory limit (a heuristic over it is shown, marked so).
+    objective
+        `makespan` or `span`.
+    time_limit
+        Seconds CP-SAT may search.
+    solve
+        Whether to run the solver (False: the handwritten schedules alone).
+    **solve_kwargs
+        `solve`'s other options (workers, seed, progress, ...).
+
+    Returns
+    -------
+    Comparison
+        The rows (`ComparisonRow`: value in the instance's time unit, peak memory in its memory unit),
+        the solve's result and what the gaps refer to.
     """
     objective = time_objective(objective)
     rows = sorted(
@@ -186,6 +207,25 @@ def compare_placements(
 
     A schedule that applies at no placement keeps one row saying what it needs; rows come best
     first, gaps are to the fastest row that fits, and each solver row's note keeps its own outcome.
+
+    Parameters
+    ----------
+    instance
+        The model, at any placement; it is cut again for each of `placements`.
+    placements
+        Placement names (`linear`, `interleaved`, `vshape`, `bidirectional`).
+    objective, time_limit, solve, **solve_kwargs
+        As for `compare`.
+
+    Returns
+    -------
+    Comparison
+        The rows of every placement, each row naming its placement.
+
+    Raises
+    ------
+    InstanceError
+        A placement that is not a name or does not take the instance's chunks.
     """
     objective = time_objective(objective)
     rows: list[ComparisonRow] = []

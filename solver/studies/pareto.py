@@ -2,19 +2,27 @@
 
 Two ways. `pareto_sweep` solves a grid of limits from the smallest up, each solve starting from the
 previous point's schedule (it fits every larger limit), so the frontier never rises as the limit
-grows. `pareto_frontier` finds the trade-off's breakpoints themselves, from the most memory down:
-the least time T at the current limit, then the least memory M that reaches T (the breakpoint
-(M, T): at every limit from M up to the previous breakpoint's memory the best time is T), then the
-next limit just below M, until no schedule fits. Bounds go down: T is a lower bound on the time at
-every smaller limit. Solutions go along: the memory solve starts from the time solve's schedule.
-Each breakpoint carries the proof of both solves. A solve interrupted (Ctrl-C, SIGTERM) ends either
-way: the points so far are the result.
+grows. `pareto_frontier` finds the trade-off's breakpoints themselves, from the tight end up, so
+that a short budget has the lean end, where the choice is hard, first: the least memory M of any
+schedule, then the least time T under the limit M (the breakpoint (M, T): at every limit from M up
+to the next breakpoint's memory the best time is T), then the least memory of a schedule faster than
+T, and so on until no faster schedule exists. Solutions go along: the time solve starts from the
+memory solve's schedule. Each breakpoint carries the proof of both solves.
+
+An instance that knows its GPU (`pipesat instance from-model` with a GPU memory: its limits are each
+device's activation budget) bounds both: no limit above what the roomiest device holds
+(`device_budget`). A total `time_budget` (seconds) caps the whole study beside each solve's
+`time_limit`; when it runs out, or a solve is interrupted (Ctrl-C, SIGTERM), the points so far are
+the result and `ended` says why. Rows that are not on the frontier (a point no faster than one with
+less memory: a solve that ran out of time short of its optimum) are left out, so equal times appear
+once, at their least memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +31,7 @@ from pipesat.models import Instance, InstanceError, Minimize, Objective, Schedul
 from pipesat.models.instance import parse_limit_value
 from pipesat.models.objective import time_objective
 from pipesat.models.solve_result import SolveResult
-from pipesat.models.tolerance import slack
+from pipesat.models.tolerance import fits, same, slack
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import validate
@@ -33,27 +41,102 @@ from pipesat.solver.solve import solve
 MAX_POINTS = 200
 
 
-# The next limit of the frontier: this fraction below the last breakpoint's memory (far above float
-# noise, far below any difference of memory amounts).
-BELOW = 1e-6
+# The next breakpoint's time cap: this fraction below the last breakpoint's time (above float noise
+# and CP-SAT's whole-tick noise, `solver.cpsat.scale.WHOLE_TICK_NOISE`, so that the cap excludes the
+# last time; far below the differences of op times).
+BELOW = 1e-5
+
+
+OUT_OF_TIME = "the time budget ran out"
+INTERRUPTED = "interrupted"
+NO_ANSWER = "a solve found no schedule within its time limit"
+"""Why a study ended before its last point (`ParetoResult.ended`)."""
 
 
 @dataclass(frozen=True)
 class ParetoResult:
-    """`points`: (memory limit, solve result) by increasing limit. `heuristics`: (name, peak memory,
-    objective value) of every applicable heuristic without a limit, to show where each sits.
-    `memory`: for a frontier, each point's least-memory solve (its value is the point's memory, its
-    bound that memory's proof), in the order of `points`; empty for a grid sweep."""
+    """A study's points and how it ended.
+
+    Attributes
+    ----------
+    objective
+        The time objective, makespan or max span.
+    points
+        (memory limit, solve result) by increasing limit, in the instance's `memory_unit`; for a
+        frontier the limit is the breakpoint's memory (the least that reaches its time).
+    heuristics
+        (name, peak memory, objective value) of every applicable handwritten schedule without a
+        limit, to show where each sits.
+    memory
+        For a frontier, each point's least-memory solve (its value is the point's memory, its bound
+        that memory's proof), in the order of `points`; empty for a grid sweep.
+    ceiling
+        The most memory a device holds (`device_budget`): no point above it; None when the instance
+        does not know its GPU.
+    ended
+        Why the study stopped short (`OUT_OF_TIME`, `INTERRUPTED`, `NO_ANSWER`); "" when it is complete.
+    left_out
+        The limits of a sweep above `ceiling`, not solved.
+    """
 
     objective: Objective
     points: list[tuple[float, SolveResult]]
     heuristics: list[tuple[str, float, float]]
     memory: list[SolveResult] = dataclasses.field(default_factory=list)
+    ceiling: float | None = None
+    ended: str = ""
+    left_out: list[float] = dataclasses.field(default_factory=list)
+
+
+def device_budget(instance: Instance) -> float | None:
+    """The most activation memory a device of `instance` holds, when the instance knows its GPU: the
+    largest of its limits when `from-model` made them from a GPU memory (its metadata's
+    `hardware.gpu_memory`); None otherwise (an instance's own limit does not bound a study)."""
+    hardware = instance.metadata.get("hardware")
+    knows_gpu = isinstance(hardware, dict) and bool(hardware.get("gpu_memory"))
+    return max(instance.memory_limit) if knows_gpu and instance.memory_limit is not None else None
+
+
+class _Clock:
+    """A study's total time budget (seconds; None: none), handed out to its solves."""
+
+    def __init__(self, budget: float | None, per_solve: float) -> None:
+        self.deadline = None if budget is None else time.monotonic() + budget
+        self.per_solve = per_solve
+
+    def seconds(self) -> float | None:
+        """The next solve's time limit, None when the budget is spent."""
+        if self.deadline is None:
+            return self.per_solve
+        left = self.deadline - time.monotonic()
+        return min(self.per_solve, left) if left > MIN_SOLVE_SECONDS else None
+
+
+MIN_SOLVE_SECONDS = 0.1
+"""A solve is not started with less of the total budget left than this."""
 
 
 def parse_limits(spec: str, instance: Instance) -> list[float]:
     """Absolute limits from a comma-separated list of limits ("1.5,2,3"; "0.5x,1x" relative to the
-    1F1B peak) and ranges "start:stop:step" such as "0.33x:2x:0.1x" (stop included)."""
+    1F1B peak) and ranges "start:stop:step" such as "0.33x:2x:0.1x" (stop included).
+
+    Parameters
+    ----------
+    spec
+        The limits as `pipesat pareto` takes them.
+    instance
+        The instance the limits are for (its 1F1B peak and memory unit).
+
+    Returns
+    -------
+    list[float]
+        The limits in the instance's memory unit, as written.
+
+    Raises
+    ------
+    InstanceError
+        A limit or range that is not one, or more than MAX_POINTS limits.
+    """
     parts = [part.strip() for part in spec.split(",")]
     if not any(parts):
         raise InstanceError("no memory limits given; write a list like '0.5x,1x,2x' or a range like '0.5x:2x:0.25x'")
@@ -93,64 +176,207 @@ def pareto_sweep(
     instance: Instance,
     limits: Sequence[float],
     objective: Objective | str = Objective.MAKESPAN,
-    time_limit_per_point: float = 5.0,
+    time_limit_per_point: float = 10.0,
+    time_budget: float | None = None,
     **solve_kwargs: Any,
 ) -> ParetoResult:
-    """Solve `instance` at each memory limit (sorted, duplicates dropped) with `solve`'s options."""
+    """The best schedule at each memory limit, the twin of `pipesat pareto` given its limits.
+
+    Parameters
+    ----------
+    instance
+        What is scheduled; its own memory limit is replaced by each of `limits`.
+    limits
+        Absolute limits in the instance's `memory_unit` (`parse_limits` reads "0.5x:2x:0.25x"); sorted,
+        duplicates dropped, those above the device's budget (`device_budget`) left out.
+    objective
+        `makespan` or `span`.
+    time_limit_per_point
+        Seconds CP-SAT may search at each limit.
+    time_budget
+        Seconds for the whole sweep (None: no total); the limits not reached are not solved.
+    **solve_kwargs
+        `solve`'s other options (workers, seed, progress, ...).
+
+    Returns
+    -------
+    ParetoResult
+        One point per limit solved, by increasing limit.
+    """
     objective = time_objective(objective)
+    ceiling = device_budget(instance)
+    clock = _Clock(time_budget, time_limit_per_point)
     previous: list[Schedule] = []
     points: list[tuple[float, SolveResult]] = []
-    for limit in sorted(set(limits)):
+    ended = ""
+    chosen = sorted(set(limits))
+    left_out = [limit for limit in chosen if ceiling is not None and not fits(limit, ceiling)]
+    for limit in chosen[: len(chosen) - len(left_out)]:
+        seconds = clock.seconds()
+        if seconds is None:
+            ended = OUT_OF_TIME
+            break
         limited = instance.with_limit(limit)
-        result = solve(limited, objective=objective, time_limit=time_limit_per_point, starts=previous, **solve_kwargs)
+        result = solve(limited, objective=objective, time_limit=seconds, starts=previous, **solve_kwargs)
         points.append((limit, result))
         if result.status == Status.INTERRUPTED:
+            ended = INTERRUPTED
             break
         if result.schedule is not None:
             previous = [result.schedule.with_source(name=f"solution at limit {limit:g}")]
-    return ParetoResult(objective, points, heuristic_positions(instance, objective))
+    return ParetoResult(objective, points, heuristic_positions(instance, objective), [], ceiling, ended, left_out)
 
 
 def pareto_frontier(
     instance: Instance,
     objective: Objective | str = Objective.MAKESPAN,
-    time_limit_per_solve: float = 5.0,
+    time_limit_per_solve: float = 10.0,
+    time_budget: float | None = None,
     **solve_kwargs: Any,
 ) -> ParetoResult:
-    """Every breakpoint of the time/memory trade-off, from the most memory down (see the module notes)."""
+    """Every breakpoint of the time/memory trade-off, from the tight end up (the module notes); the
+    twin of `pipesat pareto` without limits.
+
+    Parameters
+    ----------
+    instance
+        What is scheduled; its own memory limit bounds the frontier only when it is the device's
+        budget (`device_budget`).
+    objective
+        `makespan` or `span`.
+    time_limit_per_solve
+        Seconds CP-SAT may search in each solve (two a breakpoint).
+    time_budget
+        Seconds for the whole frontier (None: no total).
+    **solve_kwargs
+        `solve`'s other options (workers, seed, progress, ...).
+
+    Returns
+    -------
+    ParetoResult
+        The breakpoints by increasing memory, each faster than the one before; `memory` holds each
+        one's least-memory solve, `ended` why the frontier stopped short.
+    """
     objective = time_objective(objective)
+    ceiling = device_budget(instance)
+    study = _Solves(instance, objective, _Clock(time_budget, time_limit_per_solve), solve_kwargs)
     breakpoints: list[tuple[float, SolveResult, SolveResult]] = []  # (memory, fastest, leanest)
-    limit: float | None = None
-    known: float | None = None
-    while len(breakpoints) < MAX_POINTS:
-        limited = instance.with_limit(limit)
-        fastest = solve(
-            limited, objective=objective, time_limit=time_limit_per_solve, known_bound=known, **solve_kwargs
-        )
-        if fastest.schedule is None or fastest.value is None:
-            break
-        leanest = solve(
-            limited,
-            objective=objective,
+    cap: float | None = None  # a schedule of the next breakpoint is faster than this
+    ended = ""
+    try:
+        while len(breakpoints) < MAX_POINTS:
+            leanest = study.leanest(cap, breakpoints[-1][2] if breakpoints else None)
+            if leanest.schedule is None or leanest.value is None:
+                ended = _why_none(leanest)
+                break
+            if ceiling is not None and not fits(leanest.value, ceiling):
+                break  # what is faster does not fit the device
+            fastest = study.fastest(leanest.value, [leanest.schedule])
+            if fastest.schedule is None or fastest.value is None:  # only when interrupted: it starts from one
+                ended = _why_none(fastest)
+                break
+            if breakpoints and not fastest.value < breakpoints[-1][1].value:  # type: ignore[operator]
+                break  # the cap did not bite (times within BELOW of each other): no faster breakpoint
+            breakpoints.append((leanest.value, fastest, leanest))
+            if Status.INTERRUPTED in (fastest.status, leanest.status):
+                ended = INTERRUPTED
+                break
+            cap = fastest.value * (1 - BELOW)
+    except _OutOfTime:
+        ended = OUT_OF_TIME
+    kept = _on_the_frontier(breakpoints)
+    points = [(memory, fastest) for memory, fastest, _ in kept]
+    leanest_solves = [leanest for _, _, leanest in kept]
+    return ParetoResult(objective, points, heuristic_positions(instance, objective), leanest_solves, ceiling, ended)
+
+
+class _OutOfTime(Exception):
+    """The study's total time budget is spent."""
+
+
+class _Solves:
+    """A frontier's two kinds of solve, each given what is left of the total budget."""
+
+    def __init__(self, instance: Instance, objective: Objective, clock: _Clock, options: dict[str, Any]) -> None:
+        self.instance, self.objective, self.clock, self.options = instance, objective, clock, options
+
+    def _seconds(self) -> float:
+        seconds = self.clock.seconds()
+        if seconds is None:
+            raise _OutOfTime
+        return seconds
+
+    def fastest(self, limit: float, starts: Sequence[Schedule] = (), share: float = 1.0) -> SolveResult:
+        """The least time under `limit` on every device, in `share` of a solve's time limit."""
+        limited = self.instance.with_limit(limit)
+        seconds = self._seconds() * share
+        return solve(limited, objective=self.objective, time_limit=seconds, starts=starts, **self.options)
+
+    def _least_memory(self, cap: float | None, below: SolveResult | None, starts: Sequence[Schedule]) -> SolveResult:
+        return solve(
+            self.instance.with_limit(None),
+            objective=self.objective,
             minimize=Minimize.MEMORY,
-            makespan_cap=fastest.value,
-            time_limit=time_limit_per_solve,
-            starts=[fastest.schedule],
-            **solve_kwargs,
+            makespan_cap=cap,
+            time_limit=self._seconds(),
+            starts=starts,
+            known_bound=None if below is None else below.bound,  # a faster schedule needs no less memory
+            **self.options,
         )
-        if leanest.schedule is None or leanest.value is None:
-            break
-        breakpoints.append((leanest.value, fastest, leanest))
-        if Status.INTERRUPTED in (fastest.status, leanest.status):
-            break
-        known = fastest.bound
-        limit = leanest.value * (1 - BELOW)
-    points = [
-        (memory, dataclasses.replace(fastest, schedule=leanest.schedule))
-        for memory, fastest, leanest in reversed(breakpoints)
-    ]
-    leanest_solves = [leanest for _, _, leanest in reversed(breakpoints)]
-    return ParetoResult(objective, points, heuristic_positions(instance, objective), leanest_solves)
+
+    def leanest(self, cap: float | None, below: SolveResult | None) -> SolveResult:
+        """The least memory of a schedule within `cap` (None: any), `below` the last breakpoint's
+        least-memory solve. When the search stops short of its proof it is refined: a bisection of
+        the limits between its bound and its value by the fastest schedule under each (memory-gated
+        handwritten schedules start a solve under a limit, none a search under a time cap), the upper
+        end down to the peak of one within the cap, else the lower end up; at most `REFINEMENTS`
+        limits, each in `PROBE_SHARE` of a solve's time, then one more search from the leanest
+        schedule found within the cap."""
+        leanest = self._least_memory(cap, below, ())
+        if leanest.status != Status.FEASIBLE or leanest.value is None or leanest.bound is None:
+            return leanest
+        low, high, found = leanest.bound, leanest.value, None
+        for _ in range(REFINEMENTS):
+            middle = (low + high) / 2
+            probe = self.fastest(middle, share=PROBE_SHARE)
+            if probe.schedule is None or probe.value is None or (cap is not None and not fits(probe.value, cap)):
+                low = middle  # nothing found within the cap under this limit: look above it
+            else:
+                found, high = probe.schedule, compute_metrics(probe.schedule).max_peak_memory
+        if found is None:
+            return leanest
+        better = self._least_memory(cap, below, [found])
+        return better if better.value is not None and better.value < leanest.value else leanest
+
+
+REFINEMENTS = 4
+"""How many limits refine a least-memory search stopped short of its proof (`_Solves.leanest`)."""
+PROBE_SHARE = 1 / 3
+"""The share of a solve's time limit each of those limits gets: a probe needs a schedule, not a proof."""
+
+
+def _why_none(result: SolveResult) -> str:
+    """Why a solve ended a frontier without a schedule: none exists (the frontier is complete), an
+    interruption, or its time limit."""
+    if result.status == Status.INFEASIBLE:
+        return ""
+    return INTERRUPTED if result.status == Status.INTERRUPTED else NO_ANSWER
+
+
+def _on_the_frontier(
+    breakpoints: Sequence[tuple[float, SolveResult, SolveResult]],
+) -> list[tuple[float, SolveResult, SolveResult]]:
+    """The breakpoints, by memory, that no other beats: each strictly faster than every one with less
+    memory (equal times: the least memory). Solves proven optimal never make one that is not; one
+    stopped by its time limit can."""
+    kept: list[tuple[float, SolveResult, SolveResult]] = []
+    for point in sorted(breakpoints, key=lambda item: (item[0], item[1].value or 0.0)):
+        value = point[1].value
+        if value is not None and all(
+            value < other[1].value and not same(value, other[1].value) for other in kept if other[1].value is not None
+        ):
+            kept.append(point)
+    return kept
 
 
 def heuristic_positions(instance: Instance, objective: Objective) -> list[tuple[str, float, float]]:

@@ -94,5 +94,23 @@ def torch_csv_text(schedule: Schedule) -> str:
 
 
 def export_torch_csv(schedule: Schedule, path: str | Path) -> Path:
-    """Write the schedule's `compute_only` CSV; refuses an invalid or deadlocking schedule."""
+    """Write the schedule's `compute_only` CSV; refuses an invalid or deadlocking schedule.
+
+    Parameters
+    ----------
+    schedule
+        A valid schedule (an overlapped pair is torch's OVERLAP_F_B).
+    path
+        The CSV file to write.
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Raises
+    ------
+    ScheduleError
+        An invalid schedule, or one whose order deadlocks in torch.
+    """
     return write_output(path, torch_csv_text(schedule))

@@ -272,6 +272,18 @@ def import_torch_schedule(name: str, instance: Instance) -> Schedule:
     Raises `NotApplicable` when it does not fit the instance's shape (chunks, placement, backward
     split, or torch's own conditions) and `ScheduleError` with the reason when torch's order is
     incomplete, deadlocks or breaks the validator's rules (for 1F1B, naming the known torch bug).
+
+    Parameters
+    ----------
+    name
+        One of torch's built-in schedules (`TORCH_SCHEDULES`).
+    instance
+        The instance that times it.
+
+    Returns
+    -------
+    Schedule
+        Torch's order, timed by the simulator and validated.
     """
     canonical = canonical_name(name)
     multi = TORCH_SCHEDULES[canonical]
@@ -297,7 +309,28 @@ def import_torch_schedule(name: str, instance: Instance) -> Schedule:
 
 
 def import_torch_csv(path: str | Path, instance: Instance) -> Schedule:
-    """A torch schedule CSV timed on `instance` (which must match its devices, microbatches, placement)."""
+    """A torch schedule CSV timed on `instance` (which must match its devices, microbatches, placement).
+
+    Parameters
+    ----------
+    path
+        A torch `compute_only` CSV, one row per rank.
+    instance
+        The instance that times it.
+
+    Returns
+    -------
+    Schedule
+        The order, timed by the simulator and validated.
+
+    Raises
+    ------
+    InputError
+        A file that is not such a CSV.
+    ScheduleError
+        A cell that is not a torch action, or an order that does not match the instance, is
+        incomplete or deadlocks.
+    """
     torch_orders = read_torch_csv(path)
     source = {"kind": "torch-csv", "file": str(path)}
     return schedule_from_orders(torch_orders, instance, Path(path).stem, source)

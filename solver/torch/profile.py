@@ -70,7 +70,25 @@ this many times the model's activation memory (which keeps no attention scores).
 
 
 def profile_instance(spec: ProfileSpec, name: str = "") -> Instance:
-    """Profile every stage of the model and return the measured instance (times in ms, memory in MiB)."""
+    """Profile every stage of the model and return the measured instance (times in ms, memory in MiB).
+
+    Parameters
+    ----------
+    spec
+        The model, the pipeline and how to measure (`ProfileSpec`: `pipesat profile`'s options).
+    name
+        The instance's name.
+
+    Returns
+    -------
+    Instance
+        The measured F, B, W and memory per stage, the measurements in its metadata.
+
+    Raises
+    ------
+    InstanceError
+        torch is not installed (the `torch` extra), or the spec cannot be measured on its device.
+    """
     _check_spec(spec)
     pipeline = Pipeline(spec.devices, spec.microbatches, spec.chunks)
     check_pipeline(pipeline)
@@ -119,7 +137,31 @@ def calibrate(
 ) -> Calibration:
     """Measure one layer of each distinct shape of `layers` (a model and how it is trained each) on
     `device` in `dtype` and return the calibration; every shape is checked to be measurable before any
-    is measured (module notes). `progress` hears of each row as it is measured."""
+    is measured (module notes). `progress` hears of each row as it is measured.
+
+    Parameters
+    ----------
+    layers
+        The (model, training) of each layer shape to measure (`pipesat calibrate SPEC` takes a plan's).
+    device
+        The torch device (`cpu`, `cuda`).
+    dtype
+        `fp32`, `bf16` or `fp16`.
+    repeats
+        Timed runs of each pass.
+    progress
+        Called with each row as it is measured.
+
+    Returns
+    -------
+    Calibration
+        The measured layers, for `plan(..., PlanOptions(calibration=...))`.
+
+    Raises
+    ------
+    InstanceError
+        torch is not installed, or a shape cannot be measured on `device`.
+    """
     specs: dict[LayerShape, ProfileSpec] = {}
     for model, training in layers:
         spec = ProfileSpec(

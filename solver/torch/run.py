@@ -68,6 +68,25 @@ def torch_run(schedule: Schedule, timeout_s: float = TIMEOUT_S) -> TorchRunResul
     Raises `ScheduleError` for an invalid or deadlocking schedule before any process starts, and
     `TorchMissing` when torch is not installed. The workers are fresh interpreters
     (`python -m solver.torch.run RANK FOLDER`), so any caller's main module is left alone.
+
+    Parameters
+    ----------
+    schedule
+        A valid schedule of at most a few devices.
+    timeout_s
+        Seconds the step may take.
+
+    Returns
+    -------
+    TorchRunResult
+        Each device's outcome against plain training (`passed`: all of them matched) and the wall time.
+
+    Raises
+    ------
+    ScheduleError
+        An invalid or deadlocking schedule, before any process starts.
+    TorchMissing
+        torch is not installed.
     """
     schedule_to_rows(schedule)  # refuses an invalid or deadlocking schedule
     require_torch()

@@ -309,3 +309,25 @@ def test_a_bidirectional_instance_refuses(fields: dict, message: str) -> None:
     data = {"num_devices": 2, "num_microbatches": 4, "chunks": 2, "placement": "bidirectional"} | fields
     with pytest.raises(InstanceError, match=re.escape(message)):
         Instance.from_dict(data)
+
+
+@pytest.mark.parametrize("limit", ["0.5x", "1GiB", "2000", 1500.0, [2000, "1x"], "2000,0.75x", None])
+def test_with_limit_takes_every_limit_the_instance_file_takes(limit: object) -> None:
+    """`with_limit("0.5x")` is the file's `memory_limit: 0.5x`, not a string read as a list of limits."""
+    data = {"num_devices": 2, "num_microbatches": 4, "activation_memory": 1000, "memory_unit": "MiB"}
+    base = Instance.from_dict(data)
+    assert base.with_limit(limit) == Instance.from_dict({**data, "memory_limit": limit})
+
+
+@pytest.mark.parametrize(("limit", "match"), [("lots", "must be a number"), ([1, 2, 3], "3 limits"), (-1, "positive")])
+def test_with_limit_refuses_what_the_file_refuses(limit: object, match: str) -> None:
+    with pytest.raises(InstanceError, match=match):
+        Instance.from_dict({"num_devices": 2, "num_microbatches": 4}).with_limit(limit)
+
+
+def test_an_instance_prints_in_one_short_line() -> None:
+    """Its per-stage lists and metadata are the file's, not its repr's."""
+    instance = Instance.from_dict(
+        {"num_devices": 16, "num_microbatches": 64, "chunks": 8, "memory_limit": 9, "metadata": {"x": "y" * 5000}}
+    )
+    assert repr(instance) == "<Instance: p=16 v=8 m=64 interleaved, limit 9>"

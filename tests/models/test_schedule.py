@@ -88,3 +88,14 @@ def test_pairs_round_trip_through_the_file_form() -> None:
     again = Schedule.from_dict(json.loads(json.dumps(schedule.to_dict())))
     assert again.orders() == schedule.orders() and again.has_pairs
     assert not Schedule(instance, again.ops[:1]).has_pairs
+
+
+def test_a_schedule_and_a_row_that_holds_one_print_short() -> None:
+    """`print(row)` of a comparison row was the whole schedule: tens of KB for a large one."""
+    from pipesat.solver.studies.compare import compare
+
+    instance = Instance.from_dict({"num_devices": 16, "num_microbatches": 64, "weight_times": 1})
+    schedule = assert_valid(run_heuristic("zb-h1", instance))
+    assert repr(schedule) == "<Schedule 'zb-h1': 3072 ops of <Instance: p=16 v=1 m=64 linear>>"
+    rows = compare(instance, solve=False).rows
+    assert all(len(repr(row)) < 400 for row in rows)

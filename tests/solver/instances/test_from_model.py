@@ -157,3 +157,49 @@ def test_a_bidirectional_pipeline_holds_the_model_twice_and_runs_dualpipe() -> N
     assert all(mine < theirs for mine, theirs in zip(instance.memory_limit, linear.instance.memory_limit, strict=True))
     assert any("each of the two copies" in line for line in explain(bidirectional, derivation))
     assert_valid(run_heuristic("dualpipe", instance))
+
+
+def test_the_python_twin_makes_the_commands_instance(tmp_path) -> None:
+    """`instance_from_model(...)` is `pipesat instance from-model` with the same defaults; amounts are
+    written as a spec writes them."""
+    from click.testing import CliRunner
+
+    from pipesat.cli import cli
+    from pipesat.models import load_instance
+    from pipesat.solver.instances.from_model import instance_from_model
+
+    path = tmp_path / "made.yaml"
+    command = "--layers 4 --hidden 512 --heads 8 --seq-len 256 -p 2 -m 4 --gpu H100-SXM --gpu-memory 8GiB"
+    done = CliRunner().invoke(cli, ["instance", "from-model", *command.split(), "--save-instance", str(path)])
+    assert done.exit_code == 0, done.output
+    made = instance_from_model(
+        layers=4,
+        hidden=512,
+        heads=8,
+        seq_len=256,
+        devices=2,
+        microbatches=4,
+        gpu="H100-SXM",
+        gpu_memory="8GiB",
+        name="made",
+    )
+    assert made == load_instance(path) and made.metadata == load_instance(path).metadata
+
+
+@pytest.mark.parametrize(
+    ("keys", "match"),
+    [
+        ({"kv_head": 2}, "unknown key 'kv_head'; did you mean 'kv_heads'"),
+        ({"gpu_memory": "lots"}, "gpu_memory must be"),
+        ({"layers": 10**9}, "model.layers 1,000,000,000 is more than"),
+    ],
+)
+def test_the_python_twin_refuses_in_one_line(keys: dict, match: str) -> None:
+    from pipesat.models import PipesatError
+    from pipesat.solver.instances.from_model import instance_from_model
+
+    given = {"layers": 4, "hidden": 512, "heads": 8, "seq_len": 256, "devices": 2, "microbatches": 4} | keys
+    with pytest.raises(PipesatError, match=match):
+        instance_from_model(**given)
+    with pytest.raises(PipesatError, match="hidden is missing"):
+        instance_from_model(layers=4, heads=8, seq_len=256, devices=2, microbatches=4)

@@ -10,7 +10,7 @@ from pipesat.models.units import GIB
 from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.explain import command_line, explain
 from pipesat.solver.instances.from_model import Description, derive
-from pipesat.solver.instances.gpus import CATALOGUE, GPU_NAMES
+from pipesat.solver.instances.gpus import CATALOGUE, GPU_NAMES, memory_choice
 from pipesat.solver.plan.spec import Cluster, spec_from_dict
 
 
@@ -83,3 +83,12 @@ def test_a_gpu_description_explains_its_shapes_and_makes_its_command_line() -> N
     assert "QKV projection 1024 x 1536 x 1024" in text  # 2048 tokens / cp 2, (h + 2g·d) / t 2
     assert "context parallelism: ring attention passes keys and values around 2 GPUs" in text
     assert "device: one A100-80GB, its work timed by shape" in text
+
+
+def test_a_gpu_memory_that_is_not_the_catalogues_says_which_is_used() -> None:
+    """`gpu_memory: 80GB` (10^9 bytes a GB) on an H100 is 74.5 GiB, not the catalogue's 80 GiB: said, not silent."""
+    h100 = CATALOGUE["H100-SXM"].memory
+    assert h100 == 80 * GIB
+    said = memory_choice("H100-SXM", 80e9)
+    assert said == "74.5058 GiB (80 GB: 10^9 bytes a GB, 2^30 a GiB) is used, not the H100-SXM's 80 GiB (85.9 GB)"
+    assert memory_choice("H100-SXM", h100) is None and memory_choice(None, 80e9) is None

@@ -368,3 +368,14 @@ def test_a_configuration_none_of_the_allowed_schedules_runs_is_left_out_with_the
     spec = tiny(training={"schedules": ["interleaved"], "pipeline_parallel": [2]}, cluster={"gpus": 4})
     assessed = bound(AssessTask(spec=spec, config=Configuration(1, 2, 2, 2, "interleaved", 1, 1)))
     assert assessed.shape and assessed.refused.startswith("no schedule of training.schedules runs it: Interleaved")
+
+
+def test_a_plan_needs_no_hand_built_executor_and_has_the_commands_defaults(tiny_spec) -> None:
+    """`plan(spec)` runs as `pipesat plan SPEC` does: a local pool it closes, the command's budget."""
+    from pipesat.commands.plan import plan_command
+
+    defaults = {param.name: param.default for param in plan_command.params}
+    assert PlanOptions().time_budget == defaults["time_budget"] and PlanOptions().seed == defaults["seed"]
+    result = plan(tiny_spec, options=PlanOptions(time_budget=10))
+    assert result.best is not None and result.executor == "local"
+    assert result.best_schedule is not None and not validate(result.best_schedule)

@@ -47,3 +47,17 @@ def test_close_pareto_points_keep_their_labels_apart() -> None:
     extents = [text.get_window_extent() for text in axes.texts]
     assert not overlapping(extents)
     assert all(within(box, axes.bbox) for box in extents)  # GPipe at the right edge goes to the left
+
+
+def test_a_frontier_bounded_by_the_devices_budget_ends_at_its_dashed_line() -> None:
+    """The frontier's last step ran on to the roomiest heuristic (GPipe's 8x); with a budget it ends there."""
+    points = [(1.0, SimpleNamespace(status="optimal", value=40.0, bound=40.0))]
+    heuristics = [("GPipe", 8.0, 33.0)]
+    figure = pareto_figure(points, heuristics, open_ended=True, ceiling=3.0)
+    axes = figure.axes[0]
+    step = axes.lines[0]
+    assert list(step.get_xdata()) == [1.0, 3.0]
+    assert any(list(line.get_xdata()) == [3.0, 3.0] and line.get_linestyle() == "--" for line in axes.lines)
+    assert "what a device holds (its budget)" in [text.get_text() for text in figure.legends[0].get_texts()]
+    unbounded = pareto_figure(points, heuristics, open_ended=True)
+    assert list(unbounded.axes[0].lines[0].get_xdata()) == [1.0, 8.0]

@@ -15,10 +15,14 @@ from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.report.figures import KIND_COLOURS, shade
 from pipesat.solver.report.schedule_plot import (
+    ALL,
     LINK_COLOURS,
+    READABLE_OP_INCHES,
+    SLIVER_INCHES,
     kind_names,
     memory_ticks,
     plot_schedule,
+    readable_window,
     schedule_figure,
     schedule_title,
     tick_text,
@@ -141,3 +145,31 @@ def test_a_schedule_that_offloads_gets_a_link_lane(tmp_path: Path) -> None:
     assert all(_has_colour(image, to_rgb(colour)) for colour in LINK_COLOURS.values())
     plain = schedule_figure(simulate(INSTANCE, one_at_a_time()))
     assert not any("link" in t.get_text() for ax in plain.axes for t in ax.get_yticklabels())
+
+
+def _shortest_op_inches(figure, schedule: Schedule) -> float:
+    """How wide the schedule's shortest op is drawn in the Gantt chart, in inches."""
+    gantt = figure.axes[0]
+    start, end = gantt.get_xlim()
+    shortest = min(op.end - op.start for op in schedule.ops)
+    return shortest / (end - start) * gantt.get_position().width * figure.get_figwidth()
+
+
+def test_a_long_schedule_shows_a_readable_first_part_by_default() -> None:
+    """A 4,096-op picture (p16 m64 interleaved v2, its shortest op 0.5 of 289) was slivers: by default it shows as much of the
+    start as draws every op at least READABLE_OP_INCHES wide; ALL draws it all, a short schedule is
+    drawn whole."""
+    long = scaled(16, 64, "interleaved", chunks=2, backward_times=2, weight_times=1)
+    window = readable_window(long)
+    makespan = compute_metrics(long).makespan
+    assert window is not None and 0 < window[1] < makespan
+    figure = schedule_figure(long)
+    assert figure.axes[0].get_xlim() == window
+    assert f"time 0 to {window[1]:g} of {makespan:g}" in figure.get_suptitle()
+    assert _shortest_op_inches(figure, long) >= READABLE_OP_INCHES
+    assert _shortest_op_inches(schedule_figure(long, window=ALL), long) < SLIVER_INCHES
+    whole = schedule_figure(long, window=ALL)
+    assert whole.axes[0].get_xlim() == (0, makespan) and "time 0 to" not in whole.get_suptitle()
+    short = scaled(4, 8)
+    assert readable_window(short) is None
+    assert schedule_figure(short).axes[0].get_xlim() == (0, compute_metrics(short).makespan)

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import pytest
 
-from pipesat.models import Instance, InstanceError
+from pipesat.models import Instance, InstanceError, Minimize
+from pipesat.solver.evaluate.bounds import minimum_memory_limit
 from pipesat.solver.evaluate.metrics import compute_metrics
-from pipesat.solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
+from pipesat.solver.solve import solve
+from pipesat.solver.studies import pareto
+from pipesat.solver.studies.pareto import (
+    OUT_OF_TIME,
+    _on_the_frontier,
+    device_budget,
+    pareto_frontier,
+    pareto_sweep,
+    parse_limits,
+)
 from tests.solver.brute_force import brute_force_frontier
 from tests.strategies import assert_valid
 
@@ -99,3 +112,73 @@ def test_a_frontier_point_is_the_fastest_at_its_memory_and_the_leanest_at_its_ti
     for memory, result in frontier.points:
         at_limit = pareto_sweep(INSTANCE, [memory], "makespan", time_limit_per_point=5, workers=1).points[0][1]
         assert at_limit.value == pytest.approx(result.value)
+
+
+def _recording(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Every solve the study runs, with its options, in order."""
+    calls: list[dict] = []
+
+    def recorded(instance: Instance, **options: object) -> object:
+        calls.append({"limit": instance.memory_limit, **options})
+        return solve(instance, **options)
+
+    monkeypatch.setattr(pareto, "solve", recorded)
+    return calls
+
+
+def test_the_frontier_starts_at_the_tight_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The least memory first, then the fastest there: a budget that runs out keeps the lean end."""
+    calls = _recording(monkeypatch)
+    frontier = pareto_frontier(INSTANCE, "makespan", time_limit_per_solve=5, workers=1)
+    first, second = calls[0], calls[1]
+    assert first["minimize"] == Minimize.MEMORY and first["makespan_cap"] is None
+    assert second.get("minimize") is None and second["limit"] == (frontier.points[0][0],) * INSTANCE.num_devices
+    assert frontier.points[0][0] == pytest.approx(minimum_memory_limit(INSTANCE)) and frontier.ended == ""
+
+
+def test_a_total_time_budget_caps_every_solve_and_says_it_ran_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _recording(monkeypatch)
+    started = time.monotonic()
+    frontier = pareto_frontier(INSTANCE, "makespan", time_limit_per_solve=5, time_budget=0.5, workers=1)
+    assert time.monotonic() - started < 0.5 + 3  # a solve stops within its limit; the rest is set-up
+    assert calls and all(call["time_limit"] <= 0.5 for call in calls)
+    if frontier.ended:  # the 0.5 s ran out before the frontier was complete
+        assert frontier.ended == OUT_OF_TIME
+    nothing = pareto_frontier(INSTANCE, "makespan", time_budget=1e-9, workers=1)
+    assert nothing.points == [] and nothing.ended == OUT_OF_TIME
+    sweep = pareto_sweep(INSTANCE, [3, 4, 6], "makespan", time_budget=1e-9, workers=1)
+    assert sweep.points == [] and sweep.ended == OUT_OF_TIME
+
+
+def _knows_its_gpu(instance: Instance, budget: float) -> Instance:
+    """`instance` as from-model writes it with a GPU memory: the budget as its limit, the GPU in its metadata."""
+    metadata = {"hardware": {"gpu_memory": 80 * 2**30}}
+    return dataclasses.replace(instance.with_limit(budget), metadata=metadata)
+
+
+def test_an_instance_that_knows_its_gpu_bounds_the_frontier_and_the_sweep_by_its_budget() -> None:
+    """No limit above what the GPU holds: the frontier is the unbounded one's points within the budget."""
+    unbounded = pareto_frontier(INSTANCE, "makespan", time_limit_per_solve=5, workers=1)
+    memories = [memory for memory, _ in unbounded.points]
+    budget = (memories[-2] + memories[-1]) / 2  # between the last two breakpoints
+    bounded = pareto_frontier(_knows_its_gpu(INSTANCE, budget), "makespan", time_limit_per_solve=5, workers=1)
+    assert bounded.ceiling == budget and [memory for memory, _ in bounded.points] == memories[:-1]
+    assert [r.value for _, r in bounded.points] == [r.value for _, r in unbounded.points[:-1]]
+    for _, result in bounded.points:
+        assert_valid(result.schedule)
+    sweep = pareto_sweep(_knows_its_gpu(INSTANCE, 5), [3, 4, 6, 12], "makespan", time_limit_per_point=5, workers=1)
+    assert [limit for limit, _ in sweep.points] == [3, 4] and sweep.left_out == [6, 12]
+    assert device_budget(INSTANCE.with_limit(5)) is None  # an instance's own limit does not bound a study
+
+
+def test_rows_no_faster_than_a_leaner_one_are_left_out() -> None:
+    """A solve stopped by its time limit can leave a breakpoint no faster than a leaner one: equal
+    times appear once, at the least memory."""
+    result = pareto_sweep(INSTANCE, [6], "makespan", time_limit_per_point=5, workers=1).points[0][1]
+
+    def point(memory: float, value: float) -> tuple:
+        return (memory, dataclasses.replace(result, value=value), result)
+
+    points = [point(6, 10), point(4, 12), point(5, 12), point(7, 10), point(8, 9), point(3, 11.5)]
+    kept = _on_the_frontier(points)
+    assert [(memory, fastest.value) for memory, fastest, _ in kept] == [(3, 11.5), (6, 10), (8, 9)]
