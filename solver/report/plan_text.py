@@ -316,7 +316,7 @@ def runtime_lines(result: PlanResult) -> list[str]:
     held = "" if result.runtime == "any" else f" (the plan was held to {result.runtime})"
     lines = [f"runs on: {', '.join(result.best_runs_on) or 'none of the runtimes'}{held}"]
     if result.runtime_bests:
-        lines.append("best per runtime (of the configurations assessed):")
+        lines.append("fastest of each runtime (of the configurations assessed):")
     width = max((len(item.runtime) for item in result.runtime_bests), default=0)
     for item in result.runtime_bests:
         measure = item.measure
