@@ -72,6 +72,7 @@ FLAGS: dict[str, Meaning] = {
     "--max-layers": meaning("int", r"^Refuse a (plan|model) of more layers"),
     "--seed": meaning("int", r"^CP-SAT random seed"),
     "--time-limit": meaning("number", r"^Seconds CP-SAT may search"),
+    "--time-budget": meaning("number", r"^Seconds for the whole (plan|study)"),
     "--deterministic": meaning("flag", r"^The same schedule for the same seed"),
     "--objective": meaning("choice", r"^makespan .* or span", ["makespan", "span"]),
     "-v": meaning("flag", r"^Log to standard error"),
