@@ -36,10 +36,13 @@ from typing import Any, TypeVar
 
 from pipesat.models import InputError
 from pipesat.solver.cpsat.processes import STOP_GRACE, available_cores, end_with_parent
+from pipesat.solver.plan.held_signals import signals_between_waits
 
 T = TypeVar("T")
 R = TypeVar("R")
 POLL_SECONDS = 0.5
+SIGNAL_SECONDS = 0.1
+"""How often a run looks whether a signal came (`signals_between_waits`)."""
 WATCH_SECONDS = 0.05
 """How often a task's watcher looks for the stop."""
 STOP_WAIT = STOP_GRACE + 0.25
@@ -93,7 +96,8 @@ class Executor(abc.ABC):
         `Interrupted` with the results."""
         self._clear()
         try:
-            _wait(len(tasks), self._submit(function, tasks), on_poll, deadline)
+            with signals_between_waits() as signalled:
+                _wait(len(tasks), self._submit(function, tasks), on_poll, deadline, signalled)
         except KeyboardInterrupt:
             self._stop()
             raise Interrupted(self._results(len(tasks))) from None
@@ -161,17 +165,24 @@ def _stoppable(function: Callable[[T], R], task: T, stopped: Callable[[float], b
 
 
 def _wait(
-    total: int, wait: Callable[[float], int], on_poll: Callable[[int], None] | None, deadline: float | None
+    total: int,
+    wait: Callable[[float], int],
+    on_poll: Callable[[int], None] | None,
+    deadline: float | None,
+    signalled: Callable[[], bool],
 ) -> None:
-    """Call `wait(seconds)`, which returns how many of `total` tasks are left, until none is or `deadline`."""
-    left = total
-    while left:
-        seconds = POLL_SECONDS if deadline is None else min(POLL_SECONDS, deadline - time.monotonic())
+    """Call `wait(seconds)`, which returns how many of `total` tasks are left, until none is, `deadline`
+    or `signalled()` (looked at every SIGNAL_SECONDS); `on_poll` when a task finished or POLL_SECONDS passed."""
+    left, polled = total, time.monotonic()
+    while left and not signalled():
+        seconds = SIGNAL_SECONDS if deadline is None else min(SIGNAL_SECONDS, deadline - time.monotonic())
         if seconds <= 0:
             return
-        left = wait(seconds)
-        if on_poll is not None:
-            on_poll(total - left)
+        now_left = wait(seconds)
+        if on_poll is not None and (now_left < left or time.monotonic() - polled >= POLL_SECONDS):
+            on_poll(total - now_left)
+            polled = time.monotonic()
+        left = now_left
 
 
 _STOP: Any = None
