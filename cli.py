@@ -5,9 +5,12 @@ imported when the command runs or shows its help (`commands.lazy`), so that `pip
 
 from __future__ import annotations
 
+from pipesat.commands.interrupt import leave_on_signals, stop_on_signals
+
+if __name__ == "__main__":  # the program (not a test importing it): a signal while the imports load ends it
+    leave_on_signals()
 import click
 
-from pipesat.commands.frame import stop_on_sigterm
 from pipesat.commands.lazy import LazyCommand, LazyGroup
 from pipesat.commands.options import LIMIT_OPTIONS
 from pipesat.models.limits import set_max_input_mb, set_max_ops
@@ -81,7 +84,7 @@ def cli(debug: bool, max_ops: int, max_model_ops: int, max_input_mb: int) -> Non
 
 
 def main() -> None:
-    stop_on_sigterm()
+    stop_on_signals()
     cli(prog_name="pipesat")
 
 

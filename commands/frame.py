@@ -5,7 +5,6 @@ space-separated numbers (the earlier tool's `-f 1 2 3`), and the exits for Ctrl-
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -14,12 +13,11 @@ import click
 from click.core import ParameterSource
 
 from pipesat.commands.flags import with_flags
+from pipesat.commands.interrupt import EXIT_INTERRUPTED, signalled
 from pipesat.models.errors import InputError, PipesatError
 
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
-"""Ctrl-C or SIGTERM ended the command (the shell's 128 + SIGINT); what it had is printed and saved."""
 
 # Options that take a space-separated list, as the earlier tool's argparse `nargs="+"` did.
 LIST_OPTIONS = ("-f", "--forward-times", "-bw", "--backward-times", "-w", "--weight-times")
@@ -137,19 +135,12 @@ class PipesatGroup(click.Group):
         except click.Abort:
             echo_error("interrupted")
             sys.exit(EXIT_INTERRUPTED)
+        except Exception:
+            if not signalled():  # else a signal broke what was running (an import: its ImportError)
+                raise
+            echo_error("interrupted")
+            sys.exit(EXIT_INTERRUPTED)
         sys.exit(result if isinstance(result, int) else 0)
-
-
-def stop_on_sigterm() -> None:
-    """Make SIGTERM and SIGHUP (the terminal closed) stop a command as Ctrl-C does: a solve returns its
-    best schedule so far, which is printed and saved (the CP-SAT child resets SIGTERM to its default)."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    for name in ("SIGTERM", "SIGHUP"):  # no SIGHUP on Windows
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), interrupt)
 
 
 def exit_if_interrupted(interrupted: bool) -> None:

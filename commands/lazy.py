@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from pipesat.commands.frame import PipesatGroup
+from pipesat.commands.interrupt import leaving_on_signals
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,8 @@ class LazyCommand:
 
     def load(self) -> click.Command:
         module, _, name = self.target.partition(":")
-        command: click.Command = getattr(importlib.import_module(module), name)
+        with leaving_on_signals():  # nothing to keep yet: a signal ends the command at once
+            command: click.Command = getattr(importlib.import_module(module), name)
         return command
 
 

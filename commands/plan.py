@@ -215,7 +215,7 @@ def plan_command(spec_file: Path, **options: Any) -> None:
             notes += _explain_best(spec, result.best.config, result.best_schedule, calibration)
         _report(spec, result, options, notes, None if current is None else compare_current(current, result))
     finally:
-        executor.close()  # after the report: a Ray started here takes a second to stop
+        executor.close()  # after the report: a Ray started here takes a third of a second to stop
 
 
 def _predict(spec: PlanSpec, options: dict[str, Any], calibration: Calibration | None) -> None:

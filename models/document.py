@@ -5,7 +5,9 @@ Every file pipesat reads (instances, schedules, plan specs, calibrations, tuning
 read by `read_input`, so no file can hang pipesat or make it run out of memory: only a regular file
 is read (a device such as /dev/zero, a FIFO, a folder or a socket is refused, checked on the opened
 file, which is opened without blocking, so a FIFO with no writer cannot hang it), and at most
-`max_input_bytes()` of it (the cap `max_input_mb`, `models.limits`), by its size and by the read itself.
+`max_input_bytes()` of it (the cap `max_input_mb`, `models.limits`), by its size and by the read itself,
+or less where a kind of file can hold no more (`Cap`: a calibration of at most its rows; YAML is read at
+about a megabyte a second, so a file too large to be valid is refused before it is parsed).
 Every input document is then parsed the same way: a file that cannot be read or parsed is one
 `InputError` line (with file:line:col where the parser knows it); a key given twice is an error, not
 "the last one wins"; `NaN` and `Infinity` are refused; YAML aliases may not expand past `MAX_VALUES`
@@ -27,6 +29,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,22 +44,34 @@ MAX_VALUES = 1_000_000
 MAX_DEPTH = 100
 
 
-def read_document(path: str | Path, what: str, json_only: bool = False) -> Any:
+@dataclass(frozen=True)
+class Cap:
+    """The most bytes a kind of input file can hold, below `max_input_bytes()`, and why (the end of
+    the line that refuses a larger one)."""
+
+    size: int
+    why: str
+
+
+def read_document(path: str | Path, what: str, json_only: bool = False, cap: Cap | None = None) -> Any:
     """The parsed contents of `path`: JSON when its suffix is `.json` or `json_only`, else YAML.
 
-    `what` names the file in messages ("instance file", "schedule file").
+    `what` names the file in messages ("instance file", "schedule file"); `cap`, when the kind of file
+    can hold less than any input.
     """
     path = Path(path)
-    text = read_input_text(path, what)
+    text = read_input_text(path, what, cap)
     data = _parse_json(path, text) if json_only or path.suffix.lower() == ".json" else _parse_yaml(path, text)
     _check_depth(path, data)
     return data
 
 
-def read_input(path: str | Path, what: str) -> bytes:
+def read_input(path: str | Path, what: str, most: Cap | None = None) -> bytes:
     """The bytes of the input file `path` (`what` names it in messages: "plan spec"): a regular file of
-    at most `max_input_bytes()`, else one `InputError` line (module notes)."""
+    at most `max_input_bytes()` (and `most`), else one `InputError` line (module notes)."""
     path, cap = Path(path), max_input_bytes()
+    if most is not None and most.size < cap:
+        cap = most.size
     try:
         handle = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -68,7 +83,7 @@ def read_input(path: str | Path, what: str) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{path} is {_kind(info.st_mode)}, not a regular file; the {what} must be one")
         if info.st_size > cap:
-            raise _too_large(path, what, cap)
+            raise _too_large(path, what, cap, most)
         data = bytearray()
         while len(data) <= cap:  # at most cap + 1 bytes, whatever the size said
             part = os.read(handle, min(READ_BYTES, cap + 1 - len(data)))
@@ -80,19 +95,21 @@ def read_input(path: str | Path, what: str) -> bytes:
     finally:
         os.close(handle)
     if len(data) > cap:
-        raise _too_large(path, what, cap)
+        raise _too_large(path, what, cap, most)
     return bytes(data)
 
 
-def read_input_text(path: str | Path, what: str) -> str:
+def read_input_text(path: str | Path, what: str, most: Cap | None = None) -> str:
     """The input file `path` (`read_input`) as UTF-8 text."""
     try:
-        return read_input(path, what).decode("utf-8")
+        return read_input(path, what, most).decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError(f"{path}: cannot read ({error}); a {what} is UTF-8 text") from None
 
 
-def _too_large(path: Path, what: str, cap: int) -> InputError:
+def _too_large(path: Path, what: str, cap: int, most: Cap | None) -> InputError:
+    if most is not None and most.size == cap:
+        return InputError(f"{path}: larger than {cap:,} bytes, {most.why}")
     return InputError(
         f"{path}: larger than the limit of {cap >> 20} MiB for an input file; check it is the {what}, "
         "or raise the limit with `max_input_mb`"

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from pipesat.models import InputError, InstanceError
-from pipesat.models.document import read_document, write_text
+from pipesat.models.document import Cap, read_document, write_text
 from pipesat.models.errors import unknown_hint
 from pipesat.models.training_modes import RECOMPUTE, Recompute
 from pipesat.models.units import MIB
@@ -53,6 +53,15 @@ MAX_BYTES = 1 << 60
 MAX_ROWS = 10_000
 """The most layer rows a file holds: a plan needs a shape for each of at most 10,000 configurations
 (`PlanLimits.max_configurations`)."""
+ROW_BYTES = 1024
+"""The most bytes a layer row takes in a file, three times what `save_calibration` writes (310 bytes
+with 17-digit times): a file larger than MAX_ROWS of them holds too many rows, and is refused before it
+is parsed (one of 50,000 rows, 15 MB, took 12.5 s to be refused for its rows)."""
+CAP = Cap(
+    MAX_ROWS * ROW_BYTES,
+    f"more than a calibration of at most {MAX_ROWS:,} layer rows takes ({ROW_BYTES:,} bytes a row); "
+    "calibrate one plan's shapes (`pipesat calibrate SPEC`)",
+)
 
 
 @dataclass(frozen=True)
@@ -274,7 +283,7 @@ def _shorten(labels: Sequence[str], most: int = 6) -> str:
 def load_calibration(path: str | Path) -> Calibration:
     """The calibration file at `path`, every key checked (one line naming the file and the row)."""
     where = f"{path}: "
-    data = read_document(path, "calibration file")
+    data = read_document(path, "calibration file", cap=CAP)
     if not isinstance(data, dict):
         raise InputError(f"{where}a calibration file is a mapping of device, dtype, torch, repeats, ... and layers")
     values = _record_values(Calibration, data, where, ("layers", "all_reduce"))

@@ -16,6 +16,10 @@ from pipesat.models import InputError, InstanceError
 from pipesat.models.units import MIB
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.instances.calibration import (
+    CAP,
+    MAX_BYTES,
+    MAX_ROWS,
+    ROW_BYTES,
     Calibration,
     MeasuredLayer,
     calibration_lines,
@@ -227,6 +231,32 @@ def test_a_bad_file_is_refused_in_one_line(tmp_path: Path, content: Any, message
         load_calibration(write(tmp_path, content))
     text = str(error.value)
     assert message in text and "\n" not in text, text
+
+
+def test_a_file_larger_than_its_most_rows_take_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    # 50,000 plain rows (15 MB) took 12.5 s to parse before they were refused: the file's size says it
+    # at once. The rows here are valid; only their number is wrong, and the line says so.
+    block = yaml.safe_dump([ROW | {"hidden": 64 + i} for i in range(100)])
+    rows = -(-(CAP.size + 1) // len(block)) * 100
+    path = tmp_path / "cal.yaml"
+    path.write_text(yaml.safe_dump(document()) + "layers:\n" + block * (rows // 100))
+    with pytest.raises(InputError) as error:
+        load_calibration(path)
+    text = str(error.value)
+    assert text.startswith(f"{path}: larger than {CAP.size:,} bytes, more than a calibration of at most 10,000 layer")
+    assert "\n" not in text
+
+
+def test_a_row_as_saved_takes_well_under_its_allowance(tmp_path: Path) -> None:
+    # ROW_BYTES is what lets a file be refused by its size: MAX_ROWS of the longest rows pipesat writes
+    # (every time a 17-digit float, every amount 19 digits) must fit in the cap.
+    longest = ROW | {"recompute": "selective", "forward_ms": 1 / 3, "backward_ms": 2 / 3 + 1e8}
+    longest |= {"weight_ms": 1 / 7, "recompute_ms": 1 / 9, "activation_bytes": MAX_BYTES, "weight_bytes": MAX_BYTES}
+    rows = [longest | {"hidden": 10**9 + i, "mlp_width": 10**9 + i, "seq_len": 10**9} for i in range(100)]
+    path = save_calibration(calibration(*rows), tmp_path / "cal.yaml", ["a comment"])
+    assert path.stat().st_size * MAX_ROWS / 100 <= CAP.size
+    assert len(load_calibration(path).layers) == 100
+    assert path.stat().st_size / 100 < ROW_BYTES / 2
 
 
 def test_the_plan_costs_measured_layers_in_its_workers() -> None:

@@ -4,6 +4,7 @@ import builtins
 import importlib.util
 import os
 import signal
+import socket
 import socketserver
 import sys
 import threading
@@ -15,6 +16,7 @@ import pytest
 
 from pipesat.models import InputError, Tuning
 from pipesat.solver.plan.executors import (
+    RAY_CLOSING,
     RAY_HINT,
     STOP_WAIT,
     Executor,
@@ -227,4 +229,25 @@ def test_an_address_without_a_ray_head_is_one_line_within_the_timeout() -> None:
             make_executor("ray", 1, 1, address, timeout=2)
     with pytest.raises(InputError, match="is not HEAD:PORT"):
         make_executor("ray", 1, 1, "head:port", timeout=2)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # takes the connection, never answers
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(InputError, match=r"^cannot reach the Ray cluster at .* within 1 s: timed out; "):
+            make_executor("ray", 1, 1, address, timeout=1)
     assert time.monotonic() - start < 10
+
+
+@pytest.mark.skipif(not HAS_RAY, reason=RAY_HINT)
+def test_a_ray_started_here_says_nothing_and_stops_within_its_closing(capfd: pytest.CaptureFixture[str]) -> None:
+    import ray
+
+    assert not ray.is_initialized()
+    executor = make_executor("ray", 1, 1)  # a local Ray, started here
+    try:
+        assert executor.run(square, [3]) == [9]
+    finally:
+        start = time.monotonic()
+        executor.close()
+        closed_in = time.monotonic() - start
+    assert not ray.is_initialized()
+    assert capfd.readouterr().err == ""  # no Ray warning (its token authentication line), no worker line
+    assert closed_in <= RAY_CLOSING["started"], closed_in

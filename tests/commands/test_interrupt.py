@@ -1,0 +1,37 @@
+"""A signal at any moment of a command, its first second too (the imports): exit EXIT_INTERRUPTED and
+no traceback. Only the code and the absence of a traceback are asserted, so where in the imports or
+the work each delay lands does not matter."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipesat.commands.interrupt import EXIT_INTERRUPTED
+from tests.conftest import INSTANCES_DIR
+
+SPEC = INSTANCES_DIR / "plan" / "gpt-1.3b-16gpu.yaml"
+"""A plan that runs for seconds, so that each delay lands before it ends."""
+
+
+@pytest.mark.parametrize(
+    ("delay", "number"),
+    [(0.15, signal.SIGINT), (0.3, signal.SIGINT), (0.6, signal.SIGINT), (0.15, signal.SIGTERM)],
+)
+def test_a_signal_while_the_command_starts_exits_interrupted_without_a_traceback(
+    delay: float, number: signal.Signals
+) -> None:
+    command = [sys.executable, "-m", "pipesat.cli", "plan", str(SPEC), "--no-progress"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    process.send_signal(number)
+    _, errors = process.communicate(timeout=60)
+    assert "Traceback" not in errors, errors[-2000:]
+    # 130 either way: the exit code, or (SIGINT only) the process ended by SIGINT as Python ends one
+    # whose exit is a KeyboardInterrupt, which the shell reports as 130 too
+    ended = (EXIT_INTERRUPTED, -signal.SIGINT) if number == signal.SIGINT else (EXIT_INTERRUPTED,)
+    assert process.returncode in ended, errors[-2000:]
