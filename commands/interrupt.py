@@ -72,3 +72,12 @@ def leaving_on_signals() -> Iterator[None]:
 def signalled() -> bool:
     """Whether a signal has stopped the command."""
     return _signalled
+
+
+def program() -> None:
+    """The `pipesat` script (pyproject's entry point): a signal ends the process at once while the CLI
+    loads, then `cli.main` runs the command."""
+    leave_on_signals()
+    from pipesat.cli import main
+
+    main()

@@ -8,24 +8,37 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 
 import pytest
 
 from pipesat.commands.interrupt import EXIT_INTERRUPTED
-from tests.conftest import INSTANCES_DIR
+from tests.conftest import INSTANCES_DIR, ROOT
 
 SPEC = INSTANCES_DIR / "plan" / "gpt-1.3b-16gpu.yaml"
 """A plan that runs for seconds, so that each delay lands before it ends."""
 
 
+MODULE = [sys.executable, "-m", "pipesat.cli"]
+SCRIPT = [sys.executable, "-c", "import sys; from pipesat.commands.interrupt import program; sys.exit(program())"]
+"""The two ways in: `python -m pipesat.cli`, and the `pipesat` script (what pyproject's entry point runs)."""
+
+
 @pytest.mark.parametrize(
-    ("delay", "number"),
-    [(0.15, signal.SIGINT), (0.3, signal.SIGINT), (0.6, signal.SIGINT), (0.15, signal.SIGTERM)],
+    ("delay", "number", "start"),
+    [
+        (0.15, signal.SIGINT, MODULE),
+        (0.3, signal.SIGINT, MODULE),
+        (0.6, signal.SIGINT, MODULE),
+        (0.15, signal.SIGTERM, MODULE),
+        (0.1, signal.SIGINT, SCRIPT),
+        (0.1, signal.SIGTERM, SCRIPT),
+    ],
 )
 def test_a_signal_while_the_command_starts_exits_interrupted_without_a_traceback(
-    delay: float, number: signal.Signals
+    delay: float, number: signal.Signals, start: list[str]
 ) -> None:
-    command = [sys.executable, "-m", "pipesat.cli", "plan", str(SPEC), "--no-progress"]
+    command = [*start, "plan", str(SPEC), "--no-progress"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(delay)
     process.send_signal(number)
@@ -35,3 +48,10 @@ def test_a_signal_while_the_command_starts_exits_interrupted_without_a_traceback
     # whose exit is a KeyboardInterrupt, which the shell reports as 130 too
     ended = (EXIT_INTERRUPTED, -signal.SIGINT) if number == signal.SIGINT else (EXIT_INTERRUPTED,)
     assert process.returncode in ended, errors[-2000:]
+
+
+def test_the_pipesat_script_starts_where_signals_are_handled() -> None:
+    """The installed script imports its entry point before anything: `program`, which sets the handlers
+    before the CLI's imports (a signal in `pipesat.cli`'s import would print a traceback)."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"pipesat": "pipesat.commands.interrupt:program"}
