@@ -321,4 +321,5 @@ def test_one_error_printer(capsys: pytest.CaptureFixture[str]) -> None:
     for path in [ROOT / "cli.py", *sorted(ROOT.joinpath("commands").glob("*.py"))]:
         source = path.read_text()
         prints = source.count('"error: ') + source.count("'error: ")
-        assert prints == (1 if path.name == "frame.py" else 0), path.name
+        # interrupt.py writes its one line with os.write, before click and frame.py are imported
+        assert prints == (1 if path.name in ("frame.py", "interrupt.py") else 0), path.name
