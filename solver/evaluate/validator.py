@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -247,21 +248,29 @@ def check_overlaps(ops: OpSet, pairs: Pairs, origin: float) -> list[Violation]:
     per_device: dict[int, list[Op]] = defaultdict(list)
     for op in ops.values():
         per_device[op.device].append(op)
-    violations = []
-    for device in sorted(per_device):
-        in_time_order = sorted(per_device[device], key=lambda o: (o.start, o.end))
-        for previous, current in itertools.pairwise(in_time_order):
-            if previous.key in pairs and pairs.get(current.key) == pairs[previous.key]:
-                continue
-            if current.start < previous.end - time_slack(previous.end, origin):
-                violations.append(
-                    Violation(
-                        Rule.OVERLAP,
-                        f"device {device}: {current.label()} starts at {current.start:g} while {previous.label()} "
-                        f"runs until {previous.end:g}",
-                    )
-                )
-    return violations
+
+    def paired(previous: Op, current: Op) -> bool:
+        return previous.key in pairs and pairs.get(current.key) == pairs[previous.key]
+
+    return [
+        Violation(
+            Rule.OVERLAP,
+            f"device {device}: {current.label()} starts at {current.start:g} while {previous.label()} "
+            f"runs until {previous.end:g}",
+        )
+        for device in sorted(per_device)
+        for previous, current in _overlapping(per_device[device], origin, paired)
+    ]
+
+
+def _overlapping(
+    lane: list[Op], origin: float, together: Callable[[Op, Op], bool] = lambda previous, current: False
+) -> Iterator[tuple[Op, Op]]:
+    """The consecutive ops of one resource (a device, a host link's direction), in time order, where the
+    later starts before the earlier ends, but for two that run `together` (an overlapped pair)."""
+    for previous, current in itertools.pairwise(sorted(lane, key=lambda o: (o.start, o.end))):
+        if not together(previous, current) and current.start < previous.end - time_slack(previous.end, origin):
+            yield previous, current
 
 
 def check_transfer_set(schedule: Schedule) -> tuple[OpSet, list[Violation]]:
@@ -307,18 +316,15 @@ def check_link_overlaps(transfers: OpSet, origin: float) -> list[Violation]:
     lanes: dict[tuple[int, Kind], list[Op]] = defaultdict(list)
     for op in transfers.values():
         lanes[(op.device, op.kind)].append(op)
-    violations = []
-    for (device, _), lane in sorted(lanes.items()):
-        for previous, current in itertools.pairwise(sorted(lane, key=lambda o: (o.start, o.end))):
-            if current.start < previous.end - time_slack(previous.end, origin):
-                violations.append(
-                    Violation(
-                        Rule.LINK,
-                        f"device {device}: {current.label()} starts at {current.start:g} on the host link while "
-                        f"{previous.label()} runs until {previous.end:g}",
-                    )
-                )
-    return violations
+    return [
+        Violation(
+            Rule.LINK,
+            f"device {device}: {current.label()} starts at {current.start:g} on the host link while "
+            f"{previous.label()} runs until {previous.end:g}",
+        )
+        for (device, _), lane in sorted(lanes.items())
+        for previous, current in _overlapping(lane, origin)
+    ]
 
 
 def check_transfer_order(ops: OpSet, transfers: OpSet, origin: float) -> list[Violation]:
