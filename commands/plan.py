@@ -40,6 +40,7 @@ from pipesat.solver.instances.gpus import memory_choice
 from pipesat.solver.io.schedule_file import save_schedule
 from pipesat.solver.plan.executors import RAY_TIMEOUT, make_executor
 from pipesat.solver.plan.measure import iteration_lines
+from pipesat.solver.plan.runtimes import iterates_on_span
 from pipesat.solver.plan.space import PlanLimits, description, enumerate_space
 from pipesat.solver.plan.spec import PlanSpec, load_spec
 from pipesat.solver.report.current_text import current_document, current_lines
@@ -212,7 +213,8 @@ def plan_command(spec_file: Path, **options: Any) -> None:
             result = plan(spec, executor, plan_options, space=space, started=started, progress=progress)
         notes = [] if calibration is None else [_measured_line(spec, result, calibration)]
         if options["explain"] and result.best is not None and result.best_schedule is not None:
-            notes += _explain_best(spec, result.best.config, result.best_schedule, calibration)
+            on_span = iterates_on_span(spec.runtime, result.best.made_by)
+            notes += _explain_best(spec, result.best.config, result.best_schedule, calibration, on_span)
         _report(spec, result, options, notes, None if current is None else compare_current(current, result))
     finally:
         executor.close()  # after the report: a Ray started here takes a third of a second to stop
@@ -236,7 +238,7 @@ def _predict(spec: PlanSpec, options: dict[str, Any], calibration: Calibration |
         lines = [
             f"how {config.label} was derived:",
             *explain(described, prediction.derivation),
-            *iteration_lines(spec, config, prediction.derivation, prediction.schedule),
+            *iteration_lines(spec, config, prediction.derivation, prediction.schedule, on_span=prediction.on_span),
         ]
         click.echo("\n".join(lines), err=options["fmt"] == "json")
     if options["save_best"] is not None:
@@ -275,7 +277,7 @@ def _measured_line(spec: PlanSpec, result: PlanResult, calibration: Calibration)
 
 
 def _explain_best(
-    spec: PlanSpec, config: Configuration, schedule: Schedule, calibration: Calibration | None
+    spec: PlanSpec, config: Configuration, schedule: Schedule, calibration: Calibration | None, on_span: bool
 ) -> list[str]:
     """`--explain`: the best configuration's instance as `instance from-model --explain` derives it,
     then its iteration and where the time goes."""
@@ -284,7 +286,7 @@ def _explain_best(
     return [
         f"how the best, {config.label}, was derived:",
         *explain(described, derivation),
-        *iteration_lines(spec, config, derivation, schedule),
+        *iteration_lines(spec, config, derivation, schedule, on_span=on_span),
     ]
 
 

@@ -3,6 +3,16 @@ where the time goes.
 
     iteration time = makespan + exposed data-parallel exchange + optimizer step        (ms)
 
+- **The schedule's time** is its makespan, except where the runtime runs the schedule with its
+  optimizer step post-validated (`Runtime.iterates_on_span`: the zero-bubble fork's
+  `--enable-optimizer-post-validation`). There the step does not wait for the global checks (the
+  gradient norm for clipping, the inf/NaN check) of all devices: each device steps as soon as its own
+  last op ends and the checks are validated during the next iteration, so one device's iteration
+  runs from its first op to its last and the pipeline keeps pace with the busiest device: the max
+  span. Where the validation fails (an overflow, or a clipped step) the step is rolled back and
+  redone, a rare step's cost left out. The bound the plan proves on such a schedule is the span's
+  (`Assessment.span_bound`).
+
 - **Exposed data-parallel exchange** (`solver.instances.data_parallel`): each device's gradients
   all-reduced (ZeRO 0) or reduce-scattered (ZeRO 1, 2) in Megatron's buckets behind the backward of
   its last microbatch (B + W over its stages), and with ZeRO 1 and 2 the updated weights
@@ -128,9 +138,16 @@ def critical_device(metrics: Metrics) -> int:
     return max(range(len(metrics.busy)), key=lambda device: (metrics.busy[device], -device))
 
 
-def breakdown(derivation: Derivation, schedule: Schedule, metrics: Metrics, after_ms: tuple[float, float]) -> Breakdown:
+def schedule_ms(metrics: Metrics, on_span: bool) -> float:
+    """The schedule's time in the iteration: its max span where it iterates on span, else its makespan."""
+    return metrics.max_span if on_span else metrics.makespan
+
+
+def breakdown(
+    derivation: Derivation, schedule: Schedule, metrics: Metrics, after_ms: tuple[float, float], on_span: bool = False
+) -> Breakdown:
     """Where the iteration's time goes (the module notes); `after_ms` the exposed data-parallel
-    exchange and the optimizer step after the schedule."""
+    exchange and the optimizer step after the schedule, whose time is its span where `on_span`."""
     instance = derivation.instance
     critical = critical_device(metrics)
     stages = [stage for stage, device in enumerate(instance.placement) if device == critical]
@@ -145,9 +162,11 @@ def breakdown(derivation: Derivation, schedule: Schedule, metrics: Metrics, afte
         # what its pairs hid (never more than their communication: a pair lasts at least its computes).
         all_to_all -= m * sum(sum(derivation.times[stage]) for stage in stages) - busy
     sharded = m * sum(exchange.exposed_ms for stage in stages for exchange in derivation.sharded[stage])
-    without_p2p = metrics.makespan
+    timed = schedule_ms(metrics, on_span)
+    without_p2p = timed
     if instance.p2p_time > 0:
-        without_p2p = compute_metrics(simulate(dataclasses.replace(instance, p2p_time=0.0), schedule.orders())).makespan
+        relaxed = compute_metrics(simulate(dataclasses.replace(instance, p2p_time=0.0), schedule.orders()))
+        without_p2p = schedule_ms(relaxed, on_span)
     data_parallel, optimizer = after_ms
     return Breakdown(
         compute_ms=busy - recompute - tensor_parallel - all_to_all - sharded,
@@ -155,19 +174,22 @@ def breakdown(derivation: Derivation, schedule: Schedule, metrics: Metrics, afte
         tensor_parallel_ms=tensor_parallel,
         expert_parallel_ms=all_to_all,
         data_parallel_ms=sharded + data_parallel,
-        pipeline_ms=metrics.makespan - without_p2p,
+        pipeline_ms=timed - without_p2p,
         bubble_ms=without_p2p - busy,
         optimizer_ms=optimizer,
     )
 
 
-def measure(spec: PlanSpec, config: Configuration, derivation: Derivation, schedule: Schedule) -> Measure:
-    """The schedule (of `derivation.instance`, ms and MiB) as one training iteration."""
+def measure(
+    spec: PlanSpec, config: Configuration, derivation: Derivation, schedule: Schedule, *, on_span: bool = False
+) -> Measure:
+    """The schedule (of `derivation.instance`, ms and MiB) as one training iteration; `on_span`: the
+    runtime runs it post-validated, so its time in the iteration is its max span (module notes)."""
     described = description(spec, config)
     metrics = compute_metrics(schedule)
     exchange = exchange_ms(described, derivation)
     optimizer = optimizer_ms(spec, described, derivation)
-    iteration = metrics.makespan + exchange + optimizer
+    iteration = schedule_ms(metrics, on_span) + exchange + optimizer
     seconds = iteration / 1e3
     peak_flops = spec.cluster.gpus * spec.cluster.tflops * 1e12
     held = [(state.bytes, peak * MIB) for state, peak in zip(derivation.states, metrics.peak_memory, strict=True)]
@@ -181,18 +203,22 @@ def measure(spec: PlanSpec, config: Configuration, derivation: Derivation, sched
         mfu=model_flops(spec) / (peak_flops * seconds),
         model_state=model_state,
         activations=activations,
-        breakdown=breakdown(derivation, schedule, metrics, (exchange, optimizer)),
+        breakdown=breakdown(derivation, schedule, metrics, (exchange, optimizer), on_span),
     )
 
 
-def iteration_lines(spec: PlanSpec, config: Configuration, derivation: Derivation, schedule: Schedule) -> list[str]:
+def iteration_lines(
+    spec: PlanSpec, config: Configuration, derivation: Derivation, schedule: Schedule, *, on_span: bool = False
+) -> list[str]:
     """How a configuration's schedule became its iteration and where the time goes, as readable lines
-    (what `pipesat plan` explains of the best configuration)."""
+    (what `pipesat plan` explains of the best configuration); `on_span` as `measure` takes it."""
     described = description(spec, config)
     training, hardware = described.training, described.hardware
-    measured = measure(spec, config, derivation, schedule)
+    measured = measure(spec, config, derivation, schedule, on_span=on_span)
+    spent = measured.iteration_ms - measured.exchange_ms - measured.optimizer_ms
+    timed = f"schedule's max span (post-validated) {spent:.4g}" if on_span else f"schedule {measured.makespan_ms:.4g}"
     lines = [
-        f"iteration of {config.label} (docs/plan.md): schedule {measured.makespan_ms:.4g} + data-parallel exchange "
+        f"iteration of {config.label} (docs/plan.md): {timed} + data-parallel exchange "
         f"{measured.exchange_ms:.4g} + optimizer step {measured.optimizer_ms:.4g} = {measured.iteration_ms:.4g} ms"
     ]
     d = training.data_parallel

@@ -38,6 +38,7 @@ from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.instances.from_model import Derivation, Description, derive
 from pipesat.solver.plan.measure import measure, usable_memory
 from pipesat.solver.plan.memory_fit import fit_layout, fit_of
+from pipesat.solver.plan.runtimes import iterates_on_span
 from pipesat.solver.plan.space import description, policy_refusal
 from pipesat.solver.plan.spec import PlanSpec
 
@@ -67,6 +68,7 @@ class Prediction:
     refusal: str = ""
     over_budget: str = ""
     outside_search: str = ""
+    on_span: bool = False
 
 
 def parse_configuration(text: str) -> tuple[Configuration, str | None]:
@@ -216,7 +218,8 @@ def predict(
         timed = configured_schedule(made_by, derivation.instance)
     except NotApplicable as error:  # a schedule asked for that the configuration cannot run: bad input
         raise InputError(str(error)) from None
-    measured, usable = measure(spec, config, derivation, timed), usable_memory(spec)
+    on_span = iterates_on_span(spec.runtime, made_by)
+    measured, usable = measure(spec, config, derivation, timed, on_span=on_span), usable_memory(spec)
     return Prediction(
         config=config,
         made_by=made_by,
@@ -228,4 +231,5 @@ def predict(
         refusal=refusal,
         over_budget=over_budget(derivation.instance, timed),
         outside_search=policy_refusal(spec, config.tensor_parallel),
+        on_span=on_span,
     )

@@ -55,16 +55,19 @@ def config_bests(
 ) -> tuple[RuntimeBest, ...]:
     """Each runtime's best schedule of `config`, validated and measured, for the runtimes that run it."""
     bests = []
-    measured: dict[int, Measure] = {}
+    measured: dict[
+        tuple[int, bool], Measure
+    ] = {}  # one schedule is timed by its span where a runtime post-validates it
     for runtime in RUNTIMES.values():
         if not runtime.runs(config):
             continue
         best = preferred(runtime_candidates(runtime, split, fused))
         if best is None:
             continue
-        key = id(best)
+        on_span = runtime.iterates_on_span(best.name)
+        key = (id(best), on_span)
         if key not in measured:
-            measured[key] = measure(spec, config, derivation, ensure_valid(best.schedule))
+            measured[key] = measure(spec, config, derivation, ensure_valid(best.schedule), on_span=on_span)
         bests.append(RuntimeBest(runtime.name, config, best.name, measured[key]))
     return tuple(bests)
 

@@ -61,6 +61,7 @@ class Runtime:
     recompute: tuple[Recompute, ...] = RECOMPUTE
     recompute_layers: bool = True
     splits_weights: bool = False
+    post_validated: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def runs(self, config: Configuration, made_by: str | None = None) -> bool:
@@ -81,9 +82,20 @@ class Runtime:
             return self.splits_weights
         return (SEARCH if made_by.startswith(SEARCH) else made_by) in self.schedules
 
+    def iterates_on_span(self, made_by: str) -> bool:
+        """Whether this runtime runs the schedule `made_by` made with its optimizer step post-validated
+        (`post_validated`): no device waits at the step for the others, so an iteration lasts the
+        busiest device's span, not the makespan (`measure`)."""
+        return made_by in self.post_validated
+
 
 _MEGATRON = ("1f1b", "interleaved")
 _ZERO_BUBBLE = ("zb-auto", "zb-h1", "zb-h2", "zb-v", "v-half", "v-min")
+_POST_VALIDATED = (*_ZERO_BUBBLE, "zb-1p", "zb-2p")
+"""The fork's zero-bubble schedules (with the paper's ZB-1p and ZB-2p, its automatic one under those
+budgets): its example launch script (examples/pretrain_zero_bubble.sh) adds
+`--enable-optimizer-post-validation` to every zero-bubble run in half precision, and none to its
+1F1B or interleaved runs (docs/runtimes/megatron.md)."""
 _TORCHTITAN = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v")
 """torchtitan's built-in schedules as pipesat names them; LoopedBFS and InterleavedZeroBubble, which
 pipesat does not write by hand, are the torch runtime's (as CSVs) and left to its writer."""
@@ -106,6 +118,7 @@ RUNTIMES: dict[str, Runtime] = {
             schedules=(*_MEGATRON, *_ZERO_BUBBLE),
             placements=("linear", "interleaved", "vshape"),
             zero=(0, 1),
+            post_validated=_POST_VALIDATED,
             defaults=MappingProxyType({"training.grad_bytes": 4.0, "training.zero": [0]}),
         ),
         Runtime(
@@ -176,3 +189,18 @@ def held_to(
         held["schedules"] = runtime.schedules
     held.setdefault("placements", tuple(name for name in placements if name in limits["placements"]))
     return held
+
+
+def iterates_on_span(runtime: str, made_by: str) -> bool:
+    """Whether the runtime named `runtime` (`training.runtime`; `any` holds to none) runs the schedule
+    `made_by` made post-validated, so that its iteration lasts its max span (`Runtime.iterates_on_span`)."""
+    held = RUNTIMES.get(runtime)
+    return held is not None and held.iterates_on_span(made_by)
+
+
+def bounds_on_span(runtime: str) -> bool:
+    """Whether a plan held to the runtime named `runtime` may time a schedule by its max span, so that
+    a lower bound on its iteration is the span's, not the makespan's (a schedule's span is at most
+    its makespan)."""
+    held = RUNTIMES.get(runtime)
+    return held is not None and bool(held.post_validated)

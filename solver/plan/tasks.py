@@ -15,7 +15,7 @@ from pipesat.models import InstanceError, Objective, PipesatError, Schedule, Sta
 from pipesat.models.plan_result import Configuration, Measure, MemoryFit, RuntimeBest
 from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
-from pipesat.solver.evaluate.bounds import resolve_split
+from pipesat.solver.evaluate.bounds import lower_bound, resolve_split
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import handwritten_schedules, memory_gated, one_at_a_time, periodic
 from pipesat.solver.instances.calibration import Calibration
@@ -23,7 +23,7 @@ from pipesat.solver.instances.from_model import Derivation
 from pipesat.solver.plan.measure import fixed_ms, measure
 from pipesat.solver.plan.memory_fit import Fitted, fit_layout
 from pipesat.solver.plan.runtime_bests import config_bests, fused_candidates, runtime_candidates
-from pipesat.solver.plan.runtimes import RUNTIMES
+from pipesat.solver.plan.runtimes import RUNTIMES, bounds_on_span, iterates_on_span
 from pipesat.solver.plan.schedules import allowed_handwritten, allows, unmet_text
 from pipesat.solver.plan.space import description
 from pipesat.solver.plan.spec import PlanSpec
@@ -68,6 +68,7 @@ class Found:
     wall_limited: bool = False
     settled: bool = False
     memory_fit: MemoryFit = MemoryFit.FITS
+    span_bound: float | None = None
 
     @property
     def fixed_ms(self) -> float:
@@ -76,7 +77,9 @@ class Found:
 
     @property
     def iteration_bound(self) -> float:
-        return self.makespan_bound + self.fixed_ms
+        """A lower bound on the iteration: the makespan's bound, or the span's (`span_bound`) where the
+        runtime may time a schedule by its span (`measure`), plus the fixed terms."""
+        return schedule_bound(self.makespan_bound, self.span_bound) + self.fixed_ms
 
     @property
     def optimal(self) -> bool:
@@ -98,10 +101,19 @@ class Assessment:
     fixed_ms: float = 0.0
     runtime_bests: tuple[RuntimeBest, ...] = ()
     memory_fit: MemoryFit = MemoryFit.FITS
+    span_bound: float | None = None
 
     @property
     def iteration_bound(self) -> float:
-        return self.makespan_bound + self.fixed_ms
+        """As `Found.iteration_bound`."""
+        return schedule_bound(self.makespan_bound, self.span_bound) + self.fixed_ms
+
+
+def schedule_bound(makespan_bound: float, span_bound: float | None) -> float:
+    """The bound on a schedule's time in the iteration: the span's where one is given (a plan held to
+    a runtime that times some schedules by their max span: a bound on the makespan does not bound
+    the span, which is at most the makespan), else the makespan's. `optimal` stays the makespan's."""
+    return makespan_bound if span_bound is None else span_bound
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,6 +180,14 @@ def _problem(derivation: Derivation, tuning: Tuning) -> Problem:
     )
 
 
+def _span_bound(spec: PlanSpec, problem: Problem) -> float | None:
+    """The proven lower bound on the max span where the spec's runtime times some schedules by it
+    (`runtimes.bounds_on_span`), else None."""
+    if not bounds_on_span(spec.runtime):
+        return None
+    return lower_bound(problem.instance, Objective.SPAN, problem.split, tuning=problem.tuning)
+
+
 def bound(task: AssessTask) -> Assessment:
     """Step 1's bound for one configuration (runs in a worker): refused, or its lower bounds."""
     LOG.info("bound %s", task.config.label)
@@ -177,11 +197,13 @@ def bound(task: AssessTask) -> Assessment:
     derivation = checked.derivation
     assert derivation is not None  # a refused layout is an Assessment
     fixed = fixed_ms(task.spec, task.config, derivation)
+    problem = _problem(derivation, task.tuning)
     return Assessment(
         task.config,
-        makespan_bound=_problem(derivation, task.tuning).lower_bound(),
+        makespan_bound=problem.lower_bound(),
         fixed_ms=fixed,
         memory_fit=checked.fit,
+        span_bound=_span_bound(task.spec, problem),
     )
 
 
@@ -236,9 +258,10 @@ def assess(task: AssessTask) -> Assessment:
         best.name,
         Status.FEASIBLE,
         makespan_bound,
-        measure(spec, config, derivation, schedule),
+        measure(spec, config, derivation, schedule, on_span=iterates_on_span(spec.runtime, best.name)),
         settled=fits(fastest, makespan_bound),
         memory_fit=checked.fit,
+        span_bound=_span_bound(spec, problem),
     )
     found = dataclasses.replace(found, status=Status.OPTIMAL if found.optimal else Status.FEASIBLE)
     return Assessment(
@@ -248,6 +271,7 @@ def assess(task: AssessTask) -> Assessment:
         fixed_ms=found.fixed_ms,
         runtime_bests=bests,
         memory_fit=checked.fit,
+        span_bound=found.span_bound,
     )
 
 
@@ -285,4 +309,5 @@ def solve_config(task: SolveTask) -> Found:
         measure(spec, config, derivation, schedule),
         wall_limited=result.solve_time >= WALL_LIMITED * task.time_limit,
         memory_fit=fitted.fit,
+        span_bound=_span_bound(spec, _problem(derivation, task.tuning)),
     )
