@@ -213,7 +213,7 @@ def plan_command(spec_file: Path, **options: Any) -> None:
             result = plan(spec, executor, plan_options, space=space, started=started, progress=progress)
         notes = [] if calibration is None else [_measured_line(spec, result, calibration)]
         if options["explain"] and result.best is not None and result.best_schedule is not None:
-            on_span = iterates_on_span(spec.runtime, result.best.made_by)
+            on_span = iterates_on_span(spec.runtime, result.best.made_by, spec.training.bytes_per_value)
             notes += _explain_best(spec, result.best.config, result.best_schedule, calibration, on_span)
         _report(spec, result, options, notes, None if current is None else compare_current(current, result))
     finally:

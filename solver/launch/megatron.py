@@ -170,11 +170,22 @@ def _schedule_flags(launch: LaunchInput, dialect: Dialect, env: list[tuple[str, 
         return []
     env.append(("CUDA_DEVICE_MAX_CONNECTIONS", "8"))  # the fork's runtime asks for at least 8 with overlapped p2p
     if schedule in V_MEMORY:
-        return [("zero-bubble-v-schedule", None), ("zero-bubble-v-schedule-mem-setup", V_MEMORY[schedule])]
+        v_flags: list[Flag] = [
+            ("zero-bubble-v-schedule", None),
+            ("zero-bubble-v-schedule-mem-setup", V_MEMORY[schedule]),
+        ]
+        return v_flags + post_validation_flags(launch)
     flags: list[Flag] = [("enable-zero-bubble", None)]
     if schedule in ZERO_BUBBLE_MEMORY:
         flags.append(("zero-bubble-max-pending-backward", str(ZERO_BUBBLE_MEMORY[schedule] * p)))
-    return flags
+    return flags + post_validation_flags(launch)
+
+
+def post_validation_flags(launch: LaunchInput) -> list[Flag]:
+    """The optimizer step post-validated, as the fork's example script runs every zero-bubble schedule in
+    half precision (the fork asserts fp16 or bf16 with it): the plan timed the schedule by its max span
+    on that ground (`Runtime.iterates_on_span`)."""
+    return [("enable-optimizer-post-validation", None)] if launch.spec.training.bytes_per_value == 2 else []
 
 
 def recompute_flags(recompute: str, layers: int) -> list[Flag]:

@@ -218,7 +218,7 @@ def predict(
         timed = configured_schedule(made_by, derivation.instance)
     except NotApplicable as error:  # a schedule asked for that the configuration cannot run: bad input
         raise InputError(str(error)) from None
-    on_span = iterates_on_span(spec.runtime, made_by)
+    on_span = iterates_on_span(spec.runtime, made_by, spec.training.bytes_per_value)
     measured, usable = measure(spec, config, derivation, timed, on_span=on_span), usable_memory(spec)
     return Prediction(
         config=config,

@@ -64,7 +64,7 @@ def config_bests(
         best = preferred(runtime_candidates(runtime, split, fused))
         if best is None:
             continue
-        on_span = runtime.iterates_on_span(best.name)
+        on_span = runtime.iterates_on_span(best.name, spec.training.bytes_per_value)
         key = (id(best), on_span)
         if key not in measured:
             measured[key] = measure(spec, config, derivation, ensure_valid(best.schedule), on_span=on_span)

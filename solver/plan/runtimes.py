@@ -82,11 +82,12 @@ class Runtime:
             return self.splits_weights
         return (SEARCH if made_by.startswith(SEARCH) else made_by) in self.schedules
 
-    def iterates_on_span(self, made_by: str) -> bool:
+    def iterates_on_span(self, made_by: str, bytes_per_value: float) -> bool:
         """Whether this runtime runs the schedule `made_by` made with its optimizer step post-validated
-        (`post_validated`): no device waits at the step for the others, so an iteration lasts the
-        busiest device's span, not the makespan (`measure`)."""
-        return made_by in self.post_validated
+        (`post_validated`; the fork allows it in half precision only, `bytes_per_value` 2): no device
+        waits at the step for the others, so an iteration lasts the busiest device's span, not the
+        makespan (`measure`)."""
+        return made_by in self.post_validated and bytes_per_value == 2
 
 
 _MEGATRON = ("1f1b", "interleaved")
@@ -191,11 +192,11 @@ def held_to(
     return held
 
 
-def iterates_on_span(runtime: str, made_by: str) -> bool:
+def iterates_on_span(runtime: str, made_by: str, bytes_per_value: float) -> bool:
     """Whether the runtime named `runtime` (`training.runtime`; `any` holds to none) runs the schedule
     `made_by` made post-validated, so that its iteration lasts its max span (`Runtime.iterates_on_span`)."""
     held = RUNTIMES.get(runtime)
-    return held is not None and held.iterates_on_span(made_by)
+    return held is not None and held.iterates_on_span(made_by, bytes_per_value)
 
 
 def bounds_on_span(runtime: str) -> bool:

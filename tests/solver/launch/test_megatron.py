@@ -144,6 +144,17 @@ def test_the_forks_zero_bubble_flags_say_the_schedule() -> None:
     for schedule, setup in (("zb-v", "zb"), ("v-half", "half"), ("v-min", "min")):
         flags = script_flags(launch(spec_of(), v, schedule, "megatron-zb")["run.sh"])
         assert "--zero-bubble-v-schedule" in flags and flags["--zero-bubble-v-schedule-mem-setup"] == setup
+        assert "--enable-optimizer-post-validation" in flags
+
+
+def test_the_forks_zero_bubble_schedules_post_validate_their_step_in_half_precision_only() -> None:
+    """The plan times them by their max span on that ground (`Runtime.iterates_on_span`)."""
+    config = Configuration(1, 2, 2, 1, "linear", 1, 8)
+    h1 = script_flags(launch(spec_of(), config, "zb-h1", "megatron-zb")["run.sh"])
+    plain = script_flags(launch(spec_of(), config, "1f1b", "megatron-zb")["run.sh"])
+    fp32 = script_flags(launch(spec_of(training={"bytes_per_value": 4}), config, "zb-h1", "megatron-zb")["run.sh"])
+    assert "--bf16" in h1 and "--enable-optimizer-post-validation" in h1
+    assert "--enable-optimizer-post-validation" not in plain and "--enable-optimizer-post-validation" not in fp32
     plain = script_flags(launch(spec_of(), config, "1f1b", "megatron-zb")["run.sh"])
     assert not {flag for flag in plain if "zero-bubble" in flag}
 

@@ -25,9 +25,10 @@ def fork(**training: object) -> PlanSpec:
 
 
 def test_only_the_forks_zero_bubble_schedules_iterate_on_span() -> None:
-    assert iterates_on_span("megatron-zb", "zb-h1") and iterates_on_span("megatron-zb", "zb-2p")
-    assert not iterates_on_span("megatron-zb", "1f1b") and not iterates_on_span("megatron-zb", "interleaved")
-    assert not iterates_on_span("torchtitan", "zb-h1") and not iterates_on_span("any", "zb-h1")
+    assert iterates_on_span("megatron-zb", "zb-h1", 2) and iterates_on_span("megatron-zb", "zb-2p", 2)
+    assert not iterates_on_span("megatron-zb", "zb-h1", 4)  # the fork post-validates in half precision only
+    assert not iterates_on_span("megatron-zb", "1f1b", 2) and not iterates_on_span("megatron-zb", "interleaved", 2)
+    assert not iterates_on_span("torchtitan", "zb-h1", 2) and not iterates_on_span("any", "zb-h1", 2)
     assert [name for name in RUNTIMES if bounds_on_span(name)] == ["megatron-zb"]
 
 
