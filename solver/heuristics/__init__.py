@@ -28,12 +28,26 @@ from pipesat.solver.heuristics.interleaved import (
     interleaved_requirement,
 )
 from pipesat.solver.heuristics.one_f_one_b import one_f_one_b_orders
-from pipesat.solver.heuristics.requirements import needs_linear, needs_nothing
+from pipesat.solver.heuristics.pipe_offload import (
+    every,
+    every_other,
+    first_chunk,
+    needs_host_link,
+    on_device_0,
+    transfers,
+)
+from pipesat.solver.heuristics.requirements import first_unmet, needs_linear, needs_nothing
 from pipesat.solver.heuristics.v_blocks import v_auto_orders, v_half_orders, v_min_orders
 from pipesat.solver.heuristics.v_schedules import slot_orders, v_requirement, v_zb_offsets
 from pipesat.solver.heuristics.zb_auto import zb_auto_orders, zb_auto_requirement
 from pipesat.solver.heuristics.zb_v import zb_v_orders, zb_v_requirement
 from pipesat.solver.heuristics.zero_bubble import zero_bubble_orders, zero_bubble_requirement
+
+
+def _with_link(requirement: Callable[[Instance], str | None]) -> Callable[[Instance], str | None]:
+    """An offload schedule's requirement: a host link, and what its base order needs."""
+    return lambda instance: first_unmet(instance, needs_host_link, requirement)
+
 
 SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
     Heuristic("gpipe", needs_nothing, gpipe_orders),
@@ -50,6 +64,17 @@ SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
     Heuristic("dualpipe", dual_pipe_requirement, dual_pipe_orders, bidirectional=True),
     Heuristic("zb-h1", zero_bubble_requirement, partial(zero_bubble_orders, factor=1)),
     Heuristic("zb-h2", zero_bubble_requirement, partial(zero_bubble_orders, factor=2)),
+    # Offload schedules (docs/offload.md): a base order above with transfers on the host link.
+    Heuristic("pipeoffload-full-v", _with_link(v_requirement), v_half_orders, transfers=transfers(every)),
+    Heuristic("pipeoffload-selective-v", _with_link(v_requirement), v_half_orders, transfers=transfers(first_chunk)),
+    Heuristic("pipeoffload-full-1f1b", _with_link(needs_linear), one_f_one_b_orders, transfers=transfers(every)),
+    Heuristic(
+        "pipeoffload-selective-1f1b", _with_link(needs_linear), one_f_one_b_orders, transfers=transfers(every_other)
+    ),
+    Heuristic(
+        "offload-device0-1f1b", _with_link(needs_linear), one_f_one_b_orders, transfers=transfers(on_device_0, False)
+    ),
+    Heuristic("offload-device0-v", _with_link(v_requirement), v_half_orders, transfers=transfers(on_device_0, False)),
     StartingSchedule(one_at_a_time.NAME),
     StartingSchedule(periodic.NAME),
     StartingSchedule(memory_gated.NAME),
@@ -145,7 +170,15 @@ def run_heuristic(name: str, instance: Instance) -> Schedule:
     if reason is not None:
         raise NotApplicable(f"{heuristic.title}: {reason}")
     orders = heuristic.orders(instance)
-    return simulate(instance, orders, name=heuristic.name, source={"kind": "heuristic", "name": heuristic.name})
+    plan = None if heuristic.transfers is None else heuristic.transfers(instance, orders)
+    return simulate(
+        instance,
+        orders,
+        name=heuristic.name,
+        source={"kind": "heuristic", "name": heuristic.name},
+        links=() if plan is None else plan.links,
+        waits=None if plan is None else plan.waits,
+    )
 
 
 @dataclass(frozen=True)
@@ -158,10 +191,13 @@ class Attempt:
     error: PipesatError | None = None
 
 
-def try_every_heuristic(instance: Instance) -> list[Attempt]:
-    """Every handwritten schedule on `instance`, in table order, refusals and failures included."""
+def try_every_heuristic(instance: Instance, offload: bool = True) -> list[Attempt]:
+    """Every handwritten schedule on `instance`, in table order, refusals and failures included (the
+    offload schedules only with `offload`)."""
     attempts = []
     for heuristic in all_heuristics():
+        if heuristic.offloads and not offload:
+            continue
         try:
             attempts.append(Attempt(heuristic, schedule=run_heuristic(heuristic.name, instance)))
         except PipesatError as error:
@@ -169,10 +205,12 @@ def try_every_heuristic(instance: Instance) -> list[Attempt]:
     return attempts
 
 
-def handwritten_schedules(instance: Instance) -> list[tuple[str, Schedule]]:
-    """(name, schedule) of every handwritten schedule that serves `instance`, in table order (not yet validated)."""
+def handwritten_schedules(instance: Instance, offload: bool = False) -> list[tuple[str, Schedule]]:
+    """(name, schedule) of every handwritten schedule that serves `instance`, in table order (not yet
+    validated); the offload schedules only with `offload` (a solve that may not offload cannot start
+    from them)."""
     return [
         (attempt.heuristic.name, attempt.schedule)
-        for attempt in try_every_heuristic(instance)
+        for attempt in try_every_heuristic(instance, offload)
         if attempt.schedule is not None
     ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from pipesat.models import InputError, Instance, OpKey, PipesatError, Step
 from pipesat.models.names import SCHEDULE_TITLES
+from pipesat.solver.evaluate.simulator import TransferPlan
 
 Orders = list[list[OpKey]]
 """Per-device op orders, as most handwritten schedules build them."""
@@ -30,13 +31,20 @@ class Heuristic:
     `requirement(instance)` returns None when the heuristic applies, else a reason such as
     "needs a split backward (weight_times)". `orders(instance)` builds the per-device op orders.
     Only a heuristic made for it (`bidirectional`) serves a bidirectional placement, whose
-    microbatches pass half the stages; `unmet` holds both rules.
+    microbatches pass half the stages; `unmet` holds both rules. An offload schedule (docs/offload.md)
+    adds `transfers(instance, orders)`: its host-link transfers on those orders.
     """
 
     name: str
     requirement: Callable[[Instance], str | None]
     orders: Callable[[Instance], StepOrders]
     bidirectional: bool = False
+    transfers: Callable[[Instance, StepOrders], TransferPlan] | None = None
+
+    @property
+    def offloads(self) -> bool:
+        """Whether its schedules offload activations (they need a host link)."""
+        return self.transfers is not None
 
     def unmet(self, instance: Instance) -> str | None:
         """Why the heuristic cannot serve `instance` ("needs ..."), or None when it can."""

@@ -100,7 +100,7 @@ def measured_row(
     instance = schedule.instance
     schedule = retimed_for(objective, schedule)
     unlimited = dataclasses.replace(instance, memory_limit=None)
-    ensure_valid(Schedule(unlimited, schedule.ops, schedule.name, schedule.source))
+    ensure_valid(dataclasses.replace(schedule, instance=unlimited))
     metrics = compute_metrics(schedule)
     value = metrics.objective(objective)
     fits = _fits(metrics.peak_memory, instance)

@@ -43,6 +43,12 @@ HANDWRITTEN = (
     "dualpipe",
     "zb-h1",
     "zb-h2",
+    "pipeoffload-full-v",
+    "pipeoffload-selective-v",
+    "pipeoffload-full-1f1b",
+    "pipeoffload-selective-1f1b",
+    "offload-device0-1f1b",
+    "offload-device0-v",
 )
 
 
@@ -99,7 +105,8 @@ def test_every_heuristic_is_tried_in_order_and_the_refusals_are_kept_or_skipped(
     assert tuple(attempt.heuristic.name for attempt in attempts) == HANDWRITTEN
     refused = [attempt.heuristic.name for attempt in attempts if isinstance(attempt.error, NotApplicable)]
     assert refused == [
-        *("interleaved", "interleaved-overlap", "v-min", "v-half", "v-zb", "v-auto", "zb-v", "dualpipe-v", "dualpipe")
+        *("interleaved", "interleaved-overlap", "v-min", "v-half", "v-zb", "v-auto", "zb-v", "dualpipe-v", "dualpipe"),
+        *HANDWRITTEN[-6:],  # the offload schedules: no host link
     ]
     assert all(attempt.schedule is not None for attempt in attempts if attempt.heuristic.name not in refused)
     applied = [name for name, _ in handwritten_schedules(instance)]

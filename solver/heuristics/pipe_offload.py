@@ -1,0 +1,124 @@
+"""PipeOffload's handwritten offload schedules, and the baseline that offloads stage 0's device (docs/offload.md).
+
+PipeOffload (Wan et al., ICML 2025) keeps a handwritten order of F, B and W and adds to it, per
+device, the offload of chosen (stage, microbatch)s right after their F and their reload shortly
+before their B, on the device's host link. The order is the base schedule's, unchanged; what
+differs is which (stage, microbatch)s are offloaded (`Selection`):
+
+- full: every one of them;
+- selective: those of each device's first chunk (the paper's `--offload-chunk-num 1`: a chunk is
+  offloaded when its index on the device is below that number), whose lifespan from F to B is the
+  long one on the V placement, the second chunk staying resident; with one chunk per device (the
+  linear placement) there is no such chunk, and every other microbatch is offloaded, half of
+  what a device holds in the steady state;
+- the baseline: every (stage, microbatch) of device 0, where stage 0 is, and none elsewhere.
+
+PipeOffload's families also keep resident what cannot be hidden: as in its scheduler, an offload
+is dropped when the base schedule's lifespan (F's end to B's start, less one B for the reload's
+margin) is at most three times an offload and a reload (`HIDE_FACTOR`). The baseline drops none.
+
+Transfers are timed by the one simulator: offloads in the order of their Fs, reloads in the order
+of their Bs, each reload waiting for the end of the op two steps before its B on the device, so it
+runs during the op before the B and holds its memory only from then (`RELOAD_LEAD`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pipesat.models import Instance, Kind, OpKey, step_keys
+from pipesat.models.ops import offload_amount, op_duration, transfer_time
+from pipesat.solver.evaluate.simulator import TransferPlan, simulate
+from pipesat.solver.heuristics.heuristic import StepOrders
+
+Selection = Callable[[Instance, int, int], bool]
+"""Whether (instance, stage, microbatch) is chosen for offload."""
+
+HIDE_FACTOR = 3.0
+"""PipeOffload's scheduler offloads a (stage, microbatch) only when its lifespan, less one B, exceeds
+this many offload-and-reload times."""
+
+RELOAD_LEAD = 2
+"""A reload waits for the end of the op this many steps before its B (it then overlaps the op just before)."""
+
+
+def chunk_of(instance: Instance, stage: int) -> int:
+    """The index of `stage` among its device's stages, in stage order (0: the device's first chunk)."""
+    device = instance.placement[stage]
+    return sum(1 for s in range(stage) if instance.placement[s] == device)
+
+
+def every(instance: Instance, stage: int, microbatch: int) -> bool:
+    """Full offload."""
+    return True
+
+
+def first_chunk(instance: Instance, stage: int, microbatch: int) -> bool:
+    """Selective offload with chunks: the device's first chunk only."""
+    return chunk_of(instance, stage) == 0
+
+
+def every_other(instance: Instance, stage: int, microbatch: int) -> bool:
+    """Selective offload with one chunk per device: microbatches 0, 2, 4, ..."""
+    return microbatch % 2 == 0
+
+
+def on_device_0(instance: Instance, stage: int, microbatch: int) -> bool:
+    """The baseline: everything of stage 0's device."""
+    return instance.placement[stage] == 0
+
+
+def needs_host_link(instance: Instance) -> str | None:
+    if instance.host_link_bandwidth is None:
+        return "needs a host link (host_link_bandwidth)"
+    return None
+
+
+def offload_plan(instance: Instance, orders: StepOrders, select: Selection, hide_only: bool) -> TransferPlan:
+    """The transfers of the (stage, microbatch)s `select` chooses on the base `orders` (the module
+    notes); with `hide_only`, those whose base lifespan cannot hide them are left resident."""
+    chosen = {
+        (s, j)
+        for s in range(instance.num_stages)
+        if offload_amount(instance, s) > 0
+        for j in instance.microbatches_at(s)
+        if select(instance, s, j)
+    }
+    if hide_only and chosen:
+        chosen = _hidden(instance, orders, chosen)
+    links: list[list[OpKey]] = [[] for _ in orders]
+    waits: dict[OpKey, list[OpKey]] = {}
+    for device, order in enumerate(orders):
+        reloads: list[OpKey] = []
+        for i, step in enumerate(order):
+            for kind, s, j in step_keys(step):
+                if (s, j) not in chosen:
+                    continue
+                if kind == Kind.F:
+                    links[device].append(OpKey(Kind.O, s, j))
+                elif kind == Kind.B:
+                    reload = OpKey(Kind.R, s, j)
+                    reloads.append(reload)
+                    if i >= RELOAD_LEAD:
+                        waits[reload] = [step_keys(order[i - RELOAD_LEAD])[-1]]
+        links[device] += reloads
+    return TransferPlan(links, waits)
+
+
+def _hidden(instance: Instance, orders: StepOrders, chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The chosen (stage, microbatch)s whose lifespan in the base schedule hides their transfers."""
+    base = simulate(instance, orders)
+    split = any(op.kind == Kind.W for op in base.ops)
+    ends = {(op.stage, op.microbatch): op.end for op in base.ops if op.kind == Kind.F}
+    starts = {(op.stage, op.microbatch): op.start for op in base.ops if op.kind == Kind.B}
+    kept = set()
+    for s, j in chosen:
+        lifespan = starts[s, j] - ends[s, j] - op_duration(instance, Kind.B, s, split)
+        if lifespan > HIDE_FACTOR * 2 * transfer_time(instance, s):
+            kept.add((s, j))
+    return kept
+
+
+def transfers(select: Selection, hide_only: bool = True) -> Callable[[Instance, StepOrders], TransferPlan]:
+    """A family's transfers, as the table of schedules takes them (`Heuristic.transfers`)."""
+    return lambda instance, orders: offload_plan(instance, orders, select, hide_only)
