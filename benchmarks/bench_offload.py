@@ -3,8 +3,9 @@ the best handwritten offload schedule and the no-limit optimum.
 
     python benchmarks/bench_offload.py [--time-limit 60] [--instances 7b-p4-vshape-m16,...]
 
-Per instance and per memory limit (1/4, 1/3, 1/2 of 1F1B's peak): CP-SAT without offload (its
-makespan, or "no schedule fits"), CP-SAT with offload (makespan, lower bound, proven gap), the best
+Per instance and per memory limit (1/4, 1/3, 1/2 of 1F1B's peak, of the device that holds the
+most; the same limit on every device): CP-SAT without offload (its makespan, or "no schedule fits"),
+CP-SAT with offload (makespan, lower bound, proven gap), the best
 handwritten schedule that offloads and fits, and the no-limit optimum (CP-SAT without a limit, its
 gap). Every schedule is validated. The handwritten offload schedules are every entry of the registry
 (`solver.heuristics.handwritten_schedules`) whose schedule has transfers, plus the one-at-a-time order
@@ -79,7 +80,7 @@ class Row:
 
 def best_offload_schedule(instance: Instance) -> tuple[str, Schedule] | None:
     """The fastest valid schedule that offloads among the registry's and the offloaded one-at-a-time."""
-    split = any(t > 0 for t in instance.weight_times)
+    split = instance.split_backward
     found = [(name, s) for name, s in handwritten_schedules(instance) if s.transfers]
     found.append((OFFLOADED, offloaded_one_at_a_time(instance, split)))
     valid = [(name, s) for name, s in found if not validate(s)]
@@ -95,7 +96,7 @@ def rows_of(name: str, path: str, gpu: str, time_limit: float) -> list[Row]:
     base = load_instance(ROOT / path)
     bandwidth = link_bandwidth(PCIE_GB_S[gpu])
     base = dataclasses.replace(base, host_link_bandwidth=bandwidth)
-    split = any(t > 0 for t in base.weight_times)
+    split = base.split_backward
     ops = len(expected_op_keys(base, split))
     options = {"time_limit": time_limit, "workers": 2, "seed": 0}
     free = solve(base.with_limit(None), **options)
