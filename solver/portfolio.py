@@ -30,7 +30,7 @@ from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.bounds import lower_bound, memory_bound_under_cap
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import timed_for
-from pipesat.solver.evaluate.simulator import TransferPlan, simulate
+from pipesat.solver.evaluate.simulator import TransferPlan, simulate, transfer_plan_of
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics.memory_gated import NAME as MEMORY_GATED
 from pipesat.solver.heuristics.memory_gated import memory_gated_schedules
@@ -191,8 +191,13 @@ def preferred(candidates: Sequence[Candidate], within: float = 0.0) -> Candidate
 
 
 def as_candidate(problem: Problem, name: str, schedule: Schedule, clock: float) -> Candidate | None:
-    """The schedule's order for this problem (W split out after each B of a fused schedule), re-timed."""
+    """The schedule's order for this problem (W split out after each B of a fused schedule), re-timed;
+    with offload, a schedule that offloads keeps its transfers (timed with its plan), so that a
+    handwritten offload schedule can start the search: re-timed without them it would not fit."""
     orders = schedule.orders()
+    if problem.offload and schedule.transfers and schedule.split_backward == problem.split:
+        timed = problem.timed(orders, name=name, transfers=transfer_plan_of(schedule))
+        return problem.candidate(name, timed.with_source(kind="heuristic", name=name), time.monotonic() - clock)
     if schedule.split_backward != problem.split:
         if not problem.split:
             return None  # a schedule with separate W ops is not a fused-backward schedule

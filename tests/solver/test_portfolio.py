@@ -6,7 +6,9 @@ import time
 
 from pipesat.models import Instance, Objective
 from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics import handwritten_schedules, run_heuristic
+from pipesat.solver.heuristics.offloaded import offloaded_one_at_a_time
 from pipesat.solver.portfolio import Candidate, Problem, as_candidate, preferred, starting_candidates
 
 SPLIT = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_times": 1})
@@ -81,3 +83,18 @@ def test_only_handwritten_schedules_as_published_are_marked_handwritten() -> Non
     assert {"zb-h1", "zb-h2", "zb-auto"} <= marked
     assert "1F1B with W split out" in {c.name for c in candidates} - marked
     assert "solution at limit 4" in {c.name for c in candidates} - marked
+
+
+def test_with_offload_a_start_that_offloads_keeps_its_transfers() -> None:
+    """A handwritten offload schedule given to an offload solve starts it as it is (re-timed with its
+    transfers); without offload it is re-timed without them, and then exceeds the limit."""
+    limited = Instance.from_dict(
+        {"num_devices": 2, "num_microbatches": 2, "chunks": 4, "placement": "interleaved", "host_link_bandwidth": 64}
+    ).with_limit("0.25x")
+    schedule = offloaded_one_at_a_time(limited, split=False)
+    assert validate(schedule) == [] and schedule.transfers
+    candidate = as_candidate(_problem(limited, offload=True), "offloaded", schedule, time.monotonic())
+    assert candidate is not None and validate(candidate.schedule) == []
+    assert candidate.schedule.transfers == schedule.transfers
+    assert candidate.value == compute_metrics(schedule).makespan
+    assert as_candidate(_problem(limited), "offloaded", schedule, time.monotonic()) is None
