@@ -6,7 +6,7 @@ before their B, on the device's host link. The order is the base schedule's, unc
 differs is which (stage, microbatch)s are offloaded (`Selection`):
 
 - full: every one of them;
-- selective: those of each device's first chunk (the paper's `--offload-chunk-num 1`: a chunk is
+- selective: those of each device's first chunk (the paper's option `offload-chunk-num` at 1: a chunk is
   offloaded when its index on the device is below that number), whose lifespan from F to B is the
   long one on the V placement, the second chunk staying resident; with one chunk per device (the
   linear placement) there is no such chunk, and every other microbatch is offloaded, half of

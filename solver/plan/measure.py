@@ -5,7 +5,7 @@ where the time goes.
 
 - **The schedule's time** is its makespan, except where the runtime runs the schedule with its
   optimizer step post-validated (`Runtime.iterates_on_span`: the zero-bubble fork's
-  `--enable-optimizer-post-validation`). There the step does not wait for the global checks (the
+  option `enable-optimizer-post-validation`). There the step does not wait for the global checks (the
   gradient norm for clipping, the inf/NaN check) of all devices: each device steps as soon as its own
   last op ends and the checks are validated during the next iteration, so one device's iteration
   runs from its first op to its last and the pipeline keeps pace with the busiest device: the max

@@ -95,7 +95,7 @@ _ZERO_BUBBLE = ("zb-auto", "zb-h1", "zb-h2", "zb-v", "v-half", "v-min")
 _POST_VALIDATED = (*_ZERO_BUBBLE, "zb-1p", "zb-2p")
 """The fork's zero-bubble schedules (with the paper's ZB-1p and ZB-2p, its automatic one under those
 budgets): its example launch script (examples/pretrain_zero_bubble.sh) adds
-`--enable-optimizer-post-validation` to every zero-bubble run in half precision, and none to its
+option `enable-optimizer-post-validation` to every zero-bubble run in half precision, and none to its
 1F1B or interleaved runs (docs/runtimes/megatron.md)."""
 _TORCHTITAN = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v")
 """torchtitan's built-in schedules as pipesat names them; LoopedBFS and InterleavedZeroBubble, which

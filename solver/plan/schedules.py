@@ -18,7 +18,8 @@ SEARCH = "cp-sat"
 """The name that allows the solver's search (CP-SAT from every allowed schedule)."""
 STARTS = (one_at_a_time.NAME, periodic.NAME, memory_gated.NAME)
 """pipesat's own starting schedules, which the plan falls back on where no handwritten one fits."""
-HANDWRITTEN = tuple(heuristic.name for heuristic in all_heuristics())
+HANDWRITTEN = tuple(heuristic.name for heuristic in all_heuristics() if not heuristic.offloads)
+"""The handwritten schedules a plan runs: the offload ones are not (a plan's memory counts no host link)."""
 SCHEDULE_NAMES = (*HANDWRITTEN, SEARCH, *STARTS)
 """Every name `training.schedules` takes, in the order they are listed."""
 

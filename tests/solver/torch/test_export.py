@@ -113,6 +113,8 @@ def _heuristic_schedules() -> list[tuple[str, str, Schedule]]:
     schedules = []
     for shape in SHAPES:
         for heuristic in all_heuristics():
+            if heuristic.offloads:
+                continue
             try:
                 schedules.append((shape, heuristic.name, run_heuristic(heuristic.name, _shape(shape))))
             except NotApplicable:
@@ -133,8 +135,9 @@ def test_every_handwritten_schedule_loads_in_torch(tmp_path: Path) -> None:
         assert loaded == _read(path), (shape, name)
         exported.add(name)
     # A heuristic that fits none of the six shapes would go untested: every handwritten one must fit one
-    # (but DualPipe, whose two copies torch cannot express: refused below).
-    assert exported == {heuristic.name for heuristic in all_heuristics()} - {"dualpipe"}
+    # (but DualPipe, whose two copies torch cannot express, and the offload schedules, whose host-link
+    # transfers torch's CSV cannot carry: both refused below).
+    assert exported == {heuristic.name for heuristic in all_heuristics() if not heuristic.offloads} - {"dualpipe"}
 
 
 def test_a_bidirectional_schedule_is_refused_in_one_line_and_nothing_is_written(tmp_path: Path) -> None:
