@@ -19,7 +19,8 @@ from tests.solver.plan.conftest import tiny
 
 
 def test_the_names_are_the_handwritten_schedules_then_the_search_and_the_starts() -> None:
-    assert tuple(heuristic.name for heuristic in all_heuristics()) == HANDWRITTEN
+    # The offload schedules apart: a plan counts no host link.
+    assert tuple(heuristic.name for heuristic in all_heuristics() if not heuristic.offloads) == HANDWRITTEN
     assert SCHEDULE_NAMES[len(HANDWRITTEN) :] == ("cp-sat", "one-at-a-time", "periodic", "memory-gated")
 
 
