@@ -4,6 +4,7 @@ plan's pick, the layouts it would not run) holds."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 from pathlib import Path
@@ -38,13 +39,17 @@ def test_the_data_file_holds_vtrains_four_sweeps_as_they_ran_on_their_cluster() 
         "vtrain-175b": 21,
     }
     for sweep in vtrain.values():
-        assert "VIA-Research/vTrain" in sweep.source
+        assert "VIA-Research/vTrain" in sweep.source and "Megatron-DeepSpeed" in sweep.source
         for run in sweep.layouts:
             assert run.tensor_parallel * run.pipeline_parallel * run.data_parallel == run.gpus, run.name
             assert run.microbatches * run.microbatch_size * run.data_parallel == run.global_batch, run.name
             assert run.cluster == {"gpus_per_node": 8, "nics_per_node": 4, "bandwidth": 12.5}, run.name
             assert run.recompute == "full" and run.schedule == "1f1b" and run.seq_len == 2048, run.name
             assert run.model["vocab"] == 51200 and run.measured > 0, run.name
+            # Megatron-DeepSpeed in fp16: gradients held and all-reduced at 2 bytes, the
+            # tensor-parallel all-reduce not overlapped (the data file's `assumed`)
+            assert run.precision == "fp16" and run.training == {"grad_bytes": 2}, run.name
+            assert not run.overlap_tp_comm, run.name
     names = [run.name for run in SWEEPS["vtrain-175b"].layouts]
     assert len(set(names)) == len(names) and "vtrain-175b t4 p32 d4 b2 #2" in names  # measured twice
 
@@ -97,6 +102,18 @@ def test_a_layout_predicts_through_the_plans_code_on_the_sources_cluster() -> No
     assert found.derivation.instance.num_devices == 8 and found.derivation.instance.num_microbatches == 32
     row = bench.predict_row(run)
     assert row.why == "" and row.predicted_ms == pytest.approx(found.measure.iteration_ms)
+
+
+def test_the_vtrain_runs_two_byte_gradients_reach_the_memory_and_the_all_reduce() -> None:
+    """The source's fp16 gradients (grad_bytes 2) cost a GPU less model state and all-reduce faster
+    than the 4-byte main gradients a run holds without the setting."""
+    run = next(run for run in SWEEPS["vtrain-3.6b"].layouts if run.name == "vtrain-3.6b t8 p1 d8 b8")
+    held = bench.predict(run)
+    fp32 = bench.predict(dataclasses.replace(run, training={}))
+    for prediction in (held, fp32):
+        assert validate(bench.iteration(prediction.run).schedule) == []
+    assert held.measure.memory_per_gpu < fp32.measure.memory_per_gpu
+    assert held.measure.iteration_ms < fp32.measure.iteration_ms
 
 
 def test_ranks_share_ties_and_spearman_reads_the_order() -> None:
