@@ -449,6 +449,11 @@ BAD_SPACES = [
         {"cluster": {"nics_per_node": 2.5}},
         "cluster.nics_per_node must be a whole number, got 2.5",
     ),
+    BadSpace(
+        "host-link-0",
+        {"cluster": {"host_link_bandwidth": 0}},
+        "cluster.host_link_bandwidth must be a positive number, got 0",
+    ),
 ]
 
 SMALL = ("-s", "2", "-b", "2")
