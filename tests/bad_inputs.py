@@ -454,6 +454,17 @@ BAD_SPACES = [
         {"cluster": {"host_link_bandwidth": 0}},
         "cluster.host_link_bandwidth must be a positive number, got 0",
     ),
+    BadSpace(
+        "offload-unknown",
+        {"training": {"offload": ["partial"]}},
+        "training.offload must be a list of offload settings out of none, selective, full, got ['partial']",
+    ),
+    BadSpace(
+        "offload-no-link",
+        {"training": {"offload": ["none", "full"]}},
+        "training.offload none, full needs a host link; give cluster.host_link_bandwidth (GB/s a direction), or "
+        "name the cluster's gpu",
+    ),
 ]
 
 SMALL = ("-s", "2", "-b", "2")

@@ -29,9 +29,10 @@ from pipesat.models.placement import PLACEMENTS
 from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.collectives import Fabric
 from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
-from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
 from pipesat.solver.instances.gpus import CATALOGUE
+from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
 from pipesat.solver.instances.value_kinds import NUMBER, TEXT, WHOLE, Wholes, Word, Words
+from pipesat.solver.plan.offload import OFFLOADS, Offload, check_offload_spec
 from pipesat.solver.plan.runtimes import ANY, RUNTIME_NAMES, RUNTIMES, held_to, with_defaults
 from pipesat.solver.plan.schedules import SCHEDULE_NAMES
 
@@ -131,7 +132,7 @@ class PlanSpec(Keyed):
     (its parallel degrees, recomputation and ZeRO stage are searched), the cluster, the global batch
     in sequences, and the lists the plan tries: tensor-parallel, context-parallel and pipeline degrees,
     microbatch sizes, placements, chunks of an interleaved pipeline, expert-parallel degrees,
-    recomputation settings and ZeRO stages; `schedules` restricts the schedules a configuration may use
+    recomputation settings, activation offloads and ZeRO stages; `schedules` restricts the schedules a configuration may use
     (`solver.plan.schedules`), and `runtime` holds them all to what a framework runs
     (`solver.plan.runtimes`); `current` is the configuration the user runs now (`solver.plan.current`).
     A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
@@ -182,6 +183,12 @@ class PlanSpec(Keyed):
         "to try (0: every layer).",
         (0,),
         at_least=0,
+    )
+    offload: tuple[Offload, ...] = key(
+        Words(OFFLOADS, "offload settings"),
+        "The activation offloads to try over each GPU's host link (PipeOffload's selective and full schedules, "
+        "on linear and vshape pipelines; docs/offload.md).",
+        ("none",),
     )
     zero: tuple[ZeroStage, ...] = key(
         Wholes(distinct=True),
@@ -340,6 +347,7 @@ def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None 
             f"{where}training.recompute_layers counts layers recomputed in full, but recompute does not try full; "
             "add full to training.recompute, or drop training.recompute_layers"
         )
+    check_offload_spec(search.get("offload", ("none",)), cluster.host_link_bandwidth, where)
     return PlanSpec(model, Training(**_values(Training, "training", given, where)), cluster, **search)
 
 
