@@ -52,7 +52,7 @@ from __future__ import annotations
 import dataclasses
 
 from pipesat.models import Schedule
-from pipesat.models.plan_result import Breakdown, Configuration, Measure
+from pipesat.models.plan_result import PART_NAMES, Breakdown, Configuration, Measure
 from pipesat.models.units import MIB, memory_text
 from pipesat.solver.evaluate.metrics import Metrics, compute_metrics, link_busy
 from pipesat.solver.evaluate.simulator import simulate
@@ -277,5 +277,7 @@ def iteration_lines(
     critical = critical_device(metrics)
     lines.append(f"  where the time goes (device {critical}, the busiest):")
     for name, value in measured.breakdown.parts():
+        if name == PART_NAMES["host_link_ms"] and not schedule.transfers:
+            continue
         lines.append(f"    {name:<10} {value:>10.1f} ms {value / measured.iteration_ms:>7.1%}")
     return lines

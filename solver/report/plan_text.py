@@ -393,10 +393,12 @@ def tight_text(memory: float, usable_memory: float) -> str:
 
 
 def breakdown_text(measure: Measure) -> str:
-    """`compute 401.2 ms (73.2%), recompute 0.0, ...`: the iteration's parts, each with its share."""
+    """`compute 401.2 ms (73.2%), recompute 0.0, ...`: the iteration's parts, each with its share (the
+    host link's only where it exposes time: a schedule that offloads, `measure.breakdown`)."""
     return ", ".join(
         f"{name} {value:.1f} ms ({format_percent(value / measure.iteration_ms)})"
         for name, value in measure.breakdown.parts()
+        if value or name != PART_NAMES["host_link_ms"]
     )
 
 

@@ -93,8 +93,7 @@ def test_the_summary_counts_and_states_the_proof() -> None:
     assert lines[2].startswith("best: t1 p4 d1 vshape b1 m4: 2.5 ms an iteration")
     assert lines[3] == (
         "where the time goes: compute 1.5 ms (60.00%), recompute 0.0 ms (0.00%), TP comm 0.2 ms (8.00%), "
-        "EP comm 0.0 ms (0.00%), DP comm 0.0 ms (0.00%), PP comm 0.1 ms (4.00%), host link 0.0 ms (0.00%), "
-        "bubble 0.2 ms (8.00%), "
+        "EP comm 0.0 ms (0.00%), DP comm 0.0 ms (0.00%), PP comm 0.1 ms (4.00%), bubble 0.2 ms (8.00%), "
         "optimizer 0.5 ms (20.00%)"
     )
     assert "proven: no configuration can be faster" in lines
