@@ -306,7 +306,8 @@ def _report(
         click.echo(json.dumps(document, indent=1))
     else:
         experts = any(item.config.expert_parallel > 1 for item in result.results)
-        columns = plan_columns(options["breakdown"], machine=fmt == "csv", experts=experts)
+        offload = any(item.config.offload != "none" for item in result.results)
+        columns = plan_columns(options["breakdown"], machine=fmt == "csv", experts=experts, offload=offload)
         click.echo(format_rows(columns, plan_rows(result, options["top"]), fmt))
     for summary in [*plan_summary(result), *notes]:
         if fmt in ("text", "markdown"):

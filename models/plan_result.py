@@ -21,8 +21,9 @@ class Configuration:
     """One way to run the training: t GPUs per pipeline device (tensor parallelism), p pipeline
     devices, d data-parallel replicas, v chunks a device in a placement, microbatches of b sequences,
     m of them per replica and iteration, each sequence split over cp GPUs (context parallelism; t·cp·p·d
-    GPUs), the activation recomputation, the ZeRO stage and the expert-parallel degree (EP of the d
-    replicas split the routed experts). Ordered by these numbers: the total order that breaks every
+    GPUs), the activation recomputation, the ZeRO stage, the expert-parallel degree (EP of the d
+    replicas split the routed experts) and the activation offload (none, selective or full:
+    `solver.plan.offload`). Ordered by these numbers: the total order that breaks every
     tie."""
 
     tensor_parallel: int
@@ -37,6 +38,7 @@ class Configuration:
     zero: ZeroStage = 0
     expert_parallel: int = 1
     recompute_layers: int = 0
+    offload: str = "none"
 
     @property
     def recompute_name(self) -> str:
@@ -48,7 +50,8 @@ class Configuration:
     def label(self) -> str:
         """`t8 p16 d64 interleaved v8 b1 m32 zero1`; `cp2` after t with context parallelism, `ep8`
         after d with expert parallelism, `full-recompute` (or `selective-`, or `2-layer-recompute` for
-        a stage's first 2 layers) with recomputation, `zero1` with a ZeRO stage."""
+        a stage's first 2 layers) with recomputation, `full-offload` (or `selective-`) with offload,
+        `zero1` with a ZeRO stage."""
         parts = [f"t{self.tensor_parallel}"]
         if self.context_parallel > 1:
             parts.append(f"cp{self.context_parallel}")
@@ -63,6 +66,8 @@ class Configuration:
             parts.append(f"{self.recompute_layers}-layer-recompute")
         elif self.recompute != "none":
             parts.append(f"{self.recompute}-recompute")
+        if self.offload != "none":
+            parts.append(f"{self.offload}-offload")
         if self.zero:
             parts.append(f"zero{self.zero}")
         return " ".join(parts)
@@ -107,7 +112,8 @@ class Breakdown:
     """Where an iteration's time goes, in ms, summing to it: on the critical device (the busiest),
     compute, recomputation, exposed tensor-parallel (and context-parallel) communication, the experts'
     exposed all-to-all (expert parallelism) and exposed data-parallel communication (ZeRO-3's in the ops, and the exchange after the schedule); the
-    pipeline's p2p communication and bubble (the critical device's idle time); the optimizer step."""
+    pipeline's p2p communication, the host link's exposed time (offload: what the makespan loses to
+    its transfers) and the bubble (the critical device's idle time); the optimizer step."""
 
     compute_ms: float
     recompute_ms: float
@@ -115,6 +121,7 @@ class Breakdown:
     expert_parallel_ms: float
     data_parallel_ms: float
     pipeline_ms: float
+    host_link_ms: float
     bubble_ms: float
     optimizer_ms: float
 
@@ -134,6 +141,7 @@ PART_NAMES = {
     "expert_parallel_ms": "EP comm",
     "data_parallel_ms": "DP comm",
     "pipeline_ms": "PP comm",
+    "host_link_ms": "host link",
     "bubble_ms": "bubble",
     "optimizer_ms": "optimizer",
 }

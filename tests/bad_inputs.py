@@ -449,6 +449,22 @@ BAD_SPACES = [
         {"cluster": {"nics_per_node": 2.5}},
         "cluster.nics_per_node must be a whole number, got 2.5",
     ),
+    BadSpace(
+        "host-link-0",
+        {"cluster": {"host_link_bandwidth": 0}},
+        "cluster.host_link_bandwidth must be a positive number, got 0",
+    ),
+    BadSpace(
+        "offload-unknown",
+        {"training": {"offload": ["partial"]}},
+        "training.offload must be a list of offload settings out of none, selective, full, got ['partial']",
+    ),
+    BadSpace(
+        "offload-no-link",
+        {"training": {"offload": ["none", "full"]}},
+        "training.offload none, full needs a host link; give cluster.host_link_bandwidth (GB/s a direction), or "
+        "name the cluster's gpu",
+    ),
 ]
 
 SMALL = ("-s", "2", "-b", "2")

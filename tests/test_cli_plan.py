@@ -65,7 +65,9 @@ def test_csv_json_and_markdown(spec_file: Path) -> None:
 def test_the_breakdown_view_and_the_best_explained(spec_file: Path) -> None:
     out = cli_ok(run_cli("plan", spec_file, *FAST, "--breakdown", "--explain", "--top", 3))
     header = out.splitlines()[0]
-    assert header.endswith("iteration (ms)  compute  recompute  TP comm  EP comm  DP comm  PP comm  bubble  optimizer")
+    assert header.endswith(
+        "iteration (ms)  compute  recompute  TP comm  EP comm  DP comm  PP comm  host link  bubble  optimizer"
+    )
     assert "where the time goes: compute " in out
     assert "how the best, t1 p4 d1 vshape b1 m4, was derived:" in out
     assert "model state per GPU: parameters x 18 bytes" in out and "where the time goes (device " in out

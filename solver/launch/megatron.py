@@ -21,6 +21,7 @@ from pipesat.models import InputError
 from pipesat.models.names import SCHEDULE_TITLES, SPLIT_OUT
 from pipesat.solver.instances.from_model import derive
 from pipesat.solver.launch.launch_input import LaunchInput
+from pipesat.solver.launch.offload_flags import fork_offload_flags, megatron_offload_flags, offloaded_share
 from pipesat.solver.plan.space import description
 
 MEGATRON_LM = "Megatron-LM 0.20.0 (NVIDIA/Megatron-LM d98e8a64ddf34856e74b24714e3bedb2f5a39553)"
@@ -34,8 +35,9 @@ ZERO_BUBBLE_MEMORY = {"zb-h1": 1, "zb-h2": 2}
 V_MEMORY = {"zb-v": "zb", "v-half": "half", "v-min": "min"}
 """The fork's V schedule memory setup of each V schedule."""
 
-Flag = tuple[str, str | None]
-"""A flag's name without its dashes (`micro-batch-size`) and its value (None: a switch)."""
+Flag = tuple[str, str | tuple[str, ...] | None]
+"""A flag's name without its dashes (`micro-batch-size`) and its value (None: a switch; a tuple: a
+list, its values one argument each)."""
 DASHES = "-" * 2
 
 
@@ -83,12 +85,18 @@ def _script(launch: LaunchInput, dialect: Dialect) -> str:
         "set -euo pipefail",
         *(f"export {name}={value}" for name, value in env),
         "MEGATRON_ARGS=(",
-        *(f"    {DASHES}{flag}" + ("" if value is None else f" {shlex.quote(value)}") for flag, value in flags),
+        *(f"    {DASHES}{flag}{_arguments(value)}" for flag, value in flags),
         ")",
         f"exec torchrun {DASHES}nnodes {cluster.gpus // per_node} {DASHES}nproc-per-node {per_node} "
         '"${PRETRAIN:-pretrain_gpt.py}" "${MEGATRON_ARGS[@]}" "$@"',
     ]
     return "\n".join(lines) + "\n"
+
+
+def _arguments(value: str | tuple[str, ...] | None) -> str:
+    """A flag's value as the script writes it after the flag: nothing for a switch, each of a list's apart."""
+    values = () if value is None else (value,) if isinstance(value, str) else value
+    return "".join(f" {shlex.quote(each)}" for each in values)
 
 
 def _title(made_by: str) -> str:
@@ -116,6 +124,7 @@ def megatron_flags(launch: LaunchInput, dialect: Dialect) -> tuple[list[Flag], l
     flags += _stage_flags(launch, dialect, notes)
     flags += _schedule_flags(launch, dialect, env)
     flags += recompute_flags(config.recompute, config.recompute_layers)
+    flags += fork_offload_flags(launch, notes) if dialect is FORK else megatron_offload_flags(launch)
     flags += _optimizer_flags(launch, dialect, notes)
     flags += [
         ("micro-batch-size", str(config.microbatch_size)),
@@ -288,6 +297,10 @@ def bridge_overrides(launch: LaunchInput) -> list[str]:
         values.append(("model.microbatch_group_size_per_vp_stage", config.pipeline))
     for flag, value in recompute_flags(config.recompute, config.recompute_layers):
         values.append((f"model.{flag.replace('-', '_')}", value))
+    offload = megatron_offload_flags(launch)[:2]  # Bridge 0.7.0 has no activation_offload_fraction
+    for flag, value in offload:
+        listed = f"[{','.join(value)}]" if isinstance(value, tuple) else True
+        values.append((f"model.{flag.replace('-', '_')}", listed))
     distributed = config.zero == 1
     values += [
         ("train.micro_batch_size", config.microbatch_size),
@@ -301,6 +314,10 @@ def bridge_overrides(launch: LaunchInput) -> list[str]:
         f"# {config.label}, {_title(launch.schedule_name)}, as {BRIDGE} overrides (docs/runtimes/megatron.md);",
         "# the model's recipe gives its shape. Pass them as arguments: mapfile -t O < <(grep -v '^#' THIS); ... \"${O[@]}\"",
     ]
+    if offload:
+        header.append(
+            f"# note: Bridge has no activation_offload_fraction; the schedule offloads {offloaded_share(launch):.4g}"
+        )
     return [*header, *(f"{key}={_hydra(value)}" for key, value in values)]
 
 

@@ -41,7 +41,10 @@ where the time goes.
   what overlapped pairs hid: the device is busy for less than its ops' times by that much) and ZeRO
   3's exposed exchange (per microbatch, times m) are counted apart, and compute is the rest. Its idle time is pipeline
   communication, as much as the makespan shrinks when the same per-device orders run with no p2p
-  time, and the bubble, the rest. Then the exposed data-parallel exchange and the optimizer step.
+  time, and the bubble, the rest. A schedule that offloads (`training.offload`) has host-link
+  time too: as much as the makespan shrinks when the same orders run without their transfers
+  (`host link`, before the p2p relaxation, which runs without them). Then the exposed data-parallel
+  exchange and the optimizer step.
 """
 
 from __future__ import annotations
@@ -49,9 +52,9 @@ from __future__ import annotations
 import dataclasses
 
 from pipesat.models import Schedule
-from pipesat.models.plan_result import Breakdown, Configuration, Measure
+from pipesat.models.plan_result import PART_NAMES, Breakdown, Configuration, Measure
 from pipesat.models.units import MIB, memory_text
-from pipesat.solver.evaluate.metrics import Metrics, compute_metrics
+from pipesat.solver.evaluate.metrics import Metrics, compute_metrics, link_busy
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.instances.collectives import Link
 from pipesat.solver.instances.data_parallel import (
@@ -163,7 +166,10 @@ def breakdown(
         all_to_all -= m * sum(sum(derivation.times[stage]) for stage in stages) - busy
     sharded = m * sum(exchange.exposed_ms for stage in stages for exchange in derivation.sharded[stage])
     timed = schedule_ms(metrics, on_span)
-    without_p2p = timed
+    without_link = timed
+    if schedule.transfers:  # the same orders re-timed without their transfers: what the link exposes
+        without_link = schedule_ms(compute_metrics(simulate(instance, schedule.orders())), on_span)
+    without_p2p = without_link
     if instance.p2p_time > 0:
         relaxed = compute_metrics(simulate(dataclasses.replace(instance, p2p_time=0.0), schedule.orders()))
         without_p2p = schedule_ms(relaxed, on_span)
@@ -174,7 +180,8 @@ def breakdown(
         tensor_parallel_ms=tensor_parallel,
         expert_parallel_ms=all_to_all,
         data_parallel_ms=sharded + data_parallel,
-        pipeline_ms=timed - without_p2p,
+        pipeline_ms=without_link - without_p2p,
+        host_link_ms=timed - without_link,
         bubble_ms=without_p2p - busy,
         optimizer_ms=optimizer,
     )
@@ -261,8 +268,16 @@ def iteration_lines(
         f" + its schedule's peak activations {memory_text(measured.activations, 'B')} = "
         f"{memory_text(measured.memory_per_gpu, 'B')} of {memory_text(usable_memory(spec), 'B')} usable"
     )
+    if schedule.transfers:
+        busy = ", ".join(f"{value:.4g}" for value in link_busy(schedule))
+        lines.append(
+            f"  offload: {len(schedule.transfers) // 2} (stage, microbatch)s offloaded and reloaded; host links busy "
+            f"{busy} ms (per device, both directions), {measured.breakdown.host_link_ms:.4g} ms of the schedule exposed"
+        )
     critical = critical_device(metrics)
     lines.append(f"  where the time goes (device {critical}, the busiest):")
     for name, value in measured.breakdown.parts():
+        if name == PART_NAMES["host_link_ms"] and not schedule.transfers:
+            continue
         lines.append(f"    {name:<10} {value:>10.1f} ms {value / measured.iteration_ms:>7.1%}")
     return lines

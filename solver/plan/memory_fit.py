@@ -29,10 +29,10 @@ from pipesat.models import Instance, InstanceError
 from pipesat.models.plan_result import MEMORY_ERROR, MemoryFit
 from pipesat.models.tolerance import fits
 from pipesat.models.units import MIB, memory_text
-from pipesat.solver.evaluate.bounds import minimum_memory_limits
 from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.instances.from_model import Derivation, Description, derive
 from pipesat.solver.instances.model_state import reserve_bytes
+from pipesat.solver.plan.offload import least_limits, linked
 
 
 @dataclass(frozen=True)
@@ -56,23 +56,27 @@ def stretched(described: Description) -> Description:
     return dataclasses.replace(described, hardware=wider)
 
 
-def fit_layout(described: Description, name: str = "", calibration: Calibration | None = None) -> Fitted:
+def fit_layout(
+    described: Description, name: str = "", calibration: Calibration | None = None, host_link: float | None = None
+) -> Fitted:
     """The layout fitted to its GPUs' memory (module notes). A refusal of the cost model that is not
     about memory (a shape it does not take) is raised, as `derive` raises it. A layout that fits is
     derived once, as before the error bar; one that does not, once more without a GPU memory (when
-    its model state does not fit) and, when tight, with the stretched budgets."""
+    its model state does not fit) and, when tight, with the stretched budgets. With a `host_link`
+    (instance units) each derivation's instance has it, and its activations may be offloaded over it
+    (`offload.least_limits`)."""
     try:
-        plain = derive(described, name, calibration)
+        plain = linked(derive(described, name, calibration), host_link)
         why = activation_refusal(plain.instance)
         if not why:
             return Fitted(plain, MemoryFit.FITS)
     except InstanceError as error:
         if described.hardware.gpu_memory <= 0:
             raise
-        plain = derive(_unbounded(described), name, calibration)  # raises when the shape itself is refused
+        plain = linked(derive(_unbounded(described), name, calibration), host_link)  # raises on a refused shape
         why = f"model state does not fit: {error}"
     if _within_error(plain, described):
-        wider = derive(stretched(described), name, calibration)
+        wider = linked(derive(stretched(described), name, calibration), host_link)
         if not activation_refusal(wider.instance):
             return Fitted(wider, MemoryFit.TIGHT, why)
     return Fitted(None, MemoryFit.REFUSED, f"{why}, {beyond_text()}")
@@ -83,7 +87,7 @@ def _within_error(derivation: Derivation, described: Description) -> bool:
     are within the usable memory stretched by the error: `need · (1 - MEMORY_ERROR) <= usable`."""
     hardware = described.hardware
     usable = hardware.gpu_memory - reserve_bytes(hardware)
-    least = minimum_memory_limits(derivation.instance)
+    least = least_limits(derivation.instance)
     return all(
         fits(state.bytes + amount * MIB, usable / (1 - MEMORY_ERROR))
         for state, amount in zip(derivation.states, least, strict=True)
@@ -92,13 +96,15 @@ def _within_error(derivation: Derivation, described: Description) -> bool:
 
 def activation_refusal(instance: Instance) -> str:
     """Why no schedule of `instance` fits its budgets ('' when one may): a device whose smallest
-    feasible activation limit, one microbatch through its stages, exceeds its budget (exact)."""
+    feasible activation limit, one microbatch through its stages (offloaded where the instance has a
+    host link), exceeds its budget (exact)."""
     limits = instance.memory_limit or ()
-    for device, (least, limit) in enumerate(zip(minimum_memory_limits(instance), limits, strict=True)):
+    through = "offloaded" if instance.host_link_bandwidth is not None else "through its stages"
+    for device, (least, limit) in enumerate(zip(least_limits(instance), limits, strict=True)):
         if not fits(least, limit):
             return (
                 f"device {device} needs at least {memory_text(least, 'MiB')} of activations (one microbatch "
-                f"through its stages), its budget is {memory_text(limit, 'MiB')}"
+                f"{through}), its budget is {memory_text(limit, 'MiB')}"
             )
     return ""
 

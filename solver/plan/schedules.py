@@ -13,13 +13,17 @@ from __future__ import annotations
 from pipesat.models import Instance, Schedule
 from pipesat.models.placement import PLACEMENTS
 from pipesat.solver.heuristics import all_heuristics, memory_gated, one_at_a_time, periodic
+from pipesat.solver.plan.offload import FAMILIES
 
 SEARCH = "cp-sat"
 """The name that allows the solver's search (CP-SAT from every allowed schedule)."""
 STARTS = (one_at_a_time.NAME, periodic.NAME, memory_gated.NAME)
 """pipesat's own starting schedules, which the plan falls back on where no handwritten one fits."""
-HANDWRITTEN = tuple(heuristic.name for heuristic in all_heuristics() if not heuristic.offloads)
-"""The handwritten schedules a plan runs: the offload ones are not (a plan's memory counts no host link)."""
+HANDWRITTEN = tuple(
+    heuristic.name for heuristic in all_heuristics() if not heuristic.offloads or heuristic.name in FAMILIES.values()
+)
+"""The handwritten schedules a plan runs; PipeOffload's only in a configuration that offloads
+(`training.offload`, `offload.family_schedules`), the device-0 baselines not at all."""
 SCHEDULE_NAMES = (*HANDWRITTEN, SEARCH, *STARTS)
 """Every name `training.schedules` takes, in the order they are listed."""
 
@@ -28,6 +32,7 @@ RUNS_ON: dict[str, tuple[str, ...]] = {
     **{name: ("linear",) for name in ("1f1b", "zb-auto", "zb-h1", "zb-h2")},
     **{name: ("interleaved",) for name in ("interleaved", "interleaved-overlap")},
     **{name: ("vshape",) for name in _VSHAPE},
+    **{name: (placement,) for (_, placement), name in FAMILIES.items()},
     "dualpipe": ("bidirectional",),
     SEARCH: (),
 }

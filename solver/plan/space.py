@@ -7,7 +7,8 @@ a device; for p ≥ 2, V with two and interleaved with each chunk count v of `ch
 microbatch size b dividing the global batch's share of a replica, global_batch/d, that leaves
 m = global_batch/(d·b) ≥ p microbatches, every recomputation setting, every ZeRO stage (0 alone
 with one replica) and, for a mixture-of-experts model, every expert-parallel degree EP dividing the
-experts and d (its GPUs are data-parallel replicas; ZeRO 3 of experts is not modelled). The layers are split by `pipeline.balance` (the split that makes the slowest stage
+experts and d (its GPUs are data-parallel replicas; ZeRO 3 of experts is not modelled), and every
+offload of `training.offload` (on a linear or V pipeline: `offload.offload_settings`). The layers are split by `pipeline.balance` (the split that makes the slowest stage
 fastest; the first and the last stage may hold only the embedding or the head). A shape the cost
 model refuses (a stage without work, heads that t does not divide) is left out with the reason; one
 whose model state does not fit is kept: it is refused by memory.
@@ -36,6 +37,7 @@ from pipesat.solver.instances.cost_model import Cost, layer_cost
 from pipesat.solver.instances.description import Hardware, Pipeline, Training
 from pipesat.solver.instances.description_checks import check_model, check_training
 from pipesat.solver.instances.from_model import Description
+from pipesat.solver.plan.offload import offload_settings
 from pipesat.solver.plan.schedules import runs_placement
 from pipesat.solver.plan.spec import PlanSpec
 
@@ -121,10 +123,11 @@ def enumerate_space(spec: PlanSpec, limits: PlanLimits | None = None) -> Space:
             for placement, v in _placements(spec, p, skipped, name):
                 for b, m in _microbatches(spec, p, d, placement, skipped, name):
                     found += (
-                        Configuration(t, p, d, v, placement, b, m, cp, recompute, zero, ep, recompute_layers)
+                        Configuration(t, p, d, v, placement, b, m, cp, recompute, zero, ep, recompute_layers, offload)
                         for recompute, recompute_layers in recomputes
                         for zero in sorted({zero if d > 1 else 0 for zero in spec.zero})
                         for ep in _expert_parallel(spec, degrees, d, zero, skipped)
+                        for offload in _offloads(spec, placement, skipped)
                     )
                     if len(found) > limits.max_configurations:
                         raise InputError(
@@ -324,6 +327,16 @@ def _expert_parallel(spec: PlanSpec, degrees: list[int] | None, d: int, zero: in
         if d % ep:
             _note(skipped, f"d{d} ep{ep}: expert parallelism takes its GPUs out of the {d} data-parallel replicas")
     return [ep for ep in degrees if d % ep == 0]
+
+
+def _offloads(spec: PlanSpec, placement: str, skipped: list[str]) -> tuple[str, ...]:
+    """The offloads of `training.offload` a pipeline of `placement` is tried with (`offload.offload_settings`),
+    with a line for those left out."""
+    settings = offload_settings(spec.offload, placement)
+    left = [setting for setting in spec.offload if setting not in settings]
+    if left:
+        _note(skipped, f"{placement} offload {', '.join(left)}: PipeOffload's schedules run linear and vshape only")
+    return settings
 
 
 def _note(skipped: list[str], line: str) -> None:

@@ -29,8 +29,10 @@ from pipesat.models.placement import PLACEMENTS
 from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
 from pipesat.solver.instances.collectives import Fabric
 from pipesat.solver.instances.description import HARDWARE_WITHOUT_GPU, Hardware, Training, Transformer, fill_from_gpu
+from pipesat.solver.instances.gpus import CATALOGUE
 from pipesat.solver.instances.keys import Key, Keyed, key, keys, like
-from pipesat.solver.instances.value_kinds import TEXT, WHOLE, Wholes, Word, Words
+from pipesat.solver.instances.value_kinds import NUMBER, TEXT, WHOLE, Wholes, Word, Words
+from pipesat.solver.plan.offload import OFFLOADS, Offload, check_offload_spec
 from pipesat.solver.plan.runtimes import ANY, RUNTIME_NAMES, RUNTIMES, held_to, with_defaults
 from pipesat.solver.plan.schedules import SCHEDULE_NAMES
 
@@ -46,8 +48,9 @@ class Cluster(Keyed):
     TFLOP/s and the fraction reached (or a `gpu` of the catalogue, which fills the keys not given:
     `CLUSTER_FROM_GPU`), nodes of `gpus_per_node` with `nics_per_node` NICs, the links across nodes
     (`bandwidth` GB/s, one GPU's share of its node's NICs, and `latency` µs) and within a node
-    (`node_bandwidth`, `node_latency`: NVLink), and the GPU memory's
-    bandwidth (GB/s) the optimizer step runs at. The keys shared with `Hardware` are its keys."""
+    (`node_bandwidth`, `node_latency`: NVLink), the GPU memory's
+    bandwidth (GB/s) the optimizer step runs at, and each GPU's host link (GB/s a direction, None:
+    none), over which the plan's offload moves activations. The keys shared with `Hardware` are its keys."""
 
     gpus: int = key(WHOLE, "GPUs in all.", at_least=1)
     gpu_memory: float = like(Hardware, "gpu_memory", help="One GPU's memory (default: the gpu's).")
@@ -81,9 +84,19 @@ class Cluster(Keyed):
     )
     memory_bandwidth: float = like(Hardware, "memory_bandwidth")
     reserve: float = like(Hardware, "reserve")
+    host_link_bandwidth: float | None = key(
+        NUMBER,
+        "Each GPU's link to host memory, one direction, over which training.offload moves activations (default: "
+        "the gpu's, PCIe 4.0 x16 on A100, 5.0 x16 on the others; without a gpu, none).",
+        None,
+        unit="GB/s",
+        above=0,
+    )
 
     def __post_init__(self) -> None:
         fill_from_gpu(self, self.gpu, CLUSTER_FROM_GPU, CLUSTER_WITHOUT_GPU)
+        if self.host_link_bandwidth is None and self.gpu is not None:
+            object.__setattr__(self, "host_link_bandwidth", CATALOGUE[self.gpu].host_link)
         super().__post_init__()
 
     def link(self, across_nodes: bool) -> tuple[float, float]:
@@ -119,7 +132,7 @@ class PlanSpec(Keyed):
     (its parallel degrees, recomputation and ZeRO stage are searched), the cluster, the global batch
     in sequences, and the lists the plan tries: tensor-parallel, context-parallel and pipeline degrees,
     microbatch sizes, placements, chunks of an interleaved pipeline, expert-parallel degrees,
-    recomputation settings and ZeRO stages; `schedules` restricts the schedules a configuration may use
+    recomputation settings, activation offloads and ZeRO stages; `schedules` restricts the schedules a configuration may use
     (`solver.plan.schedules`), and `runtime` holds them all to what a framework runs
     (`solver.plan.runtimes`); `current` is the configuration the user runs now (`solver.plan.current`).
     A list left at None is the plan's own (every divisor, `space.chunk_counts`); giving every
@@ -170,6 +183,12 @@ class PlanSpec(Keyed):
         "to try (0: every layer).",
         (0,),
         at_least=0,
+    )
+    offload: tuple[Offload, ...] = key(
+        Words(OFFLOADS, "offload settings"),
+        "The activation offloads to try over each GPU's host link (PipeOffload's selective and full schedules, "
+        "on linear and vshape pipelines; docs/offload.md).",
+        ("none",),
     )
     zero: tuple[ZeroStage, ...] = key(
         Wholes(distinct=True),
@@ -328,6 +347,7 @@ def spec_from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None 
             f"{where}training.recompute_layers counts layers recomputed in full, but recompute does not try full; "
             "add full to training.recompute, or drop training.recompute_layers"
         )
+    check_offload_spec(search.get("offload", ("none",)), cluster.host_link_bandwidth, where)
     return PlanSpec(model, Training(**_values(Training, "training", given, where)), cluster, **search)
 
 

@@ -22,6 +22,7 @@ from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.instances.from_model import Derivation
 from pipesat.solver.plan.measure import fixed_ms, measure
 from pipesat.solver.plan.memory_fit import Fitted, fit_layout
+from pipesat.solver.plan.offload import family_schedules, instance_bandwidth, offloading, offloads
 from pipesat.solver.plan.runtime_bests import config_bests, fused_candidates, runtime_candidates
 from pipesat.solver.plan.runtimes import RUNTIMES, bounds_on_span, iterates_on_span
 from pipesat.solver.plan.schedules import allowed_handwritten, allows, unmet_text
@@ -145,7 +146,9 @@ class SolveTask:
 def _fitted(spec: PlanSpec, config: Configuration, calibration: Calibration | None) -> Fitted:
     """The configuration's layout fitted to its GPUs' memory (`memory_fit`): the derivation it is
     searched with (a tight one's under the stretched budgets), or why it is refused."""
-    return fit_layout(description(spec, config), config.label, calibration)
+    host_link = spec.cluster.host_link_bandwidth if offloads(config) else None
+    bandwidth = None if host_link is None else instance_bandwidth(host_link)
+    return fit_layout(description(spec, config), config.label, calibration, bandwidth)
 
 
 def _checked(task: AssessTask) -> Assessment | Fitted:
@@ -168,15 +171,19 @@ def _checked(task: AssessTask) -> Assessment | Fitted:
 
 
 def _problem(derivation: Derivation, tuning: Tuning) -> Problem:
+    """The configuration's problem; it may offload where the plan gave its instance a host link (a
+    configuration that offloads: `offload.linked`)."""
     instance = derivation.instance
+    offload = instance.host_link_bandwidth is not None
     return Problem(
         instance=instance,
         objective=Objective.MAKESPAN,
         minimize_memory=False,
         split=resolve_split(instance, None),
         time_cap=None,
-        symmetry_breaking=True,
+        symmetry_breaking=not offload,
         tuning=tuning,
+        offload=offload,
     )
 
 
@@ -210,7 +217,9 @@ def bound(task: AssessTask) -> Assessment:
 def assess(task: AssessTask) -> Assessment:
     """Step 1 for one configuration (runs in a worker): refused, or its bounds and best handwritten
     schedule; where none fits, the best of pipesat's periodic schedule, its memory-gated one (of a
-    linear or interleaved pipeline) and the one-at-a-time one; of those only what `training.schedules`
+    linear or interleaved pipeline) and the one-at-a-time one (offloading everything, for a
+    configuration that offloads, when nothing else fits); with offload, PipeOffload's family in place of
+    the handwritten schedules (`offload.family_schedules`); of those only what `training.schedules`
     allows (refused by memory when none of them fits), and held to a runtime that does not split
     weights, its schedules with B one op (`runtime_bests`). Besides, each runtime's best schedule of
     it, from every handwritten one (`runtime_bests.config_bests`)."""
@@ -226,6 +235,8 @@ def assess(task: AssessTask) -> Assessment:
     allowed = spec.schedules
     every = handwritten_schedules(derivation.instance)
     handwritten, others = allowed_handwritten(allowed, every)
+    if offloads(config):  # PipeOffload's family of its offload and placement, not the orders without offload
+        handwritten = family_schedules(config, derivation.instance, allowed)
     candidates = starting_candidates(problem, handwritten, [], clock)
     candidates = [item for item in candidates if item.name != one_at_a_time.NAME or allows(allowed, item.name)]
     fused = fused_candidates(problem, every)
@@ -241,6 +252,8 @@ def assess(task: AssessTask) -> Assessment:
             memory_gated_candidate(problem, clock) if allows(allowed, memory_gated.NAME) else None,
         )
         candidates += [start for start in starts if start is not None]
+    if offloads(config):
+        candidates = offloading(problem, candidates, clock)
     split = list(candidates)
     if others:  # the comparison's too (`runtime_bests`), not the start it adds where none of them fits
         split += [item for item in starting_candidates(problem, others, [], clock) if item.handwritten]
@@ -299,6 +312,7 @@ def solve_config(task: SolveTask) -> Found:
         wall_factor=1 / DETERMINISTIC_SHARE,
         cpsat_params=task.cpsat_params,
         tuning=task.tuning,
+        offload=offloads(config),
     )
     if result.schedule is None or result.bound is None:
         if result.status == Status.INTERRUPTED:

@@ -25,7 +25,7 @@ MARKERS = {"linear": "o", "interleaved": "s", "vshape": "^", "bidirectional": "D
 PIPELINE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 BREAKDOWN_ROWS = 8
 """The top rows whose iterations the bars below the marks break down."""
-PART_COLOURS = ("#0072B2", "#56B4E9", "#E69F00", "#D55E00", "#CC79A7", "#009E73", "#E4E4E4", "#555555")
+PART_COLOURS = ("#0072B2", "#56B4E9", "#E69F00", "#D55E00", "#CC79A7", "#009E73", "#F0E442", "#E4E4E4", "#555555")
 """One colour a part of an iteration, in `Breakdown`'s order."""
 BAR_HEIGHT = 0.32
 """Inches the picture grows by for each bar."""

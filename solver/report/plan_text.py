@@ -38,11 +38,14 @@ def _gib(value: float | None) -> str:
     return "-" if value is None else f"{value / GIB:.1f}"
 
 
-def plan_columns(breakdown: bool = False, machine: bool = False, experts: bool = False) -> list[Column]:
+def plan_columns(
+    breakdown: bool = False, machine: bool = False, experts: bool = False, offload: bool = False
+) -> list[Column]:
     """The ranked table's columns; memory in GiB in the table, bytes in CSV and JSON. `breakdown`
     puts the iteration's parts (ms) in place of the throughput, memory and outcome; `machine` (CSV
     and JSON) keeps both. The expert-parallel degree is a column with `experts` (a plan that tries
-    expert parallelism) and in CSV."""
+    expert parallelism) and in CSV, the activation offload with `offload` (a plan that tries it) and
+    in CSV."""
     layout = [
         Column("rank", "rank"),
         Column("tie", "tie", lambda v: v or "-", align_right=False),
@@ -56,6 +59,7 @@ def plan_columns(breakdown: bool = False, machine: bool = False, experts: bool =
         Column("microbatch_size", "b"),
         Column("microbatches", "m"),
         Column("recompute", "recompute", align_right=False),
+        *([Column("offload", "offload", align_right=False)] if offload or machine else []),
         Column("zero", "zero"),
         Column("iteration_ms", "iteration (ms)", _number(1), unit="ms"),
     ]
@@ -119,6 +123,7 @@ def configuration_cells(config: Configuration) -> dict[str, Any]:
         "microbatch_size": config.microbatch_size,
         "microbatches": config.microbatches,
         "recompute": config.recompute_name,
+        "offload": config.offload,
         "zero": config.zero,
     }
 
@@ -388,10 +393,12 @@ def tight_text(memory: float, usable_memory: float) -> str:
 
 
 def breakdown_text(measure: Measure) -> str:
-    """`compute 401.2 ms (73.2%), recompute 0.0, ...`: the iteration's parts, each with its share."""
+    """`compute 401.2 ms (73.2%), recompute 0.0, ...`: the iteration's parts, each with its share (the
+    host link's only where it exposes time: a schedule that offloads, `measure.breakdown`)."""
     return ", ".join(
         f"{name} {value:.1f} ms ({format_percent(value / measure.iteration_ms)})"
         for name, value in measure.breakdown.parts()
+        if value or name != PART_NAMES["host_link_ms"]
     )
 
 

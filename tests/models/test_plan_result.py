@@ -8,7 +8,7 @@ from pipesat.models.plan_result import Breakdown, Gain, Measure
 
 
 def measure(iteration_ms: float, tokens_per_s: float, mfu: float, memory: float) -> Measure:
-    parts = Breakdown(iteration_ms, 0, 0, 0, 0, 0, 0, 0)
+    parts = Breakdown(iteration_ms, 0, 0, 0, 0, 0, 0, 0, 0)
     return Measure(iteration_ms, 0.0, 0.0, iteration_ms, tokens_per_s, mfu, memory, 0.0, parts)
 
 

@@ -92,3 +92,16 @@ def test_a_gpu_memory_that_is_not_the_catalogues_says_which_is_used() -> None:
     said = memory_choice("H100-SXM", 80e9)
     assert said == "74.5058 GiB (80 GB: 10^9 bytes a GB, 2^30 a GiB) is used, not the H100-SXM's 80 GiB (85.9 GB)"
     assert memory_choice("H100-SXM", h100) is None and memory_choice(None, 80e9) is None
+
+
+def test_each_gpu_has_its_pcie_x16_host_link() -> None:
+    """PCIe 4.0 x16 (32 GB/s a direction) on A100, 5.0 x16 (64) on the Hopper GPUs and B200's hosts."""
+    assert {name: gpu.host_link for name, gpu in CATALOGUE.items()} == {
+        "A100-40GB": 32.0,
+        "A100-80GB": 32.0,
+        "H100-SXM": 64.0,
+        "H100-PCIe": 64.0,
+        "H200": 64.0,
+        "H800": 64.0,
+        "B200": 64.0,
+    }

@@ -19,8 +19,11 @@ from tests.solver.plan.conftest import tiny
 
 
 def test_the_names_are_the_handwritten_schedules_then_the_search_and_the_starts() -> None:
-    # The offload schedules apart: a plan counts no host link.
-    assert tuple(heuristic.name for heuristic in all_heuristics() if not heuristic.offloads) == HANDWRITTEN
+    baselines = ("offload-device0-1f1b", "offload-device0-v")  # offload baselines the plan does not run
+    assert tuple(heuristic.name for heuristic in all_heuristics() if heuristic.name not in baselines) == HANDWRITTEN
+    assert placements_of("pipeoffload-full-v") == ("vshape",) and placements_of("pipeoffload-selective-1f1b") == (
+        "linear",
+    )
     assert SCHEDULE_NAMES[len(HANDWRITTEN) :] == ("cp-sat", "one-at-a-time", "periodic", "memory-gated")
 
 

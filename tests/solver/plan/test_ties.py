@@ -16,7 +16,7 @@ GIB = 2**30
 
 
 def row(config: Configuration, iteration_ms: float, made_by: str = "1f1b", memory_gib: float = 10.0) -> ConfigResult:
-    measure = Measure(iteration_ms, 0.0, 0.0, iteration_ms, 1.0, 0.5, memory_gib * GIB, 0.0, Breakdown(*[0.0] * 8))
+    measure = Measure(iteration_ms, 0.0, 0.0, iteration_ms, 1.0, 0.5, memory_gib * GIB, 0.0, Breakdown(*[0.0] * 9))
     return ConfigResult(config, Outcome.SOLVED, measure, made_by=made_by)
 
 

@@ -41,7 +41,15 @@ def result() -> PlanResult:
         Configuration(1, 4, 1, 2, "vshape", 1, 4),
         Outcome.SOLVED,
         Measure(
-            2.0, 0.0, 0.5, 2.5, 1000.0, 0.3, 1.5 * GIB, 0.5 * GIB, Breakdown(1.5, 0.0, 0.2, 0.0, 0.0, 0.1, 0.2, 0.5)
+            2.0,
+            0.0,
+            0.5,
+            2.5,
+            1000.0,
+            0.3,
+            1.5 * GIB,
+            0.5 * GIB,
+            Breakdown(1.5, 0.0, 0.2, 0.0, 0.0, 0.1, 0.0, 0.2, 0.5),
         ),
         made_by="cp-sat",
         status="optimal",
@@ -53,7 +61,9 @@ def result() -> PlanResult:
     slow = ranked(
         Configuration(1, 2, 2, 1, "linear", 1, 2),
         Outcome.PRUNED,
-        Measure(3.0, 1.0, 0.5, 4.5, 500.0, 0.15, 3 * GIB, 1 * GIB, Breakdown(2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.5, 0.5)),
+        Measure(
+            3.0, 1.0, 0.5, 4.5, 500.0, 0.15, 3 * GIB, 1 * GIB, Breakdown(2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.0, 0.5, 0.5)
+        ),
         made_by="zb-h1",
         status="feasible",
         iteration_bound_ms=4.0,
@@ -94,11 +104,16 @@ def test_the_breakdown_view_puts_the_iterations_parts_in_place_of_the_outcome() 
     assert rows[1]["data_parallel_ms"] == 1.0 and rows[1]["exchange_ms"] == 1.0
     plain, parts = format_rows(plan_columns(), rows), format_rows(plan_columns(breakdown=True), rows)
     assert "tokens/s" in plain and "DP comm" not in plain
-    assert parts.splitlines()[0].endswith("compute  recompute  TP comm  EP comm  DP comm  PP comm  bubble  optimizer")
+    assert parts.splitlines()[0].endswith(
+        "compute  recompute  TP comm  EP comm  DP comm  PP comm  host link  bubble  optimizer"
+    )
     assert "tokens/s" not in parts
     machine = format_rows(plan_columns(machine=True), rows, "csv").splitlines()[0]
     assert "tokens_per_s (tokens/s)" in machine and "bubble_ms (ms)" in machine and "ep," in machine
     assert " ep " not in plain and " ep " in format_rows(plan_columns(experts=True), rows)
+    assert (
+        "offload," in machine and "offload" not in plain and "offload" in format_rows(plan_columns(offload=True), rows)
+    )
 
 
 def test_rows_show_model_state_activations_and_headroom_apart() -> None:
