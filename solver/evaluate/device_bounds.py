@@ -97,7 +97,7 @@ def device_span_bound(
     the compute alone when the ops carry communication, and `head_share` the least all-to-all share
     of the device's forwards (see the module notes of `bounds`); `tuning` bounds the knapsacks' searches."""
     offsets = chain_offsets(instance, split)
-    capacity = _capacity(instance, device)
+    capacity = capacity_of(instance, device)
     head_idle = _head_idle(instance, device, offsets, capacity, head_share, tuning=tuning)
 
     # From d's last forward (of its last stage on a route) to the end of that microbatch's ops on d,
@@ -144,7 +144,7 @@ def until_last_backward(
     at least busy + max(reach - F - work held, -X), the least over the sets held that fit in the
     limit, with X at most their W time.
     """
-    capacity = _capacity(instance, device)
+    capacity = capacity_of(instance, device)
     routes = instance.route_stages(device)
     tail = math.inf
     for on_route in routes:
@@ -222,7 +222,7 @@ def _held_sets(instance: Instance, split: bool, device: int, on_route: list[int]
         items=_held_items(instance, split, instance.stages_of(device)),
         forced=_backward_left(instance, split, on_route),
         count=instance.stage_microbatches,
-        capacity=_capacity(instance, device),
+        capacity=capacity_of(instance, device),
     )
 
 
@@ -274,7 +274,7 @@ def _tail_window(instance: Instance, split: bool, on_route: list[int], offsets: 
     return max(ends) - offsets[(Kind.F, last)] - instance.forward_times[last]
 
 
-def _capacity(instance: Instance, device: int) -> float | None:
+def capacity_of(instance: Instance, device: int) -> float | None:
     """`device`'s memory limit with the validator's float tolerance, or None without one."""
     limit = instance.limit_of(device)
     return None if limit is None else limit + slack(limit)
