@@ -28,7 +28,9 @@ LAYOUTS = (("linear", 1), ("vshape", 2), ("interleaved", 2))
 def offload_instances(draw: st.DrawFn, max_devices: int = 3, max_microbatches: int = 4) -> Instance:
     """A random instance with a host link, an offload fraction, and a limit between the least one with offload
     and the 1F1B peak."""
-    data: dict[str, Any] = draw(instance_dicts(max_devices=max_devices, max_microbatches=max_microbatches, layouts=LAYOUTS))
+    data: dict[str, Any] = draw(
+        instance_dicts(max_devices=max_devices, max_microbatches=max_microbatches, layouts=LAYOUTS)
+    )
     data["host_link_bandwidth"] = draw(st.sampled_from([0.25, 1.0, 4.0, 64.0]))
     data["offload_fraction"] = draw(st.sampled_from([0.25, 0.5, 1.0]))
     instance = Instance.from_dict(data)
@@ -60,7 +62,9 @@ def test_the_bound_never_exceeds_cp_sats_offloading_schedule(instance: Instance)
     result = solve(instance, time_limit=2, workers=1, seed=0, offload=True)
     assert result.schedule is not None
     assert_valid(result.schedule)
-    assert _at_or_above(offload_energy_bound(instance, instance.split_backward), compute_metrics(result.schedule).makespan)
+    assert _at_or_above(
+        offload_energy_bound(instance, instance.split_backward), compute_metrics(result.schedule).makespan
+    )
 
 
 def test_a_slow_link_saves_nothing_and_the_bound_is_the_energy_over_the_limit() -> None:
