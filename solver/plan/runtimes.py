@@ -50,8 +50,10 @@ class Runtime:
     and recomputations it runs, whether its full recomputation can take a stage's first k layers
     only, whether it runs a fused-backward schedule with its W ops split out (`splits_weights`: only
     as a schedule CSV; elsewhere such a schedule's B is one op, input and weight gradients together,
-    and the plan times it so), and the spec keys (dotted, as a spec writes them) it sets when the
-    spec does not give them."""
+    and the plan times it so), whether it offloads activations to the host (`offloads`: Megatron-Core's
+    fine-grained activation offloading, the fork's PipeOffload; torch's CSV has no action for a
+    host-link copy, and torchtitan offloads none), and the spec keys (dotted, as a spec writes them)
+    it sets when the spec does not give them."""
 
     name: str
     title: str
@@ -62,6 +64,7 @@ class Runtime:
     recompute_layers: bool = True
     splits_weights: bool = False
     post_validated: tuple[str, ...] = ()
+    offloads: bool = False
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def runs(self, config: Configuration, made_by: str | None = None) -> bool:
@@ -72,6 +75,7 @@ class Runtime:
             and config.zero in self.zero
             and config.recompute in self.recompute
             and (self.recompute_layers or not config.recompute_layers)
+            and (self.offloads or config.offload == "none")
         )
         return knobs and (made_by is None or self.runs_schedule(made_by))
 
@@ -111,6 +115,7 @@ RUNTIMES: dict[str, Runtime] = {
             schedules=_MEGATRON,
             placements=("linear", "interleaved"),
             zero=(0, 1),
+            offloads=True,
             defaults=_MEGATRON_DEFAULTS,
         ),
         Runtime(
@@ -120,6 +125,7 @@ RUNTIMES: dict[str, Runtime] = {
             placements=("linear", "interleaved", "vshape"),
             zero=(0, 1),
             post_validated=_POST_VALIDATED,
+            offloads=True,
             defaults=MappingProxyType({"training.grad_bytes": 4.0, "training.zero": [0]}),
         ),
         Runtime(
@@ -159,7 +165,7 @@ def with_defaults(runtime: Runtime | None, given: Mapping[str, Any]) -> dict[str
 def held_to(
     runtime: Runtime, values: Mapping[str, Any], placements: tuple[str, ...], where: str = ""
 ) -> dict[str, Any]:
-    """The plan's lists (`PlanSpec` keys: schedules, placements, zero, recompute, recompute_layers)
+    """The plan's lists (`PlanSpec` keys: schedules, placements, zero, recompute, recompute_layers, offload)
     held to what `runtime` runs. A list the spec gives must lie within the runtime's, else one line
     naming what it runs; of the placements, one it runs is enough. Left out, the schedules are the runtime's and the placements those of
     `placements` (the plan's default) it runs; the ZeRO stages are the runtime's defaults
@@ -170,6 +176,7 @@ def held_to(
         "placements": tuple(name for name in runtime.placements if name in run),
         "zero": runtime.zero,
         "recompute": runtime.recompute,
+        "offload": ("none", "selective", "full") if runtime.offloads else ("none",),
     }
     for name, allowed in limits.items():
         outside = [item for item in values.get(name) or () if item not in allowed]

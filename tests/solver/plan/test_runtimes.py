@@ -40,6 +40,7 @@ def test_any_and_torch_keep_the_plan_as_it_is() -> None:
         ({"runtime": "megatron", "placements": ["vshape"]}, "training.placements vshape is not run by megatron"),
         ({"runtime": "torchtitan", "recompute_layers": [2]}, "torchtitan recomputes every layer of a stage or none"),
         ({"runtime": "megatorn"}, "did you mean 'megatron'?"),
+        ({"runtime": "torch", "offload": ["none", "full"]}, "training.offload full is not run by torch"),
     ],
 )
 def test_what_a_runtime_cannot_run_is_one_line(training: dict[str, object], words: str) -> None:
@@ -62,3 +63,10 @@ def test_a_fused_schedule_with_w_split_out_runs_only_as_a_csv() -> None:
     assert RUNTIMES["megatron-zb"].runs_schedule("zb-h1") and not RUNTIMES["megatron"].runs_schedule("zb-h1")
     zero3 = Configuration(1, 2, 2, 1, "linear", 1, 4, zero=3)
     assert RUNTIMES["torchtitan"].runs(zero3, "1f1b") and not RUNTIMES["megatron"].runs(zero3, "1f1b")
+
+
+def test_only_the_megatrons_run_a_configuration_that_offloads() -> None:
+    offloaded = Configuration(1, 2, 2, 1, "linear", 1, 4, zero=1, offload="full")
+    assert [name for name, runtime in RUNTIMES.items() if runtime.runs(offloaded)] == ["megatron", "megatron-zb"]
+    resident = Configuration(1, 2, 2, 1, "linear", 1, 4, zero=1)
+    assert all(runtime.runs(resident) for runtime in RUNTIMES.values() if 1 in runtime.zero)
