@@ -6,13 +6,15 @@ A configuration is written as the plan's table and `best:` line write it (`Confi
 with the schedule's name after it or not:
 
     t4 [cp2] p2 d8 [ep4] [linear|interleaved v2|vshape|bidirectional] b1 m16 [full-recompute|
-    selective-recompute|3-layer-recompute] [zero1] [SCHEDULE]
+    selective-recompute|3-layer-recompute] [zero1] [full-offload|selective-offload] [SCHEDULE]
 
 Its words in any order, each once; t, p, d, b and m are required; cp and ep are 1, recomputation
 none and ZeRO 0 unless written (as the label leaves them out); the placement is linear without v
 and interleaved with it; `full` and `selective` stand for `full-recompute` and `selective-recompute`.
 SCHEDULE is any name `pipesat schedule` takes; without it, the framework's own: 1F1B (linear),
-Megatron's interleaved 1F1B (interleaved), ZB-V (vshape), DualPipe (bidirectional).
+Megatron's interleaved 1F1B (interleaved), ZB-V (vshape), DualPipe (bidirectional), and with an
+offload PipeOffload's of that offload on the placement (`offload.FAMILIES`: linear and vshape), over
+the cluster's host link (`cluster.host_link_bandwidth`).
 
 The configuration is held to the cluster and the batch (t·cp·p·d GPUs, b·m·d sequences) and to the
 cost model's checks, not to the search's policy (tensor parallelism within a node): asked for alone,
@@ -38,6 +40,7 @@ from pipesat.solver.instances.calibration import Calibration
 from pipesat.solver.instances.from_model import Derivation, Description, derive
 from pipesat.solver.plan.measure import measure, usable_memory
 from pipesat.solver.plan.memory_fit import fit_layout, fit_of
+from pipesat.solver.plan.offload import FAMILIES, check_offload_spec, instance_bandwidth, linked, offloads
 from pipesat.solver.plan.runtimes import iterates_on_span
 from pipesat.solver.plan.space import description, policy_refusal
 from pipesat.solver.plan.spec import PlanSpec
@@ -48,6 +51,7 @@ GRAMMAR = "t4 p2 d8 interleaved v2 b1 m16 full-recompute zero1 [schedule], as th
 _NUMBERED = re.compile(r"(t|cp|p|d|ep|v|b|m|zero)(\d+)")
 _LAYERS = re.compile(r"(\d+)-layer-recompute")
 _RECOMPUTE = {"full-recompute": "full", "full": "full", "selective-recompute": "selective", "selective": "selective"}
+_OFFLOAD = {"full-offload": "full", "selective-offload": "selective"}
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ def parse_configuration(text: str) -> tuple[Configuration, str | None]:
     """The configuration written in `text` (the module notes' grammar) and its schedule's name (None:
     the framework's own); one line naming the word when it is not a configuration."""
     numbers: dict[str, int] = {}
-    placement, recompute, layers, schedule = None, "none", 0, None
+    placement, recompute, layers, schedule, offload = None, "none", 0, None, "none"
     for word in text.lower().split():
         numbered, layered = _NUMBERED.fullmatch(word), _LAYERS.fullmatch(word)
         if numbered is not None and numbered[1] not in numbers:
@@ -86,6 +90,8 @@ def parse_configuration(text: str) -> tuple[Configuration, str | None]:
             recompute = _RECOMPUTE[word]
         elif layered is not None and recompute == "none":
             recompute, layers = "full", int(layered[1])
+        elif word in _OFFLOAD and offload == "none":
+            offload = _OFFLOAD[word]
         elif schedule is None and numbered is None and _is_schedule(word):
             schedule = word
         else:
@@ -108,6 +114,7 @@ def parse_configuration(text: str) -> tuple[Configuration, str | None]:
         zero=numbers.get("zero", 0),  # type: ignore[arg-type]  # checked by the training's key
         expert_parallel=numbers.get("ep", 1),
         recompute_layers=layers,
+        offload=offload,
     )
     return config, schedule
 
@@ -138,8 +145,25 @@ def check_fits(spec: PlanSpec, config: Configuration) -> None:
 
 
 def framework_schedule(config: Configuration) -> str:
-    """The schedule a configuration runs when none is named (`FRAMEWORK_SCHEDULES`)."""
-    return FRAMEWORK_SCHEDULES[config.placement]
+    """The schedule a configuration runs when none is named (`FRAMEWORK_SCHEDULES`; with an offload,
+    PipeOffload's family of it, `offload.FAMILIES`); one line when no family offloads its placement."""
+    if not offloads(config):
+        return FRAMEWORK_SCHEDULES[config.placement]
+    family = FAMILIES.get((config.offload, config.placement))
+    if family is None:
+        raise InputError(
+            f"{config.label}: PipeOffload's schedules run linear and vshape pipelines only; name a schedule"
+        )
+    return family
+
+
+def host_link(spec: PlanSpec, config: Configuration) -> float | None:
+    """The host link a configuration's instance has (instance units): the cluster's where it offloads."""
+    if not offloads(config):
+        return None
+    check_offload_spec((config.offload,), spec.cluster.host_link_bandwidth)
+    assert spec.cluster.host_link_bandwidth is not None  # checked just above
+    return instance_bandwidth(spec.cluster.host_link_bandwidth)
 
 
 def configured_schedule(name: str, instance: Instance) -> Schedule:
@@ -207,12 +231,13 @@ def predict(
     check_fits(spec, config)
     described = described or description(spec, config)
     name = name or config.label
-    fitted = fit_layout(described, name, calibration)
+    link = host_link(spec, config)
+    fitted = fit_layout(described, name, calibration, link)
     refusal = fitted.why if fitted.fit is MemoryFit.REFUSED else ""
     try:
-        derivation = derive(described, name, calibration)
+        derivation = linked(derive(described, name, calibration), link)
     except PipesatError:
-        derivation = derive(unbounded(described), name, calibration)
+        derivation = linked(derive(unbounded(described), name, calibration), link)
     made_by = get_heuristic(schedule or framework_schedule(config)).name
     try:
         timed = configured_schedule(made_by, derivation.instance)

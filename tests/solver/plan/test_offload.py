@@ -11,6 +11,7 @@ from pipesat.solver.evaluate.metrics import link_busy
 from pipesat.solver.plan.executors import LocalExecutor
 from pipesat.solver.plan.measure import iteration_lines
 from pipesat.solver.plan.offload import instance_bandwidth
+from pipesat.solver.plan.predict import parse_configuration, predict
 from pipesat.solver.plan.search import PlanOptions, plan
 from pipesat.solver.plan.space import enumerate_space
 from pipesat.solver.plan.spec import PlanSpec
@@ -128,3 +129,17 @@ def test_bad_offload_keys_are_one_line(sections: dict, message: str) -> None:
     with pytest.raises(InputError, match=message) as error:
         tiny(**sections)
     assert "\n" not in str(error.value)
+
+
+def test_a_configuration_that_offloads_is_predicted_with_pipeoffloads_schedule_over_the_link() -> None:
+    spec = needs_offload(["none", "full"])
+    config, schedule = parse_configuration("t1 p4 d1 vshape b1 m4 full-offload")
+    assert config.offload == "full" and schedule is None and parse_configuration(config.label) == (config, None)
+    found = predict(spec, config)
+    assert found.made_by == "pipeoffload-full-v" and found.schedule.transfers
+    assert found.derivation.instance.host_link_bandwidth == pytest.approx(2000e9 / 2**20 / 1e3)
+    assert_valid(found.schedule)
+    with pytest.raises(InputError, match="PipeOffload's schedules run linear and vshape pipelines only"):
+        predict(spec, parse_configuration("t1 p2 d2 interleaved v2 b1 m2 full-offload")[0])
+    with pytest.raises(InputError, match=r"needs a host link; give cluster\.host_link_bandwidth"):
+        predict(tiny(), parse_configuration("t1 p4 d1 vshape b1 m4 full-offload")[0])
