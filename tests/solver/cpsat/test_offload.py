@@ -11,7 +11,9 @@ from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.evaluate.bounds import least_offload_limits
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import all_heuristics
 from pipesat.solver.solve import solve
+from tests.strategies import assert_valid
 
 # p = 2, four interleaved chunks of a quarter each: 0.25x is two chunks' activations, half of what one
 # microbatch holds on a device, so no order fits; a transfer of a chunk takes 1/256 of a time unit.
@@ -81,3 +83,24 @@ def test_at_the_smallest_limit_with_offload_a_schedule_is_found_and_below_it_non
     below = solve(instance.with_limit(least * 0.99), time_limit=5, offload=True)
     assert below.status == Status.INFEASIBLE and below.schedule is None
     assert solve(instance.with_limit(least), time_limit=5).status == Status.INFEASIBLE
+
+
+# A V of 2 devices with W apart and a fast link: at 1.5 no handwritten order holds less than V-auto's
+# 13.5 (the order alone's optimum is 13), while PipeOffload full offload keeps V-Half's 12.5.
+OFFLOAD_FAMILIES = {heuristic.name for heuristic in all_heuristics() if heuristic.offloads}
+V_LINKED = {"num_devices": 2, "num_microbatches": 4, "chunks": 2, "placement": "vshape", "weight_times": 1}
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_a_solve_that_may_offload_starts_from_pipeoffloads_schedules(devices: int) -> None:
+    shape = {**V_LINKED, "num_devices": devices, "num_microbatches": 2 * devices}
+    instance = Instance.from_dict({**shape, "host_link_bandwidth": 64, "memory_limit": 1.5})
+    alone = solve(instance, time_limit=3, workers=1)
+    assert alone.best_heuristic is None or alone.best_heuristic.name not in OFFLOAD_FAMILIES
+    result = solve(instance, time_limit=3, workers=1, offload=True)
+    assert result.schedule is not None and result.best_heuristic is not None
+    assert_valid(result.schedule)
+    assert result.best_heuristic.name == "pipeoffload-full-v"
+    assert result.starting_point is None or result.starting_point.name in OFFLOAD_FAMILIES
+    assert result.value is not None and result.value <= result.best_heuristic.value + 1e-9
+    assert alone.value is not None and result.value < alone.value
