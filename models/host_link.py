@@ -6,8 +6,8 @@ units as `"25GB/s"` when the instance names both its units. `offload_fraction` i
 stage's activation memory (M_B) that an offload copies to the host, in [0, 1] (Megatron-LM's activation
 offload fraction); 1 without it. `host_memory` is what a device's host may hold of its offloaded
 activations, in the instance's memory unit (a number) or with units (`"512GiB"`); it must hold at
-least one (stage, microbatch)'s offload, and it is checked as input only: no rule holds a schedule's
-offloads in flight to it yet (docs/offload.md). Each refuses what is malformed with one
+least one (stage, microbatch)'s offload (docs/offload.md: what a schedule's host holds at once stays
+within it). Each refuses what is malformed with one
 `InstanceError` line.
 """
 

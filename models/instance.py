@@ -52,7 +52,7 @@ class Instance:
     `host_link_bandwidth` (None without one) is each device's link to host memory, per direction,
     over which a schedule may offload `offload_fraction` of a stage's activations after its F and
     reload them before its B (docs/offload.md, `models.host_link`). `host_memory` (None: as large as
-    needed) is what a device's host may hold of them; read and checked, not yet a schedule rule.
+    needed) is what a device's host may hold of them at once (from an offload's start to its reload's end).
 
     A `bidirectional` instance (DualPipe's placement) holds two copies of a p-stage model: stages
     0..p-1 on devices 0..p-1 and the mirrored replica's stages p..2p-1 on devices p-1..0 (stage p + i

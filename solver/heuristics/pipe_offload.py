@@ -34,6 +34,8 @@ from collections.abc import Callable
 
 from pipesat.models import Instance, Kind, OpKey, Schedule, step_keys
 from pipesat.models.ops import offload_amount, op_duration, transfer_time
+from pipesat.models.tolerance import fits
+from pipesat.solver.evaluate.metrics import host_peaks
 from pipesat.solver.evaluate.simulator import TransferPlan, simulate
 from pipesat.solver.heuristics.heuristic import StepOrders
 
@@ -93,6 +95,22 @@ def offload_plan(instance: Instance, orders: StepOrders, select: Selection, hide
     base = simulate(instance, orders)
     if hide_only and chosen:
         chosen = _hidden(instance, base, chosen)
+    plan = _plan(instance, orders, chosen)
+    while instance.host_memory is not None:
+        # Within the host's memory: drop the offload held longest at a host's first peak over it.
+        timed = simulate(instance, orders, links=plan.links, waits=plan.waits)
+        over = [peak for peak in host_peaks(timed).values() if not fits(peak.held, instance.host_memory)]
+        if not over:
+            break
+        at = {op.key: op for op in timed.transfers}
+        held = {pair: at[OpKey(Kind.R, *pair)].end - at[OpKey(Kind.O, *pair)].start for pair in over[0].holding}
+        chosen = chosen - {max(held, key=held.__getitem__)}
+        plan = _plan(instance, orders, chosen)
+    return plan
+
+
+def _plan(instance: Instance, orders: StepOrders, chosen: set[tuple[int, int]]) -> TransferPlan:
+    """The transfers of the `chosen` (stage, microbatch)s on `orders`, timed as the module notes say."""
     links: list[list[OpKey]] = [[] for _ in orders]
     waits: dict[OpKey, list[OpKey]] = {}
     for device, order in enumerate(orders):

@@ -9,9 +9,9 @@ from pipesat.models import Instance, OpKey, OptionError, Status
 from pipesat.models.ops import Kind
 from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.evaluate.bounds import least_offload_limits
-from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.metrics import compute_metrics, host_peaks
 from pipesat.solver.evaluate.validator import validate
-from pipesat.solver.heuristics import all_heuristics
+from pipesat.solver.heuristics import all_heuristics, run_heuristic
 from pipesat.solver.solve import solve
 from tests.strategies import assert_valid
 
@@ -104,3 +104,21 @@ def test_a_solve_that_may_offload_starts_from_pipeoffloads_schedules(devices: in
     assert result.starting_point is None or result.starting_point.name in OFFLOAD_FAMILIES
     assert result.value is not None and result.value <= result.best_heuristic.value + 1e-9
     assert alone.value is not None and result.value < alone.value
+
+
+def test_host_memory_binds_the_offloads_in_flight_and_costs_no_validity() -> None:
+    # At 1.5 PipeOffload full (V) holds three stages' offloads on a host at once; a host of two, or of
+    # one, leaves fewer to offload, and every schedule keeps within it.
+    shape = {**V_LINKED, "host_link_bandwidth": 64, "memory_limit": 1.5}
+    free = solve(Instance.from_dict(shape), time_limit=3, workers=1, offload=True)
+    assert free.value is not None and free.schedule is not None
+    for host in (1.0, 0.5):
+        instance = Instance.from_dict({**shape, "host_memory": host})
+        family = assert_valid(run_heuristic("pipeoffload-full-v", instance.with_limit(None)))
+        assert all(peak.held <= host + 1e-9 for peak in host_peaks(family).values())
+        result = solve(instance, time_limit=3, workers=1, offload=True)
+        assert result.schedule is not None and result.value is not None
+        assert_valid(result.schedule)
+        assert all(peak.held <= host + 1e-9 for peak in host_peaks(result.schedule).values())
+        assert free.value - 1e-9 <= result.value < 13.5  # CP-SAT's own, under V-auto's (the best start)
+        assert len(result.schedule.transfers) < len(free.schedule.transfers)
