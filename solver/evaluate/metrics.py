@@ -190,7 +190,8 @@ def host_peaks(schedule: Schedule, slack: float = 0.0) -> dict[int, HostPeak]:
             events.setdefault(op.device, []).extend([(op.start, amount, pair), (reload.end - slack, -amount, pair)])
     peaks = {}
     for device, changes in events.items():
-        held, holding, peak = 0.0, set(), HostPeak(0.0, 0.0, frozenset())
+        held, peak = 0.0, HostPeak(0.0, 0.0, frozenset())
+        holding: set[tuple[int, int]] = set()
         for time, change, pair in sorted(changes, key=lambda event: event[:2]):  # frees first
             held += change
             (holding.add if change > 0 else holding.discard)(pair)
