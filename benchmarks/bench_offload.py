@@ -81,7 +81,7 @@ class Row:
 def best_offload_schedule(instance: Instance) -> tuple[str, Schedule] | None:
     """The fastest valid schedule that offloads among the registry's and the offloaded one-at-a-time."""
     split = instance.split_backward
-    found = [(name, s) for name, s in handwritten_schedules(instance) if s.transfers]
+    found = [(name, s) for name, s in handwritten_schedules(instance, offload=True) if s.transfers]
     found.append((OFFLOADED, offloaded_one_at_a_time(instance, split)))
     valid = [(name, s) for name, s in found if not validate(s)]
     return min(valid, key=lambda item: compute_metrics(item[1]).makespan, default=None)

@@ -306,6 +306,7 @@ def pareto(
 ) -> None:
     """The fastest schedule at each memory limit: the frontier table and its plot."""
     # OR-Tools and matplotlib, imported when the command runs
+    from pipesat.solver.heuristics import all_heuristics
     from pipesat.solver.report.figures import save_figure
     from pipesat.solver.report.pareto_plot import pareto_figure
     from pipesat.solver.studies.pareto import pareto_frontier, pareto_sweep, parse_limits
@@ -327,15 +328,15 @@ def pareto(
             sweep = pareto_sweep(
                 instance, values, objective, time_limit_per_point=per_point, time_budget=budget, progress=line, **search
             )
-    for _, result in sweep.points:
+    for _, result in [*sweep.points, *sweep.offloaded]:
         if result.schedule is not None:
             ensure_valid(result.schedule)
     if fmt == "json":
-        document = pareto_document(instance, objective, sweep.points, sweep.memory, sweep.heuristics)
+        document = pareto_document(instance, objective, sweep.points, sweep.memory, sweep.heuristics, sweep.offloaded)
         ending = {"ceiling": sweep.ceiling, "ended": sweep.ended, "left_out": sweep.left_out}
         click.echo(json.dumps(document | ending, indent=1))
     else:
-        text = pareto_text(instance, sweep.points, sweep.heuristics, objective, fmt, sweep.memory)
+        text = pareto_text(instance, sweep.points, sweep.heuristics, objective, fmt, sweep.memory, sweep.offloaded)
         notes = pareto_notes(instance, sweep.ceiling, sweep.ended, sweep.left_out)
         for note in notes if fmt != "text" else ():  # csv and markdown hold the rows alone
             click.echo(note, err=True)
@@ -353,6 +354,8 @@ def pareto(
             open_ended=values is None,
             units=units_of(instance),
             ceiling=sweep.ceiling,
+            offloaded=sweep.offloaded,
+            offloading={heuristic_title(heuristic.name) for heuristic in all_heuristics() if heuristic.offloads},
         )
         echo_aside("picture", str(save_figure(figure, picture)), fmt)
     if save_dir is not None:

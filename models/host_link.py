@@ -1,16 +1,20 @@
-"""The host link of an instance, read from the looser file form: its bandwidth in each direction and
-the part of a stage's activations an offload moves (docs/offload.md).
+"""The host link of an instance, read from the looser file form: its bandwidth in each direction, the
+part of a stage's activations an offload moves, and the host memory behind it (docs/offload.md).
 
 `host_link_bandwidth` is in the instance's memory unit per time unit (a number), or written with
 units as `"25GB/s"` when the instance names both its units. `offload_fraction` is the part of a
 stage's activation memory (M_B) that an offload copies to the host, in [0, 1] (Megatron-LM's activation
-offload fraction); 1 without it. Each refuses what is malformed with one
+offload fraction); 1 without it. `host_memory` is what a device's host may hold of its offloaded
+activations, in the instance's memory unit (a number) or with units (`"512GiB"`); it must hold at
+least one (stage, microbatch)'s offload (docs/offload.md: what a schedule's host holds at once stays
+within it). Each refuses what is malformed with one
 `InstanceError` line.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from pipesat.models.errors import InstanceError, OptionError
@@ -64,3 +68,24 @@ def check_offload(bandwidth: float | None, objective: Objective | str, minimize:
         raise OptionError("offload needs a host link: give the instance a `host_link_bandwidth`")
     if objective != Objective.MAKESPAN or minimize != Minimize.TIME:
         raise OptionError("offload is decided for the least makespan only; drop the objective span or memory")
+
+
+def host_memory(data: dict[str, Any], memory_unit: str, offloads: Sequence[float]) -> float | None:
+    """What a device's host may hold of its offloaded activations (memory units), or None without the
+    key (as large as needed). `offloads` are what one offload of each stage moves: a host that cannot
+    hold the largest of them is refused."""
+    value = data.get("host_memory")
+    if value is None:
+        return None
+    amount = memory_in(value.strip(), memory_unit, "host_memory") if isinstance(value, str) else None
+    memory = as_number("host_memory", value) if amount is None else amount
+    if not (math.isfinite(memory) and memory > 0):
+        raise InstanceError(f"host_memory must be positive (memory units, or like '512GiB'), got {value!r}")
+    largest = max(offloads, default=0.0)
+    if memory < largest:
+        stage = list(offloads).index(largest)
+        raise InstanceError(
+            f"host_memory {value!r} is less than one microbatch's offloaded activations of stage {stage} "
+            f"({largest:g}{memory_unit and ' ' + memory_unit}); give at least that, or leave host_memory out"
+        )
+    return memory

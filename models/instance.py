@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipesat.models.errors import InstanceError
-from pipesat.models.host_link import host_link_bandwidth, offload_fraction
+from pipesat.models.host_link import host_link_bandwidth, host_memory, offload_fraction
 from pipesat.models.instance_fields import (
     PER_STAGE_KEYS,
     as_number,
@@ -51,7 +51,8 @@ class Instance:
 
     `host_link_bandwidth` (None without one) is each device's link to host memory, per direction,
     over which a schedule may offload `offload_fraction` of a stage's activations after its F and
-    reload them before its B (docs/offload.md, `models.host_link`).
+    reload them before its B (docs/offload.md, `models.host_link`). `host_memory` (None: as large as
+    needed) is what a device's host may hold of them at once (from an offload's start to its reload's end).
 
     A `bidirectional` instance (DualPipe's placement) holds two copies of a p-stage model: stages
     0..p-1 on devices 0..p-1 and the mirrored replica's stages p..2p-1 on devices p-1..0 (stage p + i
@@ -81,6 +82,7 @@ class Instance:
     bidirectional: bool = False
     host_link_bandwidth: float | None = None
     offload_fraction: float = 1.0
+    host_memory: float | None = None
 
     def __repr__(self) -> str:
         """One short line (the per-stage lists and the metadata are the file's: `to_dict`)."""
@@ -263,6 +265,8 @@ class Instance:
         if self.host_link_bandwidth is not None:
             data["host_link_bandwidth"] = self.host_link_bandwidth
             data["offload_fraction"] = self.offload_fraction
+        if self.host_memory is not None:
+            data["host_memory"] = self.host_memory
         if self.time_unit:
             data["time_unit"] = self.time_unit
         if self.memory_unit:
@@ -353,6 +357,7 @@ class Instance:
             bidirectional=bidirectional,
             host_link_bandwidth=host_link_bandwidth(data, time_unit, memory_unit),
             offload_fraction=offload_fraction(data),
+            host_memory=host_memory(data, memory_unit, [offload_fraction(data) * a for a in activation]),
         )
         output_file = data.get("output_file")
         if output_file is not None and not isinstance(output_file, str):

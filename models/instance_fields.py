@@ -32,6 +32,7 @@ KNOWN_KEYS = (
     "memory_limit",
     "host_link_bandwidth",
     "offload_fraction",
+    "host_memory",
     "time_unit",
     "memory_unit",
     "name",

@@ -174,7 +174,8 @@ def solve(
     )
     run = _Solve(problem, options, clock, progress, tuple(starts))
     try:
-        return run.run(handwritten_schedules(instance))
+        # A solve that may offload starts from the offload schedules too (PipeOffload's, docs/offload.md).
+        return run.run(handwritten_schedules(instance, offload=offload))
     except KeyboardInterrupt:
         return run.stopped()
 

@@ -153,6 +153,21 @@ BAD_INSTANCES = [
     _case(
         "offload-fraction-negative", "offload_fraction must be in [0, 1]", host_link_bandwidth=1, offload_fraction=-0.1
     ),
+    _case(
+        "host-memory-below-one-offload",
+        "host_memory 0.5 is less than one microbatch's offloaded activations of stage 0 (1)",
+        host_link_bandwidth=1,
+        host_memory=0.5,
+    ),
+    _case(
+        "host-memory-below-one-offload-in-units",
+        "host_memory '1GiB' is less than one microbatch's offloaded activations of stage 0 (2048 MiB)",
+        host_link_bandwidth=1,
+        host_memory="1GiB",
+        memory_unit="MiB",
+        activation_memory=2048,
+    ),
+    _case("host-memory-zero", "host_memory must be positive", host_link_bandwidth=1, host_memory=0),
     _case("limit-text-list-length", "memory_limit lists 3 limits but there are 2 devices", memory_limit="1,2,3"),
     _case("weight-eats-backward", "weight_times[0] = 4 leaves nothing of the whole backward", weight_times=4),
     _case(

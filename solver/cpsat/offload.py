@@ -12,6 +12,10 @@ is not offloaded) give way to, with the same total, its activation M_B from the 
 end of the offload, the part not offloaded from there to the reload's start (floored to whole ticks,
 which keeps the model a relaxation), and from the reload's start what the B and the W free, to
 their ends. All enter the device's one cumulative under the limit.
+
+Host memory (`host_memory`, when given): each device's host holds an offloaded microbatch's
+offload amount from its offload's start to its reload's end, within `host_memory`, one cumulative
+per device (amounts floored to whole ticks, the capacity rounded up: a relaxation).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pipesat.models import Kind, Op, OpKey, Schedule
 from pipesat.models.ops import offload_amount
 from pipesat.solver.cpsat.constraints import memory_limit_ticks
 from pipesat.solver.cpsat.data import ModelData
-from pipesat.solver.cpsat.scale import to_ticks
+from pipesat.solver.cpsat.scale import ceil_ticks, to_ticks
 from pipesat.solver.cpsat.variables import ModelVariables, offload_keys, op_name
 from pipesat.solver.evaluate.simulator import TransferPlan, transfer_plan_of
 
@@ -47,8 +51,24 @@ def add_offloads(model: cp_model.CpModel, data: ModelData, variables: ModelVaria
             links.setdefault((device, kind), []).append(interval)
     for intervals in links.values():
         model.add_no_overlap(intervals)
+    if instance.host_memory is not None:
+        _add_host_memory(model, data, variables, instance.host_memory)
     if data.memory_limited:
         _add_memory(model, data, variables)
+
+
+def _add_host_memory(model: cp_model.CpModel, data: ModelData, variables: ModelVariables, capacity: float) -> None:
+    """Each device's host holds its offloads in flight, from an offload's start to its reload's end,
+    within `capacity` (memory units)."""
+    hosts: dict[int, _Holds] = {}
+    for o in variables.offloads:
+        device = data.instance.placement[o.stage]
+        holds = hosts.setdefault(device, _Holds(model, data.horizon))
+        amount = to_ticks(offload_amount(data.instance, o.stage), data.scale.memory)
+        holds.add(o.offload_start, o.reload_start + o.duration, amount, o.offloaded)
+    for holds in hosts.values():
+        if holds.intervals:
+            model.add_cumulative(holds.intervals, holds.demands, ceil_ticks(capacity * data.scale.memory))
 
 
 def _add_memory(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:

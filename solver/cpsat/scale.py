@@ -72,6 +72,7 @@ def choose_scale(instance: Instance, objective: Objective, offload: bool = False
     memories = [*instance.activation_memory, *instance.weight_memory]
     if offload:
         memories.extend(offload_amount(instance, s) for s in range(instance.num_stages))
+        memories.extend(() if instance.host_memory is None else (instance.host_memory,))
     if instance.memory_limit is not None:
         memories.extend(instance.memory_limit)
     memory_multiplier = _exact_multiplier(memories, MAX_EXACT_MULTIPLIER)

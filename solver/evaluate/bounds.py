@@ -103,7 +103,8 @@ def least_offload_limits(instance: Instance) -> list[float]:
     stages on the device (on its route) keep what an offload leaves, `1 - offload_fraction` of theirs,
     until their B, which comes after this F's. So device d holds at least, for some stage s of its,
     M_B[s] plus that part of its earlier stages'. The one-at-a-time order with everything offloaded
-    (`solver.heuristics.offloaded`) holds no more.
+    (`solver.heuristics.offloaded`) holds no more. With `host_memory` it is a lower bound only: that
+    order may need more of the host than it holds.
     """
     kept = 1 - instance.offload_fraction
     memory = instance.activation_memory

@@ -163,3 +163,39 @@ def memory_profiles(schedule: Schedule) -> list[MemoryProfile]:
         times, deltas = array[order, 0], array[order, 2]
         profiles.append(MemoryProfile(times, np.cumsum(deltas)))
     return profiles
+
+
+@dataclass(frozen=True)
+class HostPeak:
+    """The most offloaded activations a device's host holds at once (`host_memory`'s rule), when it
+    first does, and the (stage, microbatch)s it holds then."""
+
+    held: float
+    at: float
+    holding: frozenset[tuple[int, int]]
+
+
+def host_peaks(schedule: Schedule, slack: float = 0.0) -> dict[int, HostPeak]:
+    """Per device with offloads, its host's peak: each offloaded (stage, microbatch) holds its offload
+    amount from its offload's start to its reload's end (`slack` earlier: an end within float noise
+    of a start is before it). Transfers without their pair are left out."""
+    instance = schedule.instance
+    by_key = {op.key: op for op in schedule.transfers}
+    events: dict[int, list[tuple[float, float, tuple[int, int]]]] = {}
+    for op in schedule.transfers:
+        reload = by_key.get(op.key._replace(kind=Kind.R))
+        if op.kind == Kind.O and reload is not None:
+            amount = instance.offload_fraction * instance.activation_memory[op.stage]
+            pair = (op.stage, op.microbatch)
+            events.setdefault(op.device, []).extend([(op.start, amount, pair), (reload.end - slack, -amount, pair)])
+    peaks = {}
+    for device, changes in events.items():
+        held, peak = 0.0, HostPeak(0.0, 0.0, frozenset())
+        holding: set[tuple[int, int]] = set()
+        for time, change, pair in sorted(changes, key=lambda event: event[:2]):  # frees first
+            held += change
+            (holding.add if change > 0 else holding.discard)(pair)
+            if held > peak.held:
+                peak = HostPeak(held, time, frozenset(holding))
+        peaks[device] = peak
+    return peaks

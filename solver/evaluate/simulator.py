@@ -56,21 +56,27 @@ def transfer_plan_of(schedule: Schedule) -> TransferPlan:
     in `schedule`. Frees of compute ops before an F are before it in the device's order already; the
     rest are the last compute op ending by a reload's start, and the last offload ending by an F's or
     a reload's start (the device's offloads run one at a time, so the earlier ones ended before it).
+    With `host_memory` the host's intervals (an offload's start to its reload's end) keep theirs the
+    same way: each offload waits for the last reload of its device that ended by its start.
     """
     devices = range(schedule.instance.num_devices)
     links: list[list[OpKey]] = [[] for _ in devices]
     offload_ends: list[list[tuple[float, OpKey]]] = [[] for _ in devices]
+    reload_ends: list[list[tuple[float, OpKey]]] = [[] for _ in devices]
     for op in sorted(schedule.transfers, key=lambda o: (o.start, o.end)):
         links[op.device].append(op.key)
-        if op.kind == Kind.O:
-            offload_ends[op.device].append((op.end, op.key))
+        (offload_ends if op.kind == Kind.O else reload_ends)[op.device].append((op.end, op.key))
     compute_ends: list[list[tuple[float, OpKey]]] = [[] for _ in devices]
     for op in schedule.ops:
         compute_ends[op.device].append((op.end, op.key))
     waits: dict[OpKey, list[OpKey]] = {}
-    allocations = [op for op in (*schedule.ops, *schedule.transfers) if op.kind in (Kind.F, Kind.R)]
-    for op in allocations:
-        frees = [offload_ends[op.device], *([compute_ends[op.device]] if op.kind == Kind.R else [])]
+    host = schedule.instance.host_memory is not None
+    for op in (*schedule.ops, *schedule.transfers):
+        frees = {
+            Kind.F: [offload_ends[op.device]],
+            Kind.R: [offload_ends[op.device], compute_ends[op.device]],
+            Kind.O: [reload_ends[op.device]] if host else [],  # the host takes an offload from its start
+        }.get(op.kind, [])
         for ends in frees:
             last = max((item for item in ends if item[0] <= op.start and item[1] != op.key), default=None)
             if last is not None:

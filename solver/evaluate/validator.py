@@ -35,7 +35,7 @@ from pipesat.models import (
 )
 from pipesat.models.tolerance import duration_slack, fits, time_slack
 from pipesat.models.units import memory_text
-from pipesat.solver.evaluate.metrics import memory_profiles
+from pipesat.solver.evaluate.metrics import host_peaks, memory_profiles
 
 OpSet = dict[OpKey, Op]
 """The schedule's ops that exist on the instance, each once, by key."""
@@ -74,6 +74,9 @@ class Rule(StrEnum):
     """An offload starts before its F ends, or a reload before its offload ends."""
     RELOAD = "reload"
     """A B of an offloaded microbatch starts before its reload ends."""
+    HOST = "host"
+    """A device's host holds more offloaded activations than `host_memory` (each from its offload's
+    start to its reload's end)."""
 
 
 OP_SET_RULES = frozenset({Rule.MISSING, Rule.REPEATED, Rule.UNKNOWN, Rule.PLACEMENT, Rule.TRANSFER})
@@ -121,6 +124,8 @@ def validate(schedule: Schedule) -> list[Violation]:
         violations += problems
         violations += check_link_overlaps(transfers, origin)
         violations += check_transfer_order(ops, transfers, origin)
+        if not problems:  # the host's amounts need known stages
+            violations += check_host_memory(schedule, origin)
     # Memory is only meaningful for a complete set of ops on their own devices (a device may not even exist).
     if not any(v.rule in OP_SET_RULES for v in violations):
         violations += check_memory(schedule)
@@ -351,6 +356,25 @@ def check_transfer_order(ops: OpSet, transfers: OpSet, origin: float) -> list[Vi
                 )
             )
     return violations
+
+
+def check_host_memory(schedule: Schedule, origin: float) -> list[Violation]:
+    """Each device's host holds at most `host_memory` of offloaded activations at once
+    (`metrics.host_peaks`)."""
+    instance = schedule.instance
+    if instance.host_memory is None:
+        return []
+    slack = time_slack(max((op.end for op in schedule.transfers), default=0.0), origin)
+    return [
+        Violation(
+            Rule.HOST,
+            f"device {device}: its host holds {memory_text(peak.held, instance.memory_unit)} of offloaded "
+            f"activations at time {f'{peak.at:g} {instance.time_unit}'.strip()}, over host_memory "
+            f"{memory_text(instance.host_memory, instance.memory_unit)}",
+        )
+        for device, peak in sorted(host_peaks(schedule, slack).items())
+        if not fits(peak.held, instance.host_memory)
+    ]
 
 
 def check_memory(schedule: Schedule) -> list[Violation]:

@@ -18,16 +18,24 @@ is dropped when the base schedule's lifespan (F's end to B's start, less one B f
 margin) is at most three times an offload and a reload (`HIDE_FACTOR`). The baseline drops none.
 
 Transfers are timed by the one simulator: offloads in the order of their Fs, reloads in the order
-of their Bs, each reload waiting for the end of the op two steps before its B on the device, so it
-runs during the op before the B and holds its memory only from then (`RELOAD_LEAD`).
+of their Bs. A reload is timed back from its B's start, as PipeOffload's scheduler does: it waits for
+the end of the op two steps before its B on the device (`RELOAD_LEAD`), and for the last op that
+ends, in the schedule timed with that wait alone, by the B's start less the reload's time among the ops of the next stage's
+device and the later stages' Bs of the microbatch, the chain its gradient comes down (`_timed_back`).
+The second wait matters where the device idles before its B: in 1F1B's warm-up the op two steps before the first Bs ends long before
+they can start, and a reload that waited for it alone held its memory through the idle time
+(PipeOffload full (1F1B) on OptPipe's instance: reloads ended up to 266 ms, ten forwards, before
+their B, and device 0's peak fell by one microbatch of eight).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipesat.models import Instance, Kind, OpKey, step_keys
+from pipesat.models import Instance, Kind, OpKey, Schedule, step_keys
 from pipesat.models.ops import offload_amount, op_duration, transfer_time
+from pipesat.models.tolerance import fits
+from pipesat.solver.evaluate.metrics import host_peaks
 from pipesat.solver.evaluate.simulator import TransferPlan, simulate
 from pipesat.solver.heuristics.heuristic import StepOrders
 
@@ -84,8 +92,25 @@ def offload_plan(instance: Instance, orders: StepOrders, select: Selection, hide
         for j in instance.microbatches_at(s)
         if select(instance, s, j)
     }
+    base = simulate(instance, orders)
     if hide_only and chosen:
-        chosen = _hidden(instance, orders, chosen)
+        chosen = _hidden(instance, base, chosen)
+    plan = _plan(instance, orders, chosen)
+    while instance.host_memory is not None:
+        # Within the host's memory: drop the offload held longest at a host's first peak over it.
+        timed = simulate(instance, orders, links=plan.links, waits=plan.waits)
+        over = [peak for peak in host_peaks(timed).values() if not fits(peak.held, instance.host_memory)]
+        if not over:
+            break
+        at = {op.key: op for op in timed.transfers}
+        held = {pair: at[OpKey(Kind.R, *pair)].end - at[OpKey(Kind.O, *pair)].start for pair in over[0].holding}
+        chosen = chosen - {max(held, key=held.__getitem__)}
+        plan = _plan(instance, orders, chosen)
+    return plan
+
+
+def _plan(instance: Instance, orders: StepOrders, chosen: set[tuple[int, int]]) -> TransferPlan:
+    """The transfers of the `chosen` (stage, microbatch)s on `orders`, timed as the module notes say."""
     links: list[list[OpKey]] = [[] for _ in orders]
     waits: dict[OpKey, list[OpKey]] = {}
     for device, order in enumerate(orders):
@@ -99,15 +124,33 @@ def offload_plan(instance: Instance, orders: StepOrders, select: Selection, hide
                 elif kind == Kind.B:
                     reload = OpKey(Kind.R, s, j)
                     reloads.append(reload)
-                    if i >= RELOAD_LEAD:
-                        waits[reload] = [step_keys(order[i - RELOAD_LEAD])[-1]]
+                    waits[reload] = [step_keys(order[i - RELOAD_LEAD])[-1]] if i >= RELOAD_LEAD else []
         links[device] += reloads
+    # Timed back from the Bs' starts with the transfers (the Bs may start later than in the base).
+    leading = simulate(instance, orders, links=links, waits=waits)
+    for reload in [key for link in links for key in link if key.kind == Kind.R]:
+        waits[reload] = waits[reload] + _timed_back(instance, orders, leading, reload.stage, reload.microbatch)
     return TransferPlan(links, waits)
 
 
-def _hidden(instance: Instance, orders: StepOrders, chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
-    """The chosen (stage, microbatch)s whose lifespan in the base schedule hides their transfers."""
-    base = simulate(instance, orders)
+def _timed_back(instance: Instance, orders: StepOrders, timed: Schedule, stage: int, microbatch: int) -> list[OpKey]:
+    """The op that ends last, in the `timed` schedule, by the start of (stage, microbatch)'s B less its
+    reload's time, of the next stage's device's ops and the microbatch's Bs of the later stages (the
+    device may idle before this B, and the next one too: in 1F1B's warm-up all but the last do):
+    none for the last stage (its B follows its own F), nor when none ends that early."""
+    if stage + 1 >= instance.num_stages:
+        return []
+    ends = {op.key: op.end for op in timed.ops}
+    starts = {op.key: op.start for op in timed.ops}
+    latest = starts[OpKey(Kind.B, stage, microbatch)] - transfer_time(instance, stage)
+    chain = [OpKey(Kind.B, later, microbatch) for later in range(stage + 1, instance.num_stages)]
+    next_device = [key for step in orders[instance.placement[stage + 1]] for key in step_keys(step)]
+    before = [key for key in (*next_device, *chain) if ends[key] <= latest]
+    return [max(before, key=ends.__getitem__)] if before else []
+
+
+def _hidden(instance: Instance, base: Schedule, chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The chosen (stage, microbatch)s whose lifespan in the `base` schedule hides their transfers."""
     split = any(op.kind == Kind.W for op in base.ops)
     ends = {(op.stage, op.microbatch): op.end for op in base.ops if op.kind == Kind.F}
     starts = {(op.stage, op.microbatch): op.start for op in base.ops if op.kind == Kind.B}

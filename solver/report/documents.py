@@ -105,18 +105,30 @@ def pareto_document(
     points: Sequence[tuple[float, SolveResult]],
     memory: Sequence[SolveResult],
     heuristics: Sequence[tuple[str, float, float]],
+    offloaded: Sequence[tuple[float, SolveResult]] = (),
 ) -> dict[str, Any]:
-    """`pipesat pareto`'s JSON document: each point's limit (or breakpoint memory) with its proof, and
-    the handwritten schedules at their own peak memory."""
-    rows = []
+    """`pipesat pareto`'s JSON document: each point's limit (or breakpoint memory) with its proof, the
+    points solved with offload allowed (`offloaded`, each with the (stage, microbatch)s it offloads),
+    and the handwritten schedules at their own peak memory."""
     reference = instance.one_f_one_b_peak()
-    for index, (limit, result) in enumerate(points):
+
+    def row_of(limit: float, result: SolveResult) -> dict[str, Any]:
         relative = limit / reference if reference > 0 else None
         row = {"memory_limit": limit, "relative_limit": relative} | _proof(result)
         if result.schedule is not None:
             row["peak_memory"] = compute_metrics(result.schedule).max_peak_memory
+        return row
+
+    rows = []
+    for index, (limit, result) in enumerate(points):
+        row = row_of(limit, result)
         if index < len(memory):
             row |= {"memory_bound": memory[index].bound, "memory_gap": memory[index].gap}
         rows.append(row)
+    with_offload = [
+        row_of(limit, result) | {"offloads": None if result.schedule is None else len(result.schedule.transfers) // 2}
+        for limit, result in offloaded
+    ]
     handwritten = [{"name": name, "peak_memory": peak, "value": value} for name, peak, value in heuristics]
-    return _frame(instance, objective) | {"breakpoints": bool(memory), "points": rows, "handwritten": handwritten}
+    frame = _frame(instance, objective) | {"breakpoints": bool(memory), "points": rows, "offloaded": with_offload}
+    return frame | {"handwritten": handwritten}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipesat.models import Instance, Objective, Status
+from pipesat.models import Instance, Kind, Objective, Schedule, Status
 from pipesat.models.solve_result import SolveResult
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.report.tables import Column, format_number, format_rows, heuristic_title, percent_or_dash, scaled
@@ -36,9 +36,12 @@ def pareto_text(
     objective: Objective,
     fmt: str,
     memory: Sequence[SolveResult] = (),
+    offloaded: Sequence[tuple[float, SolveResult]] = (),
 ) -> str:
     """The frontier, one row per memory limit; a text table comes under the instance and over the
-    handwritten schedules' (name, peak memory, value) without a limit.
+    handwritten schedules' (name, peak memory, value) without a limit. With `offloaded` (the points
+    solved with offload allowed) a text table has a second one for them, "with offload", with the
+    (stage, microbatch)s each offloads; the machine formats hold the frontier without offload.
 
     With `memory` (a breakpoint frontier: each point's least-memory solve) the rows are breakpoints:
     the memory column is the least memory that reaches the point's time, with its own proven bound
@@ -73,6 +76,17 @@ def pareto_text(
     frontier = format_rows(columns, rows, fmt)
     if fmt != "text":
         return frontier
+    tables = [frontier]
+    if offloaded:
+        tables = [f"without offload:\n{frontier}"]
+        offload_columns = [
+            in_memory("limit", units.memory_header("memory limit")),
+            *columns[1:6],
+            in_memory("peak_memory", units.memory_header("peak memory")),
+            Column("offloads", "offloads"),
+        ]
+        offload_rows = [_point_row(limit, result, reference) for limit, result in offloaded]
+        tables.append(f"with offload over the host link:\n{format_rows(offload_columns, offload_rows, fmt)}")
     heuristic_columns = [
         Column("name", "handwritten", align_right=False),
         in_memory("peak", units.memory_header("peak memory")),
@@ -81,7 +95,7 @@ def pareto_text(
     heuristic_rows = [{"name": heuristic_title(name), "peak": peak, "value": value} for name, peak, value in heuristics]
     shown_reference = units.with_memory(format_number(units.memory_value(reference)))
     header = f"{describe(instance)}; 1x = the 1F1B peak {shown_reference}"
-    return "\n".join([header, "", frontier, "", format_rows(heuristic_columns, heuristic_rows, fmt)])
+    return "\n\n".join([header, *tables, format_rows(heuristic_columns, heuristic_rows, fmt)])
 
 
 def pareto_notes(instance: Instance, ceiling: float | None, ended: str, left_out: Sequence[float]) -> list[str]:
@@ -119,7 +133,13 @@ def _point_row(limit: float, result: SolveResult, reference: float) -> dict[str,
         "bound": result.bound,
         "gap": result.gap,
         "peak_memory": None if result.schedule is None else compute_metrics(result.schedule).max_peak_memory,
+        "offloads": None if result.schedule is None else _offloads(result.schedule),
     }
+
+
+def _offloads(schedule: Schedule) -> str:
+    """`12/16`: the (stage, microbatch)s a schedule offloads (each an offload and a reload), of all."""
+    return f"{len(schedule.transfers) // 2}/{sum(1 for op in schedule.ops if op.kind == Kind.F)}"
 
 
 def comparison_columns(

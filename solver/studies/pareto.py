@@ -16,6 +16,14 @@ device's activation budget) bounds both: no limit above what the roomiest device
 the result and `ended` says why. Rows that are not on the frontier (a point no faster than one with
 less memory: a solve that ran out of time short of its optimum) are left out, so equal times appear
 once, at their least memory.
+
+Where the instance has a host link and the objective is the makespan (docs/offload.md), the study
+gains the offload axis: beside the points without offload, a series solved with offload allowed
+(`ParetoResult.offloaded`), each starting from the schedule without offload at its limit, so it is
+never slower; a sweep solves it at the sweep's limits, a frontier at its breakpoints' memory and
+below them, down to the least limit with offload (`least_offload_limits`), which the breakpoints
+cannot reach: the least-memory search does not offload. The handwritten positions then include the
+offload schedules (PipeOffload's, `solver.heuristics.pipe_offload`).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from pipesat.models.instance import parse_limit_value
 from pipesat.models.objective import time_objective
 from pipesat.models.solve_result import SolveResult
 from pipesat.models.tolerance import fits, same, slack
+from pipesat.solver.evaluate.bounds import least_offload_limits
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import retimed_for
 from pipesat.solver.evaluate.validator import validate
@@ -77,6 +86,9 @@ class ParetoResult:
         Why the study stopped short (`OUT_OF_TIME`, `INTERRUPTED`, `NO_ANSWER`); "" when it is complete.
     left_out
         The limits of a sweep above `ceiling`, not solved.
+    offloaded
+        (memory limit, solve result) with offload allowed, by increasing limit (the module notes);
+        empty where the study has no offload axis (`offload_axis`).
     """
 
     objective: Objective
@@ -86,6 +98,13 @@ class ParetoResult:
     ceiling: float | None = None
     ended: str = ""
     left_out: list[float] = dataclasses.field(default_factory=list)
+    offloaded: list[tuple[float, SolveResult]] = dataclasses.field(default_factory=list)
+
+
+def offload_axis(instance: Instance, objective: Objective) -> bool:
+    """Whether a study of `instance` gains the offload axis: a host link, and the makespan (a solve
+    offloads for the makespan only)."""
+    return instance.host_link_bandwidth is not None and objective == Objective.MAKESPAN
 
 
 def device_budget(instance: Instance) -> float | None:
@@ -224,7 +243,11 @@ def pareto_sweep(
             break
         if result.schedule is not None:
             previous = [result.schedule.with_source(name=f"solution at limit {limit:g}")]
-    return ParetoResult(objective, points, heuristic_positions(instance, objective), [], ceiling, ended, left_out)
+    offloaded: list[tuple[float, SolveResult]] = []
+    if not ended and offload_axis(instance, objective):
+        offloaded, ended = _offload_series(instance, points, clock, solve_kwargs)
+    positions = heuristic_positions(instance, objective)
+    return ParetoResult(objective, points, positions, [], ceiling, ended, left_out, offloaded)
 
 
 def pareto_frontier(
@@ -287,7 +310,41 @@ def pareto_frontier(
     kept = _on_the_frontier(breakpoints)
     points = [(memory, fastest) for memory, fastest, _ in kept]
     leanest_solves = [leanest for _, _, leanest in kept]
-    return ParetoResult(objective, points, heuristic_positions(instance, objective), leanest_solves, ceiling, ended)
+    offloaded: list[tuple[float, SolveResult]] = []
+    if not ended and offload_axis(instance, objective):
+        # Below the leanest breakpoint (or the device's budget, when no order fits it): the least limit
+        # with offload and the middle of the way up.
+        least, first = max(least_offload_limits(instance)), points[0][0] if points else ceiling
+        leaner = [] if first is None else [(limit, None) for limit in (least, (least + first) / 2) if limit < first]
+        offloaded, ended = _offload_series(instance, [*leaner, *points], study.clock, solve_kwargs)
+    positions = heuristic_positions(instance, objective)
+    return ParetoResult(objective, points, positions, leanest_solves, ceiling, ended, [], offloaded)
+
+
+def _offload_series(
+    instance: Instance,
+    points: Sequence[tuple[float, SolveResult | None]],
+    clock: _Clock,
+    options: dict[str, Any],
+) -> tuple[list[tuple[float, SolveResult]], str]:
+    """The makespan with offload allowed at each of `points`' limits (by increasing limit), each solve
+    starting from the point's schedule without offload and the last one with it, which fit the
+    limit; and why the series stopped short ("" when it did not)."""
+    series: list[tuple[float, SolveResult]] = []
+    previous: list[Schedule] = []
+    for limit, without in points:
+        seconds = clock.seconds()
+        if seconds is None:
+            return series, OUT_OF_TIME
+        starts = [*previous, *([] if without is None or without.schedule is None else [without.schedule])]
+        limited = instance.with_limit(limit)
+        result = solve(limited, time_limit=seconds, starts=starts, offload=True, **options)
+        series.append((limit, result))
+        if result.status == Status.INTERRUPTED:
+            return series, INTERRUPTED
+        if result.schedule is not None:
+            previous = [result.schedule.with_source(name=f"offload solution at limit {limit:g}")]
+    return series, ""
 
 
 class _OutOfTime(Exception):
@@ -381,10 +438,11 @@ def _on_the_frontier(
 
 def heuristic_positions(instance: Instance, objective: Objective) -> list[tuple[str, float, float]]:
     """(name, peak memory, objective value) of each applicable heuristic, without a memory limit
-    (the max span after re-timing for it, as the solver measures)."""
+    (the max span after re-timing for it, as the solver measures); the offload schedules too where
+    the study has the offload axis (`offload_axis`)."""
     unlimited = instance.with_limit(None)
     positions = []
-    for name, schedule in handwritten_schedules(unlimited):
+    for name, schedule in handwritten_schedules(unlimited, offload=offload_axis(instance, objective)):
         timed = retimed_for(objective, schedule)
         if validate(timed):
             continue

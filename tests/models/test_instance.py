@@ -331,3 +331,14 @@ def test_an_instance_prints_in_one_short_line() -> None:
         {"num_devices": 16, "num_microbatches": 64, "chunks": 8, "memory_limit": 9, "metadata": {"x": "y" * 5000}}
     )
     assert repr(instance) == "<Instance: p=16 v=8 m=64 interleaved, limit 9>"
+
+
+def test_host_memory_is_read_with_units_and_kept_in_the_file() -> None:
+    linked = {"num_devices": 2, "num_microbatches": 2, "host_link_bandwidth": 1, "memory_unit": "MiB"}
+    instance = Instance.from_dict({**linked, "activation_memory": 512, "host_memory": "1GiB"})
+    assert instance.host_memory == 1024
+    assert Instance.from_dict(instance.to_dict()) == instance and instance.to_dict()["host_memory"] == 1024
+    assert Instance.from_dict(linked).host_memory is None and "host_memory" not in Instance.from_dict(linked).to_dict()
+    # Exactly one offload of the largest stage fits; with half of each offloaded, half of it.
+    assert Instance.from_dict({**linked, "activation_memory": 512, "host_memory": 512}).host_memory == 512
+    assert Instance.from_dict({**linked, "offload_fraction": 0.5, "host_memory": 0.5}).host_memory == 0.5

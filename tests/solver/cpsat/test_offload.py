@@ -9,9 +9,11 @@ from pipesat.models import Instance, OpKey, OptionError, Status
 from pipesat.models.ops import Kind
 from pipesat.solver.cpsat.data import model_data
 from pipesat.solver.evaluate.bounds import least_offload_limits
-from pipesat.solver.evaluate.metrics import compute_metrics
+from pipesat.solver.evaluate.metrics import compute_metrics, host_peaks
 from pipesat.solver.evaluate.validator import validate
+from pipesat.solver.heuristics import all_heuristics, run_heuristic
 from pipesat.solver.solve import solve
+from tests.strategies import assert_valid
 
 # p = 2, four interleaved chunks of a quarter each: 0.25x is two chunks' activations, half of what one
 # microbatch holds on a device, so no order fits; a transfer of a chunk takes 1/256 of a time unit.
@@ -81,3 +83,42 @@ def test_at_the_smallest_limit_with_offload_a_schedule_is_found_and_below_it_non
     below = solve(instance.with_limit(least * 0.99), time_limit=5, offload=True)
     assert below.status == Status.INFEASIBLE and below.schedule is None
     assert solve(instance.with_limit(least), time_limit=5).status == Status.INFEASIBLE
+
+
+# A V of 2 devices with W apart and a fast link: at 1.5 no handwritten order holds less than V-auto's
+# 13.5 (the order alone's optimum is 13), while PipeOffload full offload keeps V-Half's 12.5.
+OFFLOAD_FAMILIES = {heuristic.name for heuristic in all_heuristics() if heuristic.offloads}
+V_LINKED = {"num_devices": 2, "num_microbatches": 4, "chunks": 2, "placement": "vshape", "weight_times": 1}
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_a_solve_that_may_offload_starts_from_pipeoffloads_schedules(devices: int) -> None:
+    shape = {**V_LINKED, "num_devices": devices, "num_microbatches": 2 * devices}
+    instance = Instance.from_dict({**shape, "host_link_bandwidth": 64, "memory_limit": 1.5})
+    alone = solve(instance, time_limit=3, workers=1)
+    assert alone.best_heuristic is None or alone.best_heuristic.name not in OFFLOAD_FAMILIES
+    result = solve(instance, time_limit=3, workers=1, offload=True)
+    assert result.schedule is not None and result.best_heuristic is not None
+    assert_valid(result.schedule)
+    assert result.best_heuristic.name == "pipeoffload-full-v"
+    assert result.starting_point is None or result.starting_point.name in OFFLOAD_FAMILIES
+    assert result.value is not None and result.value <= result.best_heuristic.value + 1e-9
+    assert alone.value is not None and result.value < alone.value
+
+
+def test_host_memory_binds_the_offloads_in_flight_and_costs_no_validity() -> None:
+    # At 1.5 PipeOffload full (V) holds three stages' offloads on a host at once; a host of two, or of
+    # one, leaves fewer to offload, and every schedule keeps within it.
+    shape = {**V_LINKED, "host_link_bandwidth": 64, "memory_limit": 1.5}
+    free = solve(Instance.from_dict(shape), time_limit=3, workers=1, offload=True)
+    assert free.value is not None and free.schedule is not None
+    for host in (1.0, 0.5):
+        instance = Instance.from_dict({**shape, "host_memory": host})
+        family = assert_valid(run_heuristic("pipeoffload-full-v", instance.with_limit(None)))
+        assert all(peak.held <= host + 1e-9 for peak in host_peaks(family).values())
+        result = solve(instance, time_limit=3, workers=1, offload=True)
+        assert result.schedule is not None and result.value is not None
+        assert_valid(result.schedule)
+        assert all(peak.held <= host + 1e-9 for peak in host_peaks(result.schedule).values())
+        assert free.value - 1e-9 <= result.value < 13.5  # CP-SAT's own, under V-auto's (the best start)
+        assert len(result.schedule.transfers) < len(free.schedule.transfers)

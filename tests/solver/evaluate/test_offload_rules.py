@@ -8,8 +8,8 @@ import pytest
 
 from pipesat.models import OpKey, Schedule, ScheduleError
 from pipesat.solver.evaluate.bounds import least_offload_limits, minimum_memory_limits
-from pipesat.solver.evaluate.metrics import compute_metrics, link_busy
-from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.evaluate.metrics import compute_metrics, host_peaks, link_busy
+from pipesat.solver.evaluate.simulator import simulate, transfer_plan_of
 from pipesat.solver.evaluate.validator import Rule, validate
 from tests.offloaded import INSTANCE, OFF, B, F, R, offloaded, one_at_a_time
 
@@ -87,3 +87,24 @@ def test_link_busy_adds_both_directions_per_device() -> None:
     # Each device moves 2 offloads and 2 reloads of 0.125.
     assert link_busy(offloaded()) == pytest.approx((0.5, 0.5))
     assert link_busy(simulate(INSTANCE, one_at_a_time())) == (0.0, 0.0)
+
+
+def test_the_host_holds_its_offloads_within_host_memory() -> None:
+    schedule = offloaded()  # one microbatch at a time: each host holds one stage's 0.5 at once
+    peaks = host_peaks(schedule)
+    assert {device: peak.held for device, peak in peaks.items()} == {0: 0.5, 1: 0.5}
+    assert peaks[0].holding == {(0, 0)}
+
+    def with_host(memory: float) -> Schedule:
+        return dataclasses.replace(schedule, instance=dataclasses.replace(schedule.instance, host_memory=memory))
+
+    assert validate(with_host(0.5)) == []
+    assert [v.rule for v in validate(with_host(0.4))] == [Rule.HOST, Rule.HOST]
+    assert "its host holds 0.5 of offloaded activations" in str(validate(with_host(0.4))[0])
+
+
+def test_with_host_memory_the_retiming_keeps_each_offload_after_the_reloads_before_it() -> None:
+    schedule = offloaded()
+    hosted = dataclasses.replace(schedule, instance=dataclasses.replace(schedule.instance, host_memory=0.5))
+    assert OpKey(OFF, 0, 1) not in transfer_plan_of(schedule).waits
+    assert transfer_plan_of(hosted).waits[OpKey(OFF, 0, 1)] == [OpKey(R, 0, 0)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipesat.models import Instance
+from pipesat.models import Instance, Kind, OpKey
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import NotApplicable, run_heuristic
 from pipesat.solver.studies.compare import compare
@@ -48,6 +48,20 @@ def test_full_offload_lowers_the_peak(name: str) -> None:
     instance = Instance.from_dict({**shape, "host_link_bandwidth": FAST})
     offloaded = compute_metrics(run_heuristic(name, instance)).max_peak_memory
     assert offloaded < compute_metrics(run_heuristic(base, instance)).max_peak_memory
+
+
+@pytest.mark.parametrize("name", ["pipeoffload-full-1f1b", "pipeoffload-selective-1f1b"])
+def test_a_1f1b_reload_is_timed_back_from_its_b_and_holds_no_memory_through_the_warm_up(name: str) -> None:
+    # Timed from the op two steps before it alone, the reload of microbatch 0 came in the warm-up,
+    # long before its B, and the peaks were 3 (full) and 4 (selective), 1F1B's.
+    instance = Instance.from_dict({**LINEAR, "host_link_bandwidth": FAST})
+    schedule = assert_valid(run_heuristic(name, instance))
+    starts = {op.key: op.start for op in schedule.ops}
+    for reload in (op for op in schedule.transfers if op.kind == Kind.R):
+        assert starts[OpKey(Kind.B, reload.stage, reload.microbatch)] - reload.end <= 2 + 1e-9  # within one B
+    assert (
+        compute_metrics(schedule).max_peak_memory <= {"pipeoffload-full-1f1b": 2, "pipeoffload-selective-1f1b": 3}[name]
+    )
 
 
 def test_without_a_link_they_are_not_applicable() -> None:

@@ -9,6 +9,7 @@ import matplotlib.image
 import numpy as np
 
 from pipesat.solver.report.figures import save_figure
+from pipesat.solver.report.pareto_plot import OFFLOAD_COLOUR as GREEN
 from pipesat.solver.report.pareto_plot import pareto_figure
 from tests.solver.report.helpers import overlapping, within
 
@@ -61,3 +62,27 @@ def test_a_frontier_bounded_by_the_devices_budget_ends_at_its_dashed_line() -> N
     assert "what a device holds (its budget)" in [text.get_text() for text in figure.legends[0].get_texts()]
     unbounded = pareto_figure(points, heuristics, open_ended=True)
     assert list(unbounded.axes[0].lines[0].get_xdata()) == [1.0, 8.0]
+
+
+def test_the_offload_series_and_the_offload_schedules_have_their_own_marks() -> None:
+    def optimal(value: float) -> SimpleNamespace:
+        return SimpleNamespace(status="optimal", value=value, bound=value)
+
+    points = [(1.0, SimpleNamespace(status="infeasible", value=None, bound=None)), (2.0, optimal(30.0))]
+    offloaded = [(1.0, optimal(32.0)), (2.0, optimal(27.0))]
+    heuristics = [("V-Half", 3.0, 26.5), ("PipeOffload full (V)", 2.0, 26.5)]
+    figure = pareto_figure(points, heuristics, offloaded=offloaded, offloading={"PipeOffload full (V)"})
+    legend = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert legend == [
+        "solver: optimal",
+        "solver with offload: optimal",
+        "handwritten schedule (at its peak memory)",
+        "handwritten offload schedule (at its peak memory)",
+        "no schedule fits",
+    ]
+    drawn = [line for line in figure.axes[0].lines if len(line.get_xdata())]  # legend handles are empty
+    squares = [(list(line.get_xdata()), list(line.get_ydata())) for line in drawn if line.get_marker() == "s"]
+    assert squares == [([2.0], [26.5])]
+    green_dots = [list(line.get_ydata()) for line in drawn if line.get_marker() == "o" and line.get_color() == GREEN]
+    assert green_dots == [[32.0], [27.0]]
+    assert {text.get_text() for text in figure.axes[0].texts} == {"V-Half", "PipeOffload full (V)"}

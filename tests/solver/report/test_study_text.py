@@ -6,6 +6,7 @@ import json
 
 from pipesat.models import Instance, Objective, Status
 from pipesat.models.solve_result import SolveResult
+from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.report.study_text import comparison_columns, comparison_text, pareto_text, pareto_title
 from tests.conftest import make_instance
@@ -102,3 +103,35 @@ def test_compare_columns_follow_the_limit_the_units_and_format() -> None:
     in_units = plain.with_changes(time_unit="ms", memory_unit="MiB").with_limit(20 * 1024)
     headers = [c.header for c in comparison_columns(in_units, makespan, None)]
     assert "makespan (ms)" in headers and "peak memory (GiB)" in headers and "fits 20 GiB" in headers
+
+
+def test_pareto_text_shows_the_offload_points_in_their_own_table() -> None:
+    linked = Instance.from_dict({"num_devices": 4, "num_microbatches": 8, "host_link_bandwidth": 64})
+    schedule = run_heuristic("pipeoffload-full-1f1b", linked)
+    assert schedule.transfers
+    offloaded = SolveResult(
+        status=Status.FEASIBLE,
+        objective=Objective.MAKESPAN,
+        schedule=schedule,
+        value=33.0,
+        bound=30.0,
+        gap=0.1,
+        solve_time=0.0,
+    )
+    points = _points(linked)
+    text = pareto_text(linked, points, [], Objective.MAKESPAN, "text", offloaded=[(2.0, offloaded)])
+    lines = text.splitlines()
+    assert lines[2] == "without offload:"
+    start = lines.index("with offload over the host link:")
+    assert lines[start + 1].split()[-1] == "offloads"
+    assert lines[start + 3].split() == [
+        "2",
+        "0.50x",
+        "feasible",
+        "33",
+        "30",
+        "10.00%",
+        f"{compute_metrics(schedule).max_peak_memory:g}",
+        f"{len(schedule.transfers) // 2}/32",
+    ]
+    assert pareto_text(linked, points, [], Objective.MAKESPAN, "csv", offloaded=[(2.0, offloaded)]).count("\n") == 2
