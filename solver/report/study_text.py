@@ -41,7 +41,8 @@ def pareto_text(
     """The frontier, one row per memory limit; a text table comes under the instance and over the
     handwritten schedules' (name, peak memory, value) without a limit. With `offloaded` (the points
     solved with offload allowed) a text table has a second one for them, "with offload", with the
-    (stage, microbatch)s each offloads; the machine formats hold the frontier without offload.
+    (stage, microbatch)s each offloads; a machine format holds both in one table, told apart by an
+    `offload` column (no, yes).
 
     With `memory` (a breakpoint frontier: each point's least-memory solve) the rows are breakpoints:
     the memory column is the least memory that reaches the point's time, with its own proven bound
@@ -73,9 +74,14 @@ def pareto_text(
         row.update(memory_bound=leanest.bound, memory_gap=leanest.gap)
         if row["status"] == Status.OPTIMAL and leanest.status != Status.OPTIMAL:
             row["status"] = leanest.status
-    frontier = format_rows(columns, rows, fmt)
     if fmt != "text":
-        return frontier
+        if not offloaded:
+            return format_rows(columns, rows, fmt)
+        # One table: the rows without offload, then those with it, told apart by the offload column.
+        machine = [*columns, Column("offload", "offload", align_right=False), Column("offloads", "offloads")]
+        with_offload = [_point_row(limit, result, reference) | {"offload": "yes"} for limit, result in offloaded]
+        return format_rows(machine, [*({**row, "offload": "no"} for row in rows), *with_offload], fmt)
+    frontier = format_rows(columns, rows, fmt)
     tables = [frontier]
     if offloaded:
         tables = [f"without offload:\n{frontier}"]

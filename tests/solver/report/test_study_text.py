@@ -134,4 +134,8 @@ def test_pareto_text_shows_the_offload_points_in_their_own_table() -> None:
         f"{compute_metrics(schedule).max_peak_memory:g}",
         f"{len(schedule.transfers) // 2}/32",
     ]
-    assert pareto_text(linked, points, [], Objective.MAKESPAN, "csv", offloaded=[(2.0, offloaded)]).count("\n") == 2
+    # A machine format holds both series in one table, told apart by the offload column.
+    csv_lines = pareto_text(linked, points, [], Objective.MAKESPAN, "csv", offloaded=[(2.0, offloaded)]).splitlines()
+    assert csv_lines[0].split(",")[-2:] == ["offload", "offloads"]
+    assert [line.split(",")[-2] for line in csv_lines[1:]] == ["no"] * len(points) + ["yes"]
+    assert csv_lines[-1].split(",")[-1] == f"{len(schedule.transfers) // 2}/32"
