@@ -15,7 +15,11 @@ differs is which (stage, microbatch)s are offloaded (`Selection`):
 
 PipeOffload's families also keep resident what cannot be hidden: as in its scheduler, an offload
 is dropped when the base schedule's lifespan (F's end to B's start, less one B for the reload's
-margin) is at most three times an offload and a reload (`HIDE_FACTOR`). The baseline drops none.
+margin) is at most three times an offload and a reload (`HIDE_FACTOR`). The baseline drops none. Under a
+memory limit, where what hides does not fit, more of the selection is offloaded, one at a time: at a
+device's first moment over its limit, the one resident then with the longest lifespan
+(`_within_limit`), until every device fits or none is left (an offload that does not hide costs
+time; a peak over the limit has no schedule at all).
 
 Transfers are timed by the one simulator: offloads in the order of their Fs, reloads in the order
 of their Bs. A reload is timed back from its B's start, as PipeOffload's scheduler does: it waits for
@@ -35,7 +39,7 @@ from collections.abc import Callable
 from pipesat.models import Instance, Kind, OpKey, Schedule, step_keys
 from pipesat.models.ops import offload_amount, op_duration, transfer_time
 from pipesat.models.tolerance import fits
-from pipesat.solver.evaluate.metrics import host_peaks
+from pipesat.solver.evaluate.metrics import host_peaks, memory_profiles
 from pipesat.solver.evaluate.simulator import TransferPlan, simulate
 from pipesat.solver.heuristics.heuristic import StepOrders
 
@@ -93,9 +97,10 @@ def offload_plan(instance: Instance, orders: StepOrders, select: Selection, hide
         if select(instance, s, j)
     }
     base = simulate(instance, orders)
-    if hide_only and chosen:
-        chosen = _hidden(instance, base, chosen)
-    plan = _plan(instance, orders, chosen)
+    plan = _plan(instance, orders, _hidden(instance, base, chosen) if hide_only and chosen else chosen)
+    if hide_only and instance.memory_limit is not None:
+        plan = _within_limit(instance, orders, plan, chosen)
+    chosen = {(key.stage, key.microbatch) for link in plan.links for key in link}
     while instance.host_memory is not None:
         # Within the host's memory: drop the offload held longest at a host's first peak over it.
         timed = simulate(instance, orders, links=plan.links, waits=plan.waits)
@@ -107,6 +112,44 @@ def offload_plan(instance: Instance, orders: StepOrders, select: Selection, hide
         chosen = chosen - {max(held, key=held.__getitem__)}
         plan = _plan(instance, orders, chosen)
     return plan
+
+
+def _within_limit(
+    instance: Instance, orders: StepOrders, plan: TransferPlan, chosen: set[tuple[int, int]]
+) -> TransferPlan:
+    """Under a memory limit, the plan with more of the `chosen` (stage, microbatch)s offloaded until
+    every device fits: at a device's first moment over its limit, the one resident then whose base
+    lifespan is the longest, one at a time (the hide rule is for no limit: an offload that does not
+    hide costs time, a peak over the limit has no schedule). The plan as it was when none is left."""
+    offloaded = {(key.stage, key.microbatch) for link in plan.links for key in link}
+    while True:
+        timed = simulate(instance, orders, links=plan.links, waits=plan.waits)
+        moment = _first_over(instance, timed)
+        if moment is None:
+            return plan
+        device, at = moment
+        spans = {(op.stage, op.microbatch): op for op in timed.ops if op.kind == Kind.F and op.device == device}
+        backs = {(op.stage, op.microbatch): op.start for op in timed.ops if op.kind == Kind.B}
+        resident = [pair for pair in chosen - offloaded if pair in spans and spans[pair].start <= at < backs[pair]]
+        if not resident:
+            return plan
+        longest = max(resident, key=lambda pair: backs[pair] - spans[pair].end)
+        offloaded.add(longest)
+        plan = _plan(instance, orders, offloaded)
+
+
+def _first_over(instance: Instance, schedule: Schedule) -> tuple[int, float] | None:
+    """(device, time) of the earliest moment a device holds more than its limit, if any."""
+    found = []
+    for device, profile in enumerate(memory_profiles(schedule)):
+        limit = instance.limit_of(device)
+        over = [i for i, held in enumerate(profile.memory) if limit is not None and not fits(held, limit)]
+        if over:
+            found.append((float(profile.times[over[0]]), device))
+    if not found:
+        return None
+    at, device = min(found)
+    return device, at
 
 
 def _plan(instance: Instance, orders: StepOrders, chosen: set[tuple[int, int]]) -> TransferPlan:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from pipesat.models import Instance, Kind, OpKey
+from pipesat.models.instance_file import load_instance
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import NotApplicable, run_heuristic
 from pipesat.solver.studies.compare import compare
+from tests.conftest import ROOT
 from tests.strategies import assert_valid
 
 V = {"num_devices": 4, "num_microbatches": 8, "chunks": 2, "placement": "vshape", "weight_times": 1}
@@ -74,3 +76,17 @@ def test_compare_lists_them_where_the_instance_has_a_link() -> None:
     measured = {row.name: row for row in rows if row.value is not None}
     assert {"pipeoffload-full-v", "pipeoffload-selective-v", "offload-device0-v"} <= set(measured)
     assert measured["pipeoffload-full-v"].peak_memory < measured["v-half"].peak_memory
+
+
+def test_under_a_limit_what_hides_is_topped_up_until_the_peak_fits() -> None:
+    # PipeOffload's instance (GPT, p4 V, m8) on an A100's PCIe link at half of 1F1B's peak: what hides
+    # alone peaks above the limit; offloading more of the selection, longest-lived first, fits it.
+    path = ROOT / "instances/offload/pipeoffload-gpt-p4-v-m8.yaml"
+    linked = load_instance(path).with_changes(host_link_bandwidth=31.5e9 / 2**20 / 1e3)
+    unlimited = run_heuristic("pipeoffload-full-v", linked)
+    limited = linked.with_limit("0.5x")
+    assert limited.memory_limit is not None
+    assert compute_metrics(unlimited).max_peak_memory > limited.memory_limit[0]
+    schedule = assert_valid(run_heuristic("pipeoffload-full-v", limited))
+    assert len(schedule.transfers) > len(unlimited.transfers)
+    assert compute_metrics(schedule).max_peak_memory <= limited.memory_limit[0] * (1 + 1e-9)
