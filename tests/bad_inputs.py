@@ -581,9 +581,9 @@ BAD_COMMANDS = [
         "--host-link-bandwidth must be a positive number, got -2",
     ),
     BadCommand(
-        "from-model-offload-without-link",
-        (*SMALL_MODEL, "--offload"),
-        "--offload needs a host link; give --host-link-bandwidth (GB/s a direction), or --gpu",
+        "from-model-host-link-without-bandwidth",
+        (*SMALL_MODEL, "--host-link"),
+        "--host-link needs its bandwidth; give --host-link-bandwidth (GB/s a direction), or --gpu",
     ),
     BadCommand("picture-suffix", ("solve", *SMALL, "-o", "x.jpg"), "name the picture .png, .svg or .pdf"),
     BadCommand(

@@ -149,7 +149,7 @@ def test_a_gpus_host_link_lets_solve_offload_the_instance_it_makes(tmp_path: Pat
     # p = 2, four chunks a device: 0.25x is half a microbatch's activations on a device, met only by offload.
     path, saved = tmp_path / "tiny.yaml", tmp_path / "s.json"
     made = "instance from-model --layers 8 --hidden 256 --heads 8 --seq-len 256 -p 2 -m 2 --chunks 4 --gpu H100-SXM"
-    cli_ok(run_cli(*made.split(), "--offload", "--save-instance", path))
+    cli_ok(run_cli(*made.split(), "--host-link", "--save-instance", path))
     assert load_instance(path).host_link_bandwidth == pytest.approx(64e9 / 2**20 / 1e3)
     solve = ("solve", path, "--memory-limit", "0.25x", "--time-limit", "2", "--workers", "1", "--seed", "0")
     assert "no schedule fits the memory limit" in cli_error(run_cli(*solve), EXIT_INVALID)

@@ -73,8 +73,8 @@ def _hardware_options(hardware: Hardware) -> list[str]:
     else:
         given = ["tflops", "efficiency", "bandwidth", "latency"]
         given += ["gpu_memory", "reserve"] if hardware.gpu_memory > 0 else []
-    if hardware.offload:  # the link is the gpu's unless it differs (below); without a gpu, given
-        given += ["offload"] if hardware.gpu is not None else ["offload", "host_link_bandwidth"]
+    if hardware.host_link:  # the link is the gpu's unless it differs (below); without a gpu, given
+        given += ["host_link"] if hardware.gpu is not None else ["host_link", "host_link_bandwidth"]
     made = Hardware(**{name: getattr(hardware, name) for name in given})
     names = [name for name in keys(Hardware) if name in given or getattr(hardware, name) != getattr(made, name)]
     return _options(hardware, " ".join(names))

@@ -215,7 +215,7 @@ TINY_PIPELINE = Pipeline(devices=2, microbatches=2, chunks=4)
 
 def test_offload_gives_the_instance_the_gpus_host_link_in_its_units() -> None:
     for gpu, gb_per_s in (("H100-SXM", 64), ("A100-80GB", 32)):
-        instance = model_instance(Description(TINY, Training(), Hardware(gpu=gpu, offload=True), TINY_PIPELINE))
+        instance = model_instance(Description(TINY, Training(), Hardware(gpu=gpu, host_link=True), TINY_PIPELINE))
         assert instance.host_link_bandwidth == pytest.approx(gb_per_s * 1e9 / MIB / 1e3)  # MiB a ms
         assert instance.offload_fraction == 1 and instance.metadata["hardware"]["host_link_bandwidth"] == gb_per_s
     given = Hardware(tflops=100, host_link_bandwidth=25)
@@ -227,23 +227,23 @@ def test_offload_gives_the_instance_the_gpus_host_link_in_its_units() -> None:
 def test_a_gpu_alone_gives_no_host_link_and_offload_needs_one() -> None:
     instance = model_instance(Description(TINY, Training(), Hardware(gpu="H100-SXM"), TINY_PIPELINE))
     assert instance.host_link_bandwidth is None and "host_link_bandwidth" not in instance.to_dict()
-    with pytest.raises(InstanceError, match=r"hardware\.offload needs a host link"):
-        Hardware(tflops=100, offload=True)
+    with pytest.raises(InstanceError, match=r"hardware\.host_link needs its bandwidth"):
+        Hardware(tflops=100, host_link=True)
 
 
 def test_the_command_line_keeps_the_link_the_gpu_does_not_give() -> None:
     def line(hardware: Hardware) -> str:
         return command_line(Description(TINY, Training(), hardware, TINY_PIPELINE))
 
-    assert line(Hardware(gpu="H100-SXM", offload=True)).endswith("--gpu H100-SXM --offload")
-    assert line(Hardware(gpu="H100-SXM", offload=True, host_link_bandwidth=25)).endswith(
-        "--gpu H100-SXM --offload --host-link-bandwidth 25"
+    assert line(Hardware(gpu="H100-SXM", host_link=True)).endswith("--gpu H100-SXM --host-link")
+    assert line(Hardware(gpu="H100-SXM", host_link=True, host_link_bandwidth=25)).endswith(
+        "--gpu H100-SXM --host-link --host-link-bandwidth 25"
     )
     assert "--host-link-bandwidth 25" in line(Hardware(tflops=100, host_link_bandwidth=25))
 
 
 def test_a_derived_instance_with_the_gpus_link_offloads_below_what_any_order_fits() -> None:
-    hardware = Hardware(gpu="H100-SXM", offload=True)
+    hardware = Hardware(gpu="H100-SXM", host_link=True)
     limited = model_instance(Description(TINY, Training(), hardware, TINY_PIPELINE)).with_limit("0.25x")
     assert solve(limited, time_limit=5, workers=1, seed=0).status == Status.INFEASIBLE
     result = solve(limited, time_limit=2, workers=1, seed=0, offload=True)
