@@ -570,6 +570,21 @@ BAD_COMMANDS = [
         (*SMALL_MODEL, "--recompute-layers", "2"),
         "recompute_layers counts layers recomputed in full, but recompute is none; give --recompute full",
     ),
+    BadCommand(
+        "from-model-host-link-0",
+        (*SMALL_MODEL, "--host-link-bandwidth", "0"),
+        "--host-link-bandwidth must be a positive number, got 0",
+    ),
+    BadCommand(
+        "from-model-host-link-negative",
+        (*SMALL_MODEL, "--host-link-bandwidth", "-2"),
+        "--host-link-bandwidth must be a positive number, got -2",
+    ),
+    BadCommand(
+        "from-model-host-link-without-bandwidth",
+        (*SMALL_MODEL, "--host-link"),
+        "--host-link needs its bandwidth; give --host-link-bandwidth (GB/s a direction), or --gpu",
+    ),
     BadCommand("picture-suffix", ("solve", *SMALL, "-o", "x.jpg"), "name the picture .png, .svg or .pdf"),
     BadCommand(
         "max-ops", ("--max-ops", "5", "solve", *SMALL), "8 ops (2 devices x 1 chunks x 2 microbatches x 2 kinds"

@@ -98,7 +98,9 @@ FLAGS: dict[str, Meaning] = {
     "--chunks": meaning("int", r"^Stages (\(chunks\) )?per device"),
     "--placement": meaning("text", r"^linear, interleaved"),
     "--memory-limit": meaning("text", r"memory each device may hold"),
-    "--host-link-bandwidth": meaning("text", r"^Host link of each device"),
+    # An instance's (instance units, or 25GB/s) or a model's hardware (from-model: GB/s).
+    "--host-link-bandwidth": meaning(("text", "number"), r"^Host link of each device"),
+    "--host-link": meaning("flag", r"^Give each device a host link"),
     "--offload-fraction": meaning("number", r"^Part of a stage's activations"),
     "--offload": meaning("flag", r"^Let CP-SAT offload activations"),
     "--explain": meaning("flag", r"^Print how every number"),

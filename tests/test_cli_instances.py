@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipesat.commands.frame import EXIT_BAD_INPUT
+from pipesat.commands.frame import EXIT_BAD_INPUT, EXIT_INVALID
 from pipesat.models import Instance, load_instance
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics import run_heuristic
+from pipesat.solver.io.schedule_file import load_schedule
 from tests.cli_helpers import cli_error, cli_ok, run_cli
 from tests.conftest import INSTANCES_DIR
+from tests.strategies import assert_valid
 
 LLAMA_8B_TP2 = shlex.split(
     "instance from-model --layers 32 --hidden 4096 --heads 32 --kv-heads 8 --ffn-hidden 14336 --seq-len 4096 "
@@ -141,3 +143,15 @@ def test_modern_instances_are_what_their_command_makes(path: Path) -> None:
     assert Instance.from_dict(yaml.safe_load(again)) == stored
     heuristic = {"linear": "1f1b", "interleaved": "interleaved", "vshape": "zb-v"}[stored.placement_name()]
     assert validate(run_heuristic(heuristic, stored)) == []
+
+
+def test_a_gpus_host_link_lets_solve_offload_the_instance_it_makes(tmp_path: Path) -> None:
+    # p = 2, four chunks a device: 0.25x is half a microbatch's activations on a device, met only by offload.
+    path, saved = tmp_path / "tiny.yaml", tmp_path / "s.json"
+    made = "instance from-model --layers 8 --hidden 256 --heads 8 --seq-len 256 -p 2 -m 2 --chunks 4 --gpu H100-SXM"
+    cli_ok(run_cli(*made.split(), "--host-link", "--save-instance", path))
+    assert load_instance(path).host_link_bandwidth == pytest.approx(64e9 / 2**20 / 1e3)
+    solve = ("solve", path, "--memory-limit", "0.25x", "--time-limit", "2", "--workers", "1", "--seed", "0")
+    assert "no schedule fits the memory limit" in cli_error(run_cli(*solve), EXIT_INVALID)
+    cli_ok(run_cli(*solve, "--offload", "--save", saved))
+    assert assert_valid(load_schedule(saved)).transfers

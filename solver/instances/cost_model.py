@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from pipesat.models import InstanceError
+from pipesat.models.units import MIB
 from pipesat.solver.instances.collectives import Collective
 from pipesat.solver.instances.communication import layer_comm_ms, tensor_parallel_ms
 from pipesat.solver.instances.description import Hardware, Training, Transformer
@@ -44,6 +45,11 @@ from pipesat.solver.instances.roofline import Work
 
 TIME_UNIT = "ms"
 MEMORY_UNIT = "MiB"
+
+
+def instance_bandwidth(gb_per_s: float) -> float:
+    """A link of `gb_per_s` (10^9 bytes a second) in the instance's units, MiB a ms."""
+    return gb_per_s * 1e9 / MIB / 1e3
 
 
 @dataclass(frozen=True)

@@ -188,8 +188,10 @@ class Hardware(Keyed):
     """One GPU: a type of the catalogue (`gpus`) or its peak TFLOP/s and the fraction reached, the
     pipeline link, the tensor-parallel and context-parallel links (bandwidth 0: not timed), the
     data-parallel link (0: ZeRO-3's exchanges in the ops are not timed), the GPU memory's bandwidth
-    and size (0: no budgets). A `gpu` fills the keys left out (`HARDWARE_FROM_GPU`)
-    and, without an `efficiency`, times the work by its shape (`roofline`)."""
+    and size (0: no budgets), and the host link activations are offloaded over (None: none). A `gpu`
+    fills the keys left out (`HARDWARE_FROM_GPU`) and, without an `efficiency`, times the work by its
+    shape (`roofline`). The host link is the gpu's only with `host_link`: an instance that has one is
+    one a study offloads on (`pipesat pareto` gains its offload axis), so a gpu alone does not give it."""
 
     tflops: float = key(
         NUMBER, "Peak throughput of one GPU (default: the gpu's bf16 peak).", None, unit="TFLOP/s", above=0
@@ -277,9 +279,30 @@ class Hardware(Keyed):
         at_least=0,
     )
     reserve: float = key(SHARE, "Kept back from each GPU's memory: a percentage or an amount.", 0.1, at_least=0)
+    host_link: bool = key(
+        FLAG,
+        "Give each device a host link, so that a solve may offload its activations over it: host_link_bandwidth, "
+        "or the gpu's (docs/offload.md).",
+        False,
+    )
+    host_link_bandwidth: float | None = key(
+        NUMBER,
+        "Host link of each device, one direction, over which activations are offloaded; given, each device has "
+        "it (default: with host_link, the gpu's: PCIe 4.0 x16 on A100, 5.0 x16 on the others; else none).",
+        None,
+        unit="GB/s",
+        above=0,
+    )
 
     def __post_init__(self) -> None:
         fill_from_gpu(self, self.gpu, HARDWARE_FROM_GPU, HARDWARE_WITHOUT_GPU)
+        if self.host_link and self.host_link_bandwidth is None:
+            if self.gpu is None:
+                raise InstanceError(
+                    "hardware.host_link needs its bandwidth; give hardware.host_link_bandwidth (GB/s a direction), "
+                    "or hardware.gpu"
+                )
+            object.__setattr__(self, "host_link_bandwidth", CATALOGUE[self.gpu].host_link)
         super().__post_init__()
 
 

@@ -3,6 +3,7 @@ the instance file it writes), and the command line that makes the same instance 
 
 from __future__ import annotations
 
+from pipesat.models import Instance
 from pipesat.models.units import GIB, MIB, memory_text
 from pipesat.solver.instances.communication import (
     activation_message_bytes,
@@ -72,6 +73,8 @@ def _hardware_options(hardware: Hardware) -> list[str]:
     else:
         given = ["tflops", "efficiency", "bandwidth", "latency"]
         given += ["gpu_memory", "reserve"] if hardware.gpu_memory > 0 else []
+    if hardware.host_link:  # the link is the gpu's unless it differs (below); without a gpu, given
+        given += ["host_link"] if hardware.gpu is not None else ["host_link", "host_link_bandwidth"]
     made = Hardware(**{name: getattr(hardware, name) for name in given})
     names = [name for name in keys(Hardware) if name in given or getattr(hardware, name) != getattr(made, name)]
     return _options(hardware, " ".join(names))
@@ -314,6 +317,7 @@ def _stage_lines(description: Description, derivation: Derivation) -> list[str]:
         + f") / {hardware.bandwidth:g} GB/s"
         + (" + their all-gather among the t GPUs (Megatron's scatter/gather)" if sliced else "")
         + f" = {instance.p2p_time:.4g} ms",
+        *_host_link_lines(hardware, instance),
         f"{'stage':>5} {'device':>6} {'layers':>6} {'F ms':>9} {'B ms':>9} {'W ms':>9} {'M_B MiB':>9} {'M_W MiB':>9}",
     ]
     weights = instance.weight_times
@@ -327,6 +331,16 @@ def _stage_lines(description: Description, derivation: Derivation) -> list[str]:
             f"{instance.activation_memory[stage]:>9.6g} {instance.weight_memory[stage]:>9.6g}{extra}"
         )
     return lines
+
+
+def _host_link_lines(hardware: Hardware, instance: Instance) -> list[str]:
+    if instance.host_link_bandwidth is None:
+        return []
+    return [
+        f"host link: {hardware.host_link_bandwidth:g} GB/s a direction = {instance.host_link_bandwidth:.6g} MiB a ms; "
+        "an offload or a reload of stage s moves all of its M_B (offload_fraction 1) and lasts M_B over it "
+        "(docs/offload.md)"
+    ]
 
 
 def _rate_line(hardware: Hardware) -> str:

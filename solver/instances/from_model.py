@@ -2,7 +2,9 @@
 
 The cost model (`cost_model`) gives each stage's FLOPs and activations, the layer split is even,
 explicit or balanced (`layer_balance`), and with a GPU memory the model state (`model_state`) turns
-it into each device's activation budget, written as the instance's per-device memory limits.
+it into each device's activation budget, written as the instance's per-device memory limits. A
+host link (`Hardware.host_link_bandwidth`, GB/s a direction) becomes the instance's, in MiB a ms,
+with all of a stage's M_B to offload (docs/offload.md).
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from pipesat.models.limits import DEFAULT_MAX_LAYERS, check_cap
 from pipesat.models.units import MIB
 from pipesat.solver.instances.calibration import Calibration, MeasuredLayer, load_calibration, measured_layer_cost
 from pipesat.solver.instances.communication import p2p_time
-from pipesat.solver.instances.cost_model import MEMORY_UNIT, TIME_UNIT, StageCost, significant, stage_costs, stage_times
+from pipesat.solver.instances.cost_model import (
+    MEMORY_UNIT,
+    TIME_UNIT,
+    StageCost,
+    instance_bandwidth,
+    significant,
+    stage_costs,
+    stage_times,
+)
 from pipesat.solver.instances.data_parallel import Exchange, sharded_exchanges
 from pipesat.solver.instances.description import Hardware, Pipeline, Training, Transformer
 from pipesat.solver.instances.description_checks import check_description
@@ -105,6 +115,9 @@ def derive(description: Description, name: str = "", calibration: Calibration | 
         data["backward_comm_times"] = [significant(stage.cost.backward_a2a_ms) for stage in stages]
     if pipeline.placement is not None:
         data["placement"] = pipeline.placement
+    if hardware.host_link_bandwidth is not None:
+        data["host_link_bandwidth"] = instance_bandwidth(hardware.host_link_bandwidth)
+        data["offload_fraction"] = 1.0  # all of M_B
     instance = Instance.from_dict(data)
     states = device_states(model, training, stages, instance.placement)
     budgets = activation_budgets(hardware, states) if hardware.gpu_memory > 0 else None

@@ -18,8 +18,11 @@ Measured copies reach less: NVIDIA's nvbandwidth measured 25.1 GB/s host to devi
 A100-SXM4-40GB (github.com/NVIDIA/nvbandwidth issue 42), 35.2 host to device and 52.8 device to host
 (SM copies) on an H100 node (issue 24), about 57 host to device (copy engines) on an H100 VM (issue
 6); a spec's `cluster.host_link_bandwidth` gives a measured one. GH200 (its NVLink-C2C link, 450 a
-direction, measured 346 host to device in issue 23) has no row: its node's network and its fitted
-GEMM and attention fractions have no source here.
+direction, measured 346 host to device in issue 23) has no row: its node's network (a DGX GH200
+joins its GPUs by NVLink switches, its CPUs by InfiniBand) and which memory (96 GB HBM3 at 4 TB/s,
+or 144 GB HBM3e at 4.9, by version) have only third-party pages here, and no GH200 run fits its
+GEMM and attention fractions. `instance from-model` gives an instance the link only when asked
+(`Hardware.host_link`).
 
 `gemm_efficiency` and `attention_efficiency` are the one setting per GPU type the shape-dependent
 model takes (`solver.instances.roofline`): the fraction of the peak that a large, well-shaped bf16

@@ -21,7 +21,6 @@ from typing import Literal
 
 from pipesat.models import InputError, Instance, PipesatError, Schedule
 from pipesat.models.plan_result import Configuration
-from pipesat.models.units import MIB
 from pipesat.solver.evaluate.bounds import least_offload_limits, minimum_memory_limits
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.heuristics.offloaded import NAME as OFFLOADED
@@ -62,11 +61,6 @@ def offload_settings(offload: tuple[Offload, ...], placement: str) -> tuple[Offl
     if placement in OFFLOAD_PLACEMENTS:
         return tuple(setting for setting in OFFLOADS if setting in offload)
     return ("none",) if "none" in offload else ()
-
-
-def instance_bandwidth(gb_per_s: float) -> float:
-    """A host link of `gb_per_s` (10^9 bytes a second) in the cost model's instance units, MiB a ms."""
-    return gb_per_s * 1e9 / MIB / 1e3
 
 
 def linked(derivation: Derivation, host_link: float | None) -> Derivation:

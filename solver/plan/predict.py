@@ -37,10 +37,11 @@ from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import get_heuristic, run_heuristic
 from pipesat.solver.heuristics.heuristic import NotApplicable
 from pipesat.solver.instances.calibration import Calibration
+from pipesat.solver.instances.cost_model import instance_bandwidth
 from pipesat.solver.instances.from_model import Derivation, Description, derive
 from pipesat.solver.plan.measure import measure, usable_memory
 from pipesat.solver.plan.memory_fit import fit_layout, fit_of
-from pipesat.solver.plan.offload import FAMILIES, check_offload_spec, instance_bandwidth, linked, offloads
+from pipesat.solver.plan.offload import FAMILIES, check_offload_spec, linked, offloads
 from pipesat.solver.plan.runtimes import iterates_on_span
 from pipesat.solver.plan.space import description, policy_refusal
 from pipesat.solver.plan.spec import PlanSpec

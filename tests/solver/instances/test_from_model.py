@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from pipesat.models import InstanceError, Status
 from pipesat.models.units import MIB
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
@@ -15,6 +16,7 @@ from pipesat.solver.instances.description import ZB_PAPER_TRAINING, Hardware, Pi
 from pipesat.solver.instances.explain import TRAINING_OPTIONS, command_line, explain
 from pipesat.solver.instances.from_model import Description, derive, model_instance
 from pipesat.solver.instances.keys import keys
+from pipesat.solver.solve import solve
 from tests.strategies import assert_valid
 
 GPT_1_5B = Transformer(layers=24, hidden=2304, heads=24, seq_len=1024, microbatch_size=1, vocab=50257)
@@ -203,3 +205,46 @@ def test_the_python_twin_refuses_in_one_line(keys: dict, match: str) -> None:
         instance_from_model(**given)
     with pytest.raises(PipesatError, match="hidden is missing"):
         instance_from_model(layers=4, heads=8, seq_len=256, devices=2, microbatches=4)
+
+
+# p = 2 with four interleaved chunks a device: 0.25x of 1F1B's peak is half of what one microbatch
+# holds on a device, so no order fits it and only offloading does (tests/solver/cpsat/test_offload.py).
+TINY = Transformer(layers=8, hidden=256, heads=8, seq_len=256)
+TINY_PIPELINE = Pipeline(devices=2, microbatches=2, chunks=4)
+
+
+def test_offload_gives_the_instance_the_gpus_host_link_in_its_units() -> None:
+    for gpu, gb_per_s in (("H100-SXM", 64), ("A100-80GB", 32)):
+        instance = model_instance(Description(TINY, Training(), Hardware(gpu=gpu, host_link=True), TINY_PIPELINE))
+        assert instance.host_link_bandwidth == pytest.approx(gb_per_s * 1e9 / MIB / 1e3)  # MiB a ms
+        assert instance.offload_fraction == 1 and instance.metadata["hardware"]["host_link_bandwidth"] == gb_per_s
+    given = Hardware(tflops=100, host_link_bandwidth=25)
+    assert model_instance(Description(TINY, Training(), given, TINY_PIPELINE)).host_link_bandwidth == pytest.approx(
+        25e9 / MIB / 1e3
+    )
+
+
+def test_a_gpu_alone_gives_no_host_link_and_offload_needs_one() -> None:
+    instance = model_instance(Description(TINY, Training(), Hardware(gpu="H100-SXM"), TINY_PIPELINE))
+    assert instance.host_link_bandwidth is None and "host_link_bandwidth" not in instance.to_dict()
+    with pytest.raises(InstanceError, match=r"hardware\.host_link needs its bandwidth"):
+        Hardware(tflops=100, host_link=True)
+
+
+def test_the_command_line_keeps_the_link_the_gpu_does_not_give() -> None:
+    def line(hardware: Hardware) -> str:
+        return command_line(Description(TINY, Training(), hardware, TINY_PIPELINE))
+
+    assert line(Hardware(gpu="H100-SXM", host_link=True)).endswith("--gpu H100-SXM --host-link")
+    assert line(Hardware(gpu="H100-SXM", host_link=True, host_link_bandwidth=25)).endswith(
+        "--gpu H100-SXM --host-link --host-link-bandwidth 25"
+    )
+    assert "--host-link-bandwidth 25" in line(Hardware(tflops=100, host_link_bandwidth=25))
+
+
+def test_a_derived_instance_with_the_gpus_link_offloads_below_what_any_order_fits() -> None:
+    hardware = Hardware(gpu="H100-SXM", host_link=True)
+    limited = model_instance(Description(TINY, Training(), hardware, TINY_PIPELINE)).with_limit("0.25x")
+    assert solve(limited, time_limit=5, workers=1, seed=0).status == Status.INFEASIBLE
+    result = solve(limited, time_limit=2, workers=1, seed=0, offload=True)
+    assert result.schedule is not None and assert_valid(result.schedule).transfers

@@ -8,9 +8,9 @@ from pipesat.models import InputError
 from pipesat.models.plan_result import Outcome
 from pipesat.models.tolerance import fits
 from pipesat.solver.evaluate.metrics import link_busy
+from pipesat.solver.instances.cost_model import instance_bandwidth
 from pipesat.solver.plan.executors import LocalExecutor
 from pipesat.solver.plan.measure import iteration_lines
-from pipesat.solver.plan.offload import instance_bandwidth
 from pipesat.solver.plan.predict import parse_configuration, predict
 from pipesat.solver.plan.search import PlanOptions, plan
 from pipesat.solver.plan.space import enumerate_space
