@@ -15,11 +15,11 @@ microbatches take their own route's offsets, fed in turn from the two ends (`j` 
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Sequence
 
 from pipesat.models import Instance, Kind, OpKey, Schedule, op_duration
+from pipesat.models.ops import memory_change
 from pipesat.solver.evaluate.device_bounds import chain_offsets, zero_bubble_bound
-from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
 
 NAME = "periodic"
@@ -53,31 +53,53 @@ def periodic_orders(instance: Instance, split: bool, period: float) -> list[list
     return orders
 
 
-def periodic_schedule(instance: Instance, split: bool, deadline: float | None = None) -> Schedule:
+def periodic_schedule(instance: Instance, split: bool) -> Schedule:
     """The periodic schedule of least makespan among the periods tried that fits the memory limit.
 
-    Periods are tried from the longest (one at a time, which fits every feasible limit) down, until
-    `deadline` (a `time.monotonic()`) passes. When nothing fits (a limit below the smallest feasible
-    one) the one-at-a-time schedule comes back, for the caller's validation to refuse.
+    Every period of the grid is tried, so the schedule depends on the instance alone (never on the
+    time a solve has). An order whose peak memory is over the limit is dropped before it is timed
+    (`order_peaks`), so the grid costs little more than the orders that fit. When nothing fits (a
+    limit below the smallest feasible one) the one-at-a-time schedule comes back, for the caller's
+    validation to refuse.
     """
+    best: Schedule | None = None
+    longest: Schedule | None = None
+    best_makespan = math.inf
+    for step, period in enumerate(grid_periods(instance, split)):
+        orders = periodic_orders(instance, split, period)
+        fits = not instance.over_limit(order_peaks(instance, split, orders))
+        if step > 0 and not fits:
+            continue
+        schedule = simulate(instance, orders, NAME)
+        longest = longest or schedule
+        makespan = max(op.end for op in schedule.ops) - min(op.start for op in schedule.ops)
+        if fits and makespan < best_makespan:
+            best, best_makespan = schedule, makespan
+    result = best or longest
+    assert result is not None  # GRID >= 1
+    return result
+
+
+def grid_periods(instance: Instance, split: bool) -> list[float]:
+    """The periods tried, longest first: geometric from one microbatch's whole chain down to
+    SHORTEST x the zero-bubble period, GRID of them."""
     offsets = chain_offsets(instance, split)
     chain = max(offset + op_duration(instance, kind, stage, split) for (kind, stage), offset in offsets.items())
     # Past the chain (a zero-length last W included), microbatch j + 1 sorts after all of j.
     chain = chain * (1 + 1e-6) + 1e-6
     shortest = SHORTEST * zero_bubble_bound(instance, split) / instance.num_microbatches
-    best: Schedule | None = None
-    longest: Schedule | None = None
-    best_makespan = math.inf
-    for step in range(GRID):
-        period = chain * (shortest / chain) ** (step / (GRID - 1))
-        schedule = simulate(instance, periodic_orders(instance, split, period), NAME)
-        if longest is None:
-            longest = schedule
-        metrics = compute_metrics(schedule)
-        if not instance.over_limit(metrics.peak_memory) and metrics.makespan < best_makespan:
-            best, best_makespan = schedule, metrics.makespan
-        if deadline is not None and time.monotonic() >= deadline:
-            break
-    result = best if best is not None else longest
-    assert result is not None  # GRID >= 1
-    return result
+    return [chain * (shortest / chain) ** (step / (GRID - 1)) for step in range(GRID)]
+
+
+def order_peaks(instance: Instance, split: bool, orders: Sequence[Sequence[OpKey]]) -> list[float]:
+    """Each device's peak memory when it runs its ops in `orders`: one device runs one op at a time,
+    so its memory over time follows its order alone (`models.ops.memory_change`; a free at an op's end
+    comes before the next op's allocation)."""
+    peaks = []
+    for order in orders:
+        held = peak = 0.0
+        for key in order:
+            held += memory_change(instance, key.kind, key.stage, split)
+            peak = max(peak, held)
+        peaks.append(peak)
+    return peaks
