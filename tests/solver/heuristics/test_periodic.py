@@ -51,15 +51,18 @@ def test_the_peaks_of_an_order_are_its_schedules(instance: Instance, period: flo
     assert order_peaks(instance, split, orders) == pytest.approx(list(compute_metrics(schedule).peak_memory))
 
 
-def test_the_schedule_is_the_best_of_the_whole_grid() -> None:
-    # Every period is tried, whatever the time: the start is a function of the instance.
+def test_the_schedule_is_no_worse_than_any_period_of_the_grid() -> None:
+    # Every period is tried, whatever the time (then more between the best one's neighbours): the
+    # start is a function of the instance.
     instance = make_instance(
         4, 8, chunks=3, placement="interleaved", forward_times=1, backward_times=2, weight_times=1, memory_limit="0.5x"
     )
     schedule = assert_valid(periodic_schedule(instance, True))
+    assert not instance.over_limit(compute_metrics(schedule).peak_memory)
     fitting = []
     for period in grid_periods(instance, True):
         metrics = compute_metrics(simulate(instance, periodic_orders(instance, True, period)))
         if not instance.over_limit(metrics.peak_memory):
             fitting.append(metrics.makespan)
-    assert compute_metrics(schedule).makespan == pytest.approx(min(fitting))
+    assert compute_metrics(schedule).makespan <= min(fitting) + 1e-9
+    assert schedule.orders() == periodic_schedule(instance, True).orders()
