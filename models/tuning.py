@@ -25,7 +25,7 @@ from pipesat.models.errors import InputError, OptionError, unknown_hint
 
 INFINITE = "inf"
 """An infinite value in a JSON document (which has no infinity)."""
-SHARES = ("makespan_phase", "first_device_phase", "periodic_share", "opening_share")
+SHARES = ("makespan_phase", "first_device_phase", "opening_share")
 """The fields that are a share of a time (at most 1)."""
 
 
@@ -55,11 +55,6 @@ class Tuning:
     on coarse times CP-SAT proves a makespan by exhausting the values above its bound; on fine ones
     the phase's time was lost to the search. bench_targets and bench_suite's profiled models
     (benchmarks/results/suite.txt; benchmarks/experiments/2026-11-29_phase-0-coarse-times)."""
-    periodic_share: float = 0.1
-    """Share of the time left that the periodic starting schedules may take when the heuristics leave
-    room to the bound (a deterministic solve tries every period): better starts under tight limits
-    against time for the search. Not measured apart; bench_suite (benchmarks/results/suite.txt) runs
-    with it."""
 
     # The search's CP-SAT portfolios and probes (`solver.cpsat.search_parameters`, `solver.cpsat.probes`).
     proof_small_ops: int = 150

@@ -168,9 +168,9 @@ def one_at_a_time_candidate(problem: Problem, clock: float) -> Candidate | None:
     return as_candidate(problem, ONE_AT_A_TIME, simulate(problem.instance, orders, ONE_AT_A_TIME), clock)
 
 
-def periodic_candidate(problem: Problem, deadline: float | None, clock: float) -> Candidate | None:
-    """The best periodic schedule found by `deadline` (`time.monotonic()`; None: every period), if it fits."""
-    schedule = periodic_schedule(problem.instance, problem.split, deadline=deadline)
+def periodic_candidate(problem: Problem, clock: float) -> Candidate | None:
+    """The best periodic schedule (every period of its grid), if it fits."""
+    schedule = periodic_schedule(problem.instance, problem.split)
     return as_candidate(problem, PERIODIC, schedule, clock)
 
 

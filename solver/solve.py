@@ -3,7 +3,7 @@
 Steps: check the memory limit against the smallest feasible one (exact, `solver.evaluate.bounds`); time
 every applicable heuristic (and any extra starting schedules) on the instance, keep those that fit the
 limit (`solver.portfolio`); when the best leaves room to the lower bound, add the best periodic
-schedule (a tenth of the time at most); if the best meets the bound it is optimal and no search runs.
+schedule (every period of its grid: the same start whatever the time limit); if the best meets the bound it is optimal and no search runs.
 Otherwise build the CP-SAT model (`solver.cpsat`), give it the best one as a complete hint, put
 [lower bound, its value] into the objective's domain, and search until the deadline (a search that
 stalls near its bound hands the rest of its time to bisection probes, `solver.cpsat.probes`): a watchdog
@@ -300,12 +300,9 @@ class _Solve:
         best = preferred(candidates)
         if best is None or not meets(best.value, bound, options.gap):
             # The heuristics leave room: a periodic schedule may fill it (it does under tight limits),
-            # and of a linear or interleaved pipeline the memory-gated one. Deterministic runs try every
-            # period; others stop at their share of the time.
-            budget = None
-            if not options.deterministic:
-                budget = time.monotonic() + (options.deadline - time.monotonic()) * problem.tuning.periodic_share
-            found = periodic_candidate(problem, budget, self.clock)
+            # and of a linear or interleaved pipeline the memory-gated one; both depend on the instance
+            # alone, never on the time limit.
+            found = periodic_candidate(problem, self.clock)
             LOG.info("periodic start: %s", "none fits" if found is None else f"{found.value:g}")
             gated = memory_gated_candidate(problem, self.clock)
             if gated is not None:

@@ -4,7 +4,8 @@ Precedences follow `models.ops.dependency`, with `p2p_time` between stages on di
 inside an overlapped pair with its B starts with it instead); each op alone or in exactly one pair,
 whose ops start together; one no-overlap per device over the ops run alone and the pairs run; the memory limit (or the capacity being minimised) as one cumulative per
 device over the held-memory intervals (the memory model of `models.ops.memory_change`). The
-intervals are made here, with the constraint that uses them.
+intervals are made here, with the constraint that uses them. Each device's no-overlap and cumulative
+also hold a redundant interval from its last end to the horizon (`_tail`).
 
 **Symmetry breaking.** Microbatches are interchangeable: any schedule stays valid (same times, same
 memory) when, per (stage, kind), the ops are relabelled in start order, so a first-in-first-out
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from pipesat.models import Kind, OpKey, Pair, dependency
+from pipesat.models import Kind, Objective, OpKey, Pair, dependency
 from pipesat.solver.cpsat.data import ModelData
 from pipesat.solver.cpsat.variables import ModelVariables, op_name, pair_name
 
@@ -103,7 +104,7 @@ def add_no_overlaps(model: cp_model.CpModel, data: ModelData, variables: ModelVa
                     variables.starts[pair.forward], data.pairs[pair], variables.paired[pair], f"run {pair_name(pair)}"
                 )
             )
-        model.add_no_overlap(runs)
+        model.add_no_overlap([*runs, _tail(model, data, variables, d)])
 
 
 def add_memory_limits(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
@@ -117,7 +118,22 @@ def add_memory_limits(model: cp_model.CpModel, data: ModelData, variables: Model
                 )
                 for h in held
             ]
-            model.add_cumulative(intervals, [h.demand for h in held], capacity)
+            demands: list[cp_model.LinearExprT] = [h.demand for h in held]
+            if variables.capacity is None:
+                intervals.append(_tail(model, data, variables, device))
+                demands.append(capacity)
+            model.add_cumulative(intervals, demands, capacity)
+
+
+def _tail(model: cp_model.CpModel, data: ModelData, variables: ModelVariables, device: int) -> cp_model.IntervalVar:
+    """The interval from the device's last end (the makespan; for the max span the device's own last
+    end) to the horizon, which nothing else on the device overlaps: a redundant interval, in the
+    device's no-overlap and (taking all the memory) its cumulative, that names the time objective to
+    CP-SAT. Without it CP-SAT looks for one among the precedences when it builds each full search's
+    linear relaxation, which on a model of thousands of ops took tens of seconds in which it heeded
+    neither its time limit nor a stop (`solver.cpsat.child`)."""
+    last = variables.last[device] if data.objective == Objective.SPAN else variables.time_objective
+    return model.new_interval_var(last, data.horizon - last, data.horizon, f"after device {device}'s last end")
 
 
 def add_memory_precedences(model: cp_model.CpModel, data: ModelData, variables: ModelVariables) -> None:
@@ -157,8 +173,9 @@ def _add_stage_precedences(
         model.add(forward >= variables.ends[OpKey(Kind.B, s, j)])
         if tight:
             earliest = model.new_int_var(0, data.horizon, f"memory frees for F {s} {j + k}")
-            waited = [variables.ends[OpKey(Kind.W, s, j)], variables.ends[OpKey(Kind.B, s, j + 1)]]
-            model.add_min_equality(earliest, waited)
+            waited = (OpKey(Kind.W, s, j), OpKey(Kind.B, s, j + 1))
+            model.add_min_equality(earliest, [variables.ends[key] for key in waited])
+            variables.earliest_ends.append((earliest, waited))
             model.add(forward >= earliest)
 
 

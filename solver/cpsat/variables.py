@@ -10,7 +10,8 @@ capacity when minimising memory. With offload, per (stage, microbatch) whether i
 when its offload and reload start (`solver.cpsat.offload`). All times are in ticks, within the horizon.
 
 Intervals are not made here: in CP-SAT an interval is itself a constraint (start + size == end),
-so the constraints that use them (`add_no_overlaps`, `add_memory_limits`) make them.
+so the constraints that use them (`add_no_overlaps`, `add_memory_limits`) make them. Nor are the
+memory precedences' earliest ends, which `add_memory_precedences` makes and records in `earliest_ends`.
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ class ModelVariables:
     first: list[cp_model.IntVar]
     last: list[cp_model.IntVar]
     offloads: list[Offload] = field(default_factory=list)
+    earliest_ends: list[tuple[cp_model.IntVar, tuple[OpKey, ...]]] = field(default_factory=list)
+    """The variables the memory precedences make (`solver.cpsat.constraints`), each the earliest end of
+    its ops: kept so that a hint gives them values too (a hint that leaves any out is one CP-SAT must
+    complete by search before it has a first solution)."""
 
     @property
     def minimized(self) -> cp_model.IntVar:

@@ -131,6 +131,8 @@ def add_hint(model: PipelineModel, starts: Mapping[OpKey, int], capacity: int | 
     for held in variables.held:
         for h in held:
             cp.add_hint(h.size, ends[h.last] - starts[h.first])
+    for earliest, keys in variables.earliest_ends:
+        cp.add_hint(earliest, min(ends[key] for key in keys))
     if data.objective == Objective.SPAN:
         spans = []
         for d, (first, last) in enumerate(zip(variables.first, variables.last, strict=True)):

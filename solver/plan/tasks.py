@@ -249,7 +249,7 @@ def assess(task: AssessTask) -> Assessment:
         # keeps several microbatches in flight within it (seconds for 10,000 ops).
         # Of a linear or interleaved pipeline, the memory-gated start keeps 1F1B's or Megatron's op sequences.
         starts = (
-            periodic_candidate(problem, None, clock) if allows(allowed, periodic.NAME) else None,
+            periodic_candidate(problem, clock) if allows(allowed, periodic.NAME) else None,
             memory_gated_candidate(problem, clock) if allows(allowed, memory_gated.NAME) else None,
         )
         candidates += [start for start in starts if start is not None]

@@ -64,7 +64,7 @@ def test_a_mapping_takes_each_field_of_its_type() -> None:
         ({"strong_probes": 1}, "here: tuning field strong_probes must be true or false, got 1"),
         ({"knapsack_nodes": True}, "here: tuning field knapsack_nodes must be a whole number, got True"),
         ({"opening_gap": "0.1"}, "here: tuning field opening_gap must be a number, got '0.1'"),
-        ({"periodic_share": 1.5}, "here: tuning field periodic_share is a share of the time, at most 1, got 1.5"),
+        ({"opening_share": 1.5}, "here: tuning field opening_share is a share of the time, at most 1, got 1.5"),
         ({"bisections": -1}, "here: tuning field bisections must be at least 0, got -1"),
         (["strong_probes"], "here: give field = value pairs, got list"),
     ],

@@ -10,6 +10,8 @@ from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics import handwritten_schedules, run_heuristic
 from pipesat.solver.heuristics.offloaded import offloaded_one_at_a_time
 from pipesat.solver.portfolio import Candidate, Problem, as_candidate, preferred, starting_candidates
+from pipesat.solver.solve import solve
+from tests.strategies import assert_valid
 
 SPLIT = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_times": 1})
 
@@ -98,3 +100,26 @@ def test_with_offload_a_start_that_offloads_keeps_its_transfers() -> None:
     assert candidate.schedule.transfers == schedule.transfers
     assert candidate.value == compute_metrics(schedule).makespan
     assert as_candidate(_problem(limited), "offloaded", schedule, time.monotonic()) is None
+
+
+def test_the_start_is_the_same_whatever_the_time_limit() -> None:
+    # An interleaved pipeline below Megatron's peak starts from the periodic schedule; its periods are
+    # all tried however short the solve, so a shorter limit starts from the same schedule.
+    instance = Instance.from_dict(
+        {
+            "num_devices": 4,
+            "num_microbatches": 8,
+            "chunks": 3,
+            "placement": "interleaved",
+            "forward_times": 1,
+            "backward_times": 2,
+            "weight_times": 1,
+            "memory_limit": "0.5x",
+        }
+    )
+    short, longer = (solve(instance, time_limit=limit, workers=2, seed=0) for limit in (0.01, 1.0))
+    for result in (short, longer):
+        assert result.schedule is not None
+        assert_valid(result.schedule)
+    assert short.starting_point is not None and short.starting_point.name == "periodic"
+    assert short.starting_point == longer.starting_point

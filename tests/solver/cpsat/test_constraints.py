@@ -47,7 +47,23 @@ def test_one_no_overlap_per_device_over_its_ops() -> None:
     add_no_overlaps(model, data, make_variables(model, data))
     proto = model.proto
     no_overlaps = [c.no_overlap for c in proto.constraints if c.has_no_overlap()]
-    assert [len(c.intervals) for c in no_overlaps] == [len(data.on_device(d)) for d in range(3)] == [30, 30, 30]
+    # Each device's ops and its tail, the interval from its last end to the horizon.
+    assert [len(c.intervals) for c in no_overlaps] == [len(data.on_device(d)) + 1 for d in range(3)] == [31, 31, 31]
+
+
+@pytest.mark.parametrize("objective", ["makespan", "span"])
+def test_each_device_s_tail_runs_from_its_last_end_to_the_horizon(objective: str) -> None:
+    starts, model = _starts({**SPLIT, "memory_limit": 2.2}, objective=objective)
+    proto = model.cp_model.proto
+    variables = model.variables
+    status, solver = solve_model(model)
+    assert status == cp_model.OPTIMAL
+    tails = [c for c in proto.constraints if c.has_interval() and c.name.startswith("after device")]
+    assert len(tails) == 2 * 3  # one in each device's no-overlap and one in its cumulative
+    for d in range(3):
+        last = solver.value(variables.last[d] if objective == "span" else variables.time_objective)
+        ends = [starts[key] + model.data.durations[key] for key in model.data.on_device(d)]
+        assert max(ends) <= last
 
 
 def test_memory_precedences_count_the_microbatches_that_fit() -> None:

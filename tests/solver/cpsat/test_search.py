@@ -15,7 +15,7 @@ from google.protobuf import text_format
 from ortools.sat import sat_parameters_pb2
 from ortools.sat.python import cp_model
 
-from pipesat.models import Instance
+from pipesat.models import Instance, load_instance
 from pipesat.models.solve_result import StopReason
 from pipesat.solver.cpsat import child as child_module
 from pipesat.solver.cpsat.child import STOP_GRACE, Ended, Finished, Solution, run_search
@@ -27,6 +27,8 @@ from pipesat.solver.cpsat.warm_start import warm_start
 from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.simulator import simulate
+from pipesat.solver.solve import solve
+from tests.conftest import INSTANCES_DIR
 from tests.strategies import assert_valid
 
 INSTANCE = Instance.from_dict({"num_devices": 3, "num_microbatches": 4, "weight_times": 1, "memory_limit": "1x"})
@@ -243,3 +245,18 @@ def test_why_a_search_stopped(
     )
     assert _why_stopped(ended, options, objective)[0] == stopped_by
     assert words in _why_stopped(ended, options, objective)[1]
+
+
+def test_a_search_of_thousands_of_ops_stops_at_its_limit_and_keeps_its_start() -> None:
+    # The 14B interleaved instance with 24 microbatches (1,728 ops) at 0.5x: before each device's tail
+    # interval named the makespan, CP-SAT spent its whole search building its linear relaxation and
+    # had to be killed ("did not stop within 0.5 s of being asked").
+    path = INSTANCES_DIR / "tight" / "qwen14b-interleaved-p4-v6-m64.yaml"
+    instance = load_instance(path, memory_limit="0.5x", num_microbatches=24)
+    result = solve(instance, time_limit=3.0, workers=2, seed=0)
+    assert result.schedule is not None
+    assert_valid(result.schedule)
+    assert result.stopped_by == StopReason.TIME_LIMIT
+    assert result.reason is not None and "killed" not in result.reason
+    assert result.starting_point is not None and result.value is not None
+    assert result.value <= result.starting_point.value

@@ -15,7 +15,9 @@ from pipesat.solver.evaluate.bounds import lower_bound
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.evaluate.retime import timed_for
 from pipesat.solver.heuristics import handwritten_schedules
+from pipesat.solver.heuristics.periodic import periodic_schedule
 from tests.solver.cpsat.test_model import solve_model
+from tests.strategies import assert_valid
 
 MOE = {"forward_comm_times": 0.3, "backward_comm_times": 0.4}
 
@@ -96,3 +98,22 @@ def test_a_bound_proven_elsewhere_narrows_the_range_only_where_the_times_are_exa
         warm_start(inexact, None, floor=1000.0).lower
         == warm_start(build_model(model_data(inexact.data.instance)), None).lower
     )
+
+
+@pytest.mark.parametrize("objective", [Objective.MAKESPAN, Objective.SPAN])
+def test_a_hint_under_a_tight_limit_gives_the_memory_precedences_earliest_ends_too(objective: Objective) -> None:
+    # 2.2 holds two microbatches of a stage but not a weight's memory more: the memory precedences'
+    # earliest ends are variables of their own, which a complete hint gives values too.
+    instance = Instance.from_dict(
+        {"num_devices": 3, "num_microbatches": 5, "weight_times": 1, "p2p_time": 1, "memory_limit": 2.2}
+    )
+    schedule = assert_valid(periodic_schedule(instance, True))
+    model = build_model(model_data(instance, objective=objective, split_backward=True))
+    assert model.variables.earliest_ends
+    starts, _ = tick_starts(model, schedule.orders())
+    value = add_hint(model, starts)
+    proto = model.cp_model.proto
+    assert len(proto.solution_hint.vars) == len(proto.variables)
+    status, solver = solve_model(model, fix_variables_to_their_hinted_value=True)
+    assert status == cp_model.OPTIMAL
+    assert solver.objective_value == value
