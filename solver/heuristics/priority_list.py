@@ -39,11 +39,13 @@ def priority_orders(instance: Instance, orders: Orders) -> Orders:
 
 
 def _next(instance: Instance, pending: list[OpKey], end: dict[OpKey, float], free: float) -> tuple[float, int] | None:
-    """(start, index) of the op a device runs next: of those whose input is placed, up to its next
-    forward in the order, the first among the ones that can start earliest (at `free` if any is ready
-    by then)."""
+    """(start, index) of the op a device runs next: of those whose input is placed, before its next
+    forward in the order (or that forward when it is next), the first among the ones that can start
+    earliest (at `free` if any is ready by then)."""
     chosen: tuple[float, int] | None = None
     for index, key in enumerate(pending):
+        if key.kind == Kind.F and index > 0:  # a forward waits for every op before it
+            break
         ready = input_ready(key, instance, end)
         if ready is not None:
             start = max(free, ready)
