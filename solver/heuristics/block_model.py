@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pipesat.models import Instance, Kind
 from pipesat.models.ops import op_duration
 
-DEFAULT_TIME_LIMIT = 1.0
-"""Seconds one block search may run by default (it proves V p = 4 optimal within it on the tests' instances)."""
+DEFAULT_TIME_LIMIT = 0.25
+"""CP-SAT's deterministic seconds one block search may run by default (it proves V p = 4 optimal within
+them on the tests' instances); wall time is capped at ten times that."""
 
 GOALS = ("interval", "fill")
 """What `find_block` may minimise (see there)."""
@@ -104,8 +105,8 @@ def find_block(
     goal: str = "interval",
 ) -> Block | None:
     """The best block by `goal` whose steady-state memory fits `limits` (one per device), on a
-    V-placed, split-backward `instance`; None when CP-SAT finds none within `time_limit` seconds (or
-    none exists).
+    V-placed, split-backward `instance`; None when CP-SAT finds none within `time_limit` (its
+    deterministic seconds, so that one worker finds the same block on a loaded machine) or none exists.
 
     The goals (`GOALS`): `interval`, the least T, then the shortest block; `fill`, the least T, then
     the most copies held within the limit, then the shortest block. A
@@ -197,7 +198,9 @@ def find_block(
 
     _hint_alone(model, interval, start, duration, placement, p2p, alone)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit
+    # Deterministic time: with one worker the same block whatever the machine's load (wall time only guards).
+    solver.parameters.max_deterministic_time = time_limit
+    solver.parameters.max_time_in_seconds = 10 * time_limit
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
     status = solver.solve(model)
