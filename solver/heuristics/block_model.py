@@ -28,9 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipesat.models import Instance, Kind
 from pipesat.models.ops import op_duration
+
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 DEFAULT_TIME_LIMIT = 0.25
 """CP-SAT's deterministic seconds one block search may run by default (it proves V p = 4 optimal within
@@ -216,7 +220,15 @@ def find_block(
     )
 
 
-def _hint_alone(model, interval, start, duration, placement, p2p: int, alone: int) -> None:
+def _hint_alone(
+    model: cp_model.CpModel,
+    interval: cp_model.IntVar,
+    start: dict[OpSlot, cp_model.IntVar],
+    duration: dict[OpSlot, int],
+    placement: Sequence[int],
+    p2p: int,
+    alone: int,
+) -> None:
     """Hint the block that is always there when one microbatch's activations fit: one microbatch alone,
     each F and B right after the op it waits for, then the Ws one after another, T the whole of it
     (CP-SAT completes the other variables)."""
