@@ -207,6 +207,9 @@ def find_block(
     solver.parameters.max_time_in_seconds = 10 * time_limit
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
+    # CP-SAT catches SIGINT by default and leaves it at the default (ending the process) afterwards;
+    # this search runs in the caller's process (compare, a solve's starts), where Ctrl-C must stay Python's.
+    solver.parameters.catch_sigint_signal = False
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
