@@ -20,6 +20,7 @@ SCHEDULE_TITLES: dict[str, str] = {
     "v-half": "V-Half",
     "v-zb": "V-ZB",
     "v-auto": "V-auto",
+    "block-optimal": "Block-optimal",
     "zb-auto": "ZB-auto",
     "zb-1p": "ZB-1p (ZB-auto at 1x)",
     "zb-2p": "ZB-2p (ZB-auto at 2x)",

@@ -14,6 +14,7 @@ from functools import partial
 from pipesat.models import Instance, PipesatError, Schedule
 from pipesat.solver.evaluate.simulator import simulate
 from pipesat.solver.heuristics import memory_gated, one_at_a_time, periodic
+from pipesat.solver.heuristics.block_optimal import block_optimal_orders, block_optimal_requirement
 from pipesat.solver.heuristics.dual_pipe import (
     dual_pipe_orders,
     dual_pipe_requirement,
@@ -58,6 +59,7 @@ SCHEDULES: tuple[Heuristic | StartingSchedule, ...] = (
     Heuristic("v-half", v_requirement, v_half_orders),
     Heuristic("v-zb", v_requirement, partial(slot_orders, offsets=v_zb_offsets)),
     Heuristic("v-auto", v_requirement, v_auto_orders),
+    Heuristic("block-optimal", block_optimal_requirement, block_optimal_orders),
     Heuristic("zb-auto", zb_auto_requirement, zb_auto_orders),
     Heuristic("zb-v", zb_v_requirement, zb_v_orders),
     Heuristic("dualpipe-v", dual_pipe_v_requirement, dual_pipe_v_orders),

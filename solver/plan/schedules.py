@@ -27,7 +27,7 @@ HANDWRITTEN = tuple(
 SCHEDULE_NAMES = (*HANDWRITTEN, SEARCH, *STARTS)
 """Every name `training.schedules` takes, in the order they are listed."""
 
-_VSHAPE = ("v-min", "v-half", "v-zb", "v-auto", "zb-v", "dualpipe-v")
+_VSHAPE = ("v-min", "v-half", "v-zb", "v-auto", "block-optimal", "zb-v", "dualpipe-v")
 RUNS_ON: dict[str, tuple[str, ...]] = {
     **{name: ("linear",) for name in ("1f1b", "zb-auto", "zb-h1", "zb-h2")},
     **{name: ("interleaved",) for name in ("interleaved", "interleaved-overlap")},

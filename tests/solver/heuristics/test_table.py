@@ -37,6 +37,7 @@ HANDWRITTEN = (
     "v-half",
     "v-zb",
     "v-auto",
+    "block-optimal",
     "zb-auto",
     "zb-v",
     "dualpipe-v",
@@ -105,7 +106,8 @@ def test_every_heuristic_is_tried_in_order_and_the_refusals_are_kept_or_skipped(
     assert tuple(attempt.heuristic.name for attempt in attempts) == HANDWRITTEN
     refused = [attempt.heuristic.name for attempt in attempts if isinstance(attempt.error, NotApplicable)]
     assert refused == [
-        *("interleaved", "interleaved-overlap", "v-min", "v-half", "v-zb", "v-auto", "zb-v", "dualpipe-v", "dualpipe"),
+        *("interleaved", "interleaved-overlap", "v-min", "v-half", "v-zb", "v-auto", "block-optimal"),
+        *("zb-v", "dualpipe-v", "dualpipe"),
         *HANDWRITTEN[-6:],  # the offload schedules: no host link
     ]
     assert all(attempt.schedule is not None for attempt in attempts if attempt.heuristic.name not in refused)
