@@ -46,3 +46,8 @@ def test_the_polished_orders_keep_the_unrolled_peak() -> None:
 def test_a_limit_below_one_microbatch_is_refused_with_the_reason() -> None:
     with pytest.raises(NotApplicable, match=re.escape("Block-optimal: no building block found within 0.9 a device")):
         run_heuristic("block-optimal", vshape(2, 4).with_limit(0.9))
+
+
+def test_beyond_four_devices_it_leaves_the_instance_to_the_others_with_the_reason() -> None:
+    with pytest.raises(NotApplicable, match=re.escape("needs at most 4 devices")):
+        run_heuristic("block-optimal", vshape(8, 16))
