@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,11 @@ from pipesat.models import Instance
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES_DIR = ROOT / "instances"
+
+# A shell starts a background job (`cmd &`, no job control) with SIGINT ignored, and Python then keeps
+# it ignored; the tests of Ctrl-C in this process need it to reach Python, as at a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def make_instance(p: int, m: int, **fields: Any) -> Instance:
