@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pipesat.models import Instance, Kind, OpKey, Schedule, op_duration
 from pipesat.models.ops import memory_change
 from pipesat.solver.evaluate.device_bounds import chain_offsets, zero_bubble_bound
+from pipesat.solver.evaluate.metrics import makespan
 from pipesat.solver.evaluate.simulator import simulate
 
 NAME = "periodic"
@@ -69,11 +70,11 @@ def periodic_schedule(instance: Instance, split: bool) -> Schedule:
     found = _best_period(instance, split, grid)
     if found is None:
         return simulate(instance, periodic_orders(instance, split, grid[0]), NAME)
-    step, schedule, makespan = found
+    step, schedule, length = found
     longer, shorter = grid[max(step - 1, 0)], grid[min(step + 1, GRID - 1)]
     between = [longer * (shorter / longer) ** ((k + 1) / (REFINE + 1)) for k in range(REFINE)]
     refined = _best_period(instance, split, between)
-    if refined is not None and refined[2] < makespan:
+    if refined is not None and refined[2] < length:
         schedule = refined[1]
     return schedule
 
@@ -87,9 +88,9 @@ def _best_period(instance: Instance, split: bool, periods: Sequence[float]) -> t
         if instance.over_limit(order_peaks(instance, split, orders)):
             continue
         schedule = simulate(instance, orders, NAME)
-        makespan = max(op.end for op in schedule.ops) - min(op.start for op in schedule.ops)
-        if best is None or makespan < best[2]:
-            best = (step, schedule, makespan)
+        length = makespan(schedule)
+        if best is None or length < best[2]:
+            best = (step, schedule, length)
     return best
 
 
