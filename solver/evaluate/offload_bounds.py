@@ -64,7 +64,7 @@ def _savings(
     instance: Instance, split: bool, device: int, offsets: dict[tuple[Kind, int], float]
 ) -> list[tuple[float, float]]:
     """(energy saved, link time) of one offload of each of `device`'s stages that can save any (none
-    without a host link)."""
+    without a host link), the best saving per unit of link time first (`_most_saved`'s order)."""
     if instance.host_link_bandwidth is None:
         return []
     found = []
@@ -76,16 +76,15 @@ def _savings(
         saved = offload_amount(instance, s) * (until_b - held)
         if saved > 0:
             found.append((saved, link))
-    return found
+    return sorted(found, key=lambda item: item[0] / item[1] if item[1] > 0 else float("inf"), reverse=True)
 
 
 def _most_saved(savings: list[tuple[float, float]], span: float, per_stage: int) -> float:
     """The most energy offloads save with at most `span` of link time and `per_stage` offloads of
-    each stage: the fractional knapsack, best saving per unit of link time first."""
+    each stage: the fractional knapsack over `savings`, taken in their order (best saving per unit of
+    link time first)."""
     total, room = 0.0, span
-    for saved, link in sorted(
-        savings, key=lambda item: item[0] / item[1] if item[1] > 0 else float("inf"), reverse=True
-    ):
+    for saved, link in savings:
         count = float(per_stage) if link <= 0 else min(float(per_stage), room / link)
         total += count * saved
         room -= count * link
