@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pipesat.models import InputError, Instance, PipesatError, Schedule
 from pipesat.models.plan_result import Configuration
@@ -25,8 +25,12 @@ from pipesat.solver.evaluate.bounds import least_offload_limits, minimum_memory_
 from pipesat.solver.heuristics import run_heuristic
 from pipesat.solver.heuristics.offloaded import NAME as OFFLOADED
 from pipesat.solver.heuristics.offloaded import offloaded_one_at_a_time
+from pipesat.solver.instances.cost_model import instance_bandwidth
 from pipesat.solver.instances.from_model import Derivation
 from pipesat.solver.portfolio import Candidate, Problem
+
+if TYPE_CHECKING:  # spec.py reads this module's settings
+    from pipesat.solver.plan.spec import PlanSpec
 
 Offload = Literal["none", "selective", "full"]
 OFFLOADS: tuple[Offload, ...] = ("none", "selective", "full")
@@ -38,8 +42,8 @@ FAMILIES: dict[tuple[str, str], str] = {
     ("selective", "vshape"): "pipeoffload-selective-v",
 }
 """PipeOffload's handwritten family for each (offload, placement) the plan tries with offload."""
-OFFLOAD_PLACEMENTS = ("linear", "vshape")
-"""The placements PipeOffload's families run, the only ones the plan offloads on."""
+OFFLOAD_PLACEMENTS = tuple(dict.fromkeys(placement for _, placement in FAMILIES))
+"""The placements PipeOffload's families run (linear, vshape), the only ones the plan offloads on."""
 
 
 def offloads(config: Configuration) -> bool:
@@ -61,6 +65,16 @@ def offload_settings(offload: tuple[Offload, ...], placement: str) -> tuple[Offl
     if placement in OFFLOAD_PLACEMENTS:
         return tuple(setting for setting in OFFLOADS if setting in offload)
     return ("none",) if "none" in offload else ()
+
+
+def host_link(spec: PlanSpec, config: Configuration) -> float | None:
+    """The host link a configuration's instance has (instance units, MiB a ms): the cluster's where it
+    offloads, None where it does not; one line when it offloads and the cluster has none."""
+    if not offloads(config):
+        return None
+    check_offload_spec((config.offload,), spec.cluster.host_link_bandwidth)
+    assert spec.cluster.host_link_bandwidth is not None  # checked just above
+    return instance_bandwidth(spec.cluster.host_link_bandwidth)
 
 
 def linked(derivation: Derivation, host_link: float | None) -> Derivation:

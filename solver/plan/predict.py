@@ -37,11 +37,10 @@ from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import get_heuristic, run_heuristic
 from pipesat.solver.heuristics.heuristic import NotApplicable
 from pipesat.solver.instances.calibration import Calibration
-from pipesat.solver.instances.cost_model import instance_bandwidth
 from pipesat.solver.instances.from_model import Derivation, Description, derive
 from pipesat.solver.plan.measure import measure, usable_memory
 from pipesat.solver.plan.memory_fit import fit_layout, fit_of
-from pipesat.solver.plan.offload import FAMILIES, check_offload_spec, linked, offloads
+from pipesat.solver.plan.offload import FAMILIES, host_link, linked, offloads
 from pipesat.solver.plan.runtimes import iterates_on_span
 from pipesat.solver.plan.space import description, policy_refusal
 from pipesat.solver.plan.spec import PlanSpec
@@ -156,15 +155,6 @@ def framework_schedule(config: Configuration) -> str:
             f"{config.label}: PipeOffload's schedules run linear and vshape pipelines only; name a schedule"
         )
     return family
-
-
-def host_link(spec: PlanSpec, config: Configuration) -> float | None:
-    """The host link a configuration's instance has (instance units): the cluster's where it offloads."""
-    if not offloads(config):
-        return None
-    check_offload_spec((config.offload,), spec.cluster.host_link_bandwidth)
-    assert spec.cluster.host_link_bandwidth is not None  # checked just above
-    return instance_bandwidth(spec.cluster.host_link_bandwidth)
 
 
 def configured_schedule(name: str, instance: Instance) -> Schedule:

@@ -38,6 +38,7 @@ from pipesat.models.names import SPLIT_OUT
 from pipesat.models.placement import PLACEMENTS
 from pipesat.models.plan_result import Configuration
 from pipesat.models.training_modes import RECOMPUTE, Recompute, ZeroStage
+from pipesat.solver.plan.offload import OFFLOADS
 from pipesat.solver.plan.schedules import SCHEDULE_NAMES, SEARCH, placements_of
 
 ANY = "any"
@@ -176,7 +177,7 @@ def held_to(
         "placements": tuple(name for name in runtime.placements if name in run),
         "zero": runtime.zero,
         "recompute": runtime.recompute,
-        "offload": ("none", "selective", "full") if runtime.offloads else ("none",),
+        "offload": OFFLOADS if runtime.offloads else ("none",),
     }
     for name, allowed in limits.items():
         outside = [item for item in values.get(name) or () if item not in allowed]

@@ -19,11 +19,10 @@ from pipesat.solver.evaluate.bounds import lower_bound, resolve_split
 from pipesat.solver.evaluate.validator import ensure_valid
 from pipesat.solver.heuristics import handwritten_schedules, memory_gated, one_at_a_time, periodic
 from pipesat.solver.instances.calibration import Calibration
-from pipesat.solver.instances.cost_model import instance_bandwidth
 from pipesat.solver.instances.from_model import Derivation
 from pipesat.solver.plan.measure import fixed_ms, measure
 from pipesat.solver.plan.memory_fit import Fitted, fit_layout
-from pipesat.solver.plan.offload import family_schedules, offloading, offloads
+from pipesat.solver.plan.offload import family_schedules, host_link, offloading, offloads
 from pipesat.solver.plan.runtime_bests import config_bests, fused_candidates, runtime_candidates
 from pipesat.solver.plan.runtimes import RUNTIMES, bounds_on_span, iterates_on_span
 from pipesat.solver.plan.schedules import allowed_handwritten, allows, unmet_text
@@ -147,9 +146,7 @@ class SolveTask:
 def _fitted(spec: PlanSpec, config: Configuration, calibration: Calibration | None) -> Fitted:
     """The configuration's layout fitted to its GPUs' memory (`memory_fit`): the derivation it is
     searched with (a tight one's under the stretched budgets), or why it is refused."""
-    host_link = spec.cluster.host_link_bandwidth if offloads(config) else None
-    bandwidth = None if host_link is None else instance_bandwidth(host_link)
-    return fit_layout(description(spec, config), config.label, calibration, bandwidth)
+    return fit_layout(description(spec, config), config.label, calibration, host_link(spec, config))
 
 
 def _checked(task: AssessTask) -> Assessment | Fitted:
