@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pipesat.models import Instance, Objective, Status
+from pipesat.models import Instance, Objective, Schedule, Status
 from pipesat.models.solve_result import SolveResult
 from pipesat.solver.evaluate.metrics import compute_metrics
 from pipesat.solver.heuristics import run_heuristic
@@ -24,18 +24,23 @@ def test_comparison_text_frames_only_the_text_table(one_f_one_b_instance: Instan
 
 def _points(instance: Instance) -> list[tuple[float, SolveResult]]:
     """An infeasible point at 1 and an optimal one at 4 (the 1F1B schedule)."""
-    schedule = run_heuristic("1f1b", instance)
     infeasible = SolveResult(status=Status.INFEASIBLE, objective=Objective.MAKESPAN, solve_time=0.0)
-    optimal = SolveResult(
-        status=Status.OPTIMAL,
+    optimal = _solved(Status.OPTIMAL, run_heuristic("1f1b", instance), value=33.0, bound=33.0)
+    return [(1.0, infeasible), (4.0, optimal)]
+
+
+def _solved(status: Status, schedule: Schedule, value: float, bound: float) -> SolveResult:
+    """A makespan solve's result with `schedule`, its value and bound (the gap between them)."""
+    gap = (value - bound) / bound
+    return SolveResult(
+        status=status,
         objective=Objective.MAKESPAN,
         schedule=schedule,
-        value=33.0,
-        bound=33.0,
-        gap=0.0,
+        value=value,
+        bound=bound,
+        gap=gap,
         solve_time=0.0,
     )
-    return [(1.0, infeasible), (4.0, optimal)]
 
 
 def test_pareto_text_table(one_f_one_b_instance: Instance) -> None:
@@ -109,15 +114,7 @@ def test_pareto_text_shows_the_offload_points_in_their_own_table() -> None:
     linked = Instance.from_dict({"num_devices": 4, "num_microbatches": 8, "host_link_bandwidth": 64})
     schedule = run_heuristic("pipeoffload-full-1f1b", linked)
     assert schedule.transfers
-    offloaded = SolveResult(
-        status=Status.FEASIBLE,
-        objective=Objective.MAKESPAN,
-        schedule=schedule,
-        value=33.0,
-        bound=30.0,
-        gap=0.1,
-        solve_time=0.0,
-    )
+    offloaded = _solved(Status.FEASIBLE, schedule, value=33.0, bound=30.0)
     points = _points(linked)
     text = pareto_text(linked, points, [], Objective.MAKESPAN, "text", offloaded=[(2.0, offloaded)])
     lines = text.splitlines()
