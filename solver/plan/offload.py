@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pipesat.models import InputError, Instance, PipesatError, Schedule
 from pipesat.models.plan_result import Configuration
@@ -28,9 +28,6 @@ from pipesat.solver.heuristics.offloaded import offloaded_one_at_a_time
 from pipesat.solver.instances.cost_model import instance_bandwidth
 from pipesat.solver.instances.from_model import Derivation
 from pipesat.solver.portfolio import Candidate, Problem
-
-if TYPE_CHECKING:  # spec.py reads this module's settings
-    from pipesat.solver.plan.spec import PlanSpec
 
 Offload = Literal["none", "selective", "full"]
 OFFLOADS: tuple[Offload, ...] = ("none", "selective", "full")
@@ -67,14 +64,15 @@ def offload_settings(offload: tuple[Offload, ...], placement: str) -> tuple[Offl
     return ("none",) if "none" in offload else ()
 
 
-def host_link(spec: PlanSpec, config: Configuration) -> float | None:
-    """The host link a configuration's instance has (instance units, MiB a ms): the cluster's where it
-    offloads, None where it does not; one line when it offloads and the cluster has none."""
+def host_link(config: Configuration, cluster_link: float | None) -> float | None:
+    """The host link a configuration's instance has (instance units, MiB a ms): the cluster's
+    `cluster_link` (`cluster.host_link_bandwidth`, GB/s) where it offloads, None where it does not;
+    one line when it offloads and the cluster has none."""
     if not offloads(config):
         return None
-    check_offload_spec((config.offload,), spec.cluster.host_link_bandwidth)
-    assert spec.cluster.host_link_bandwidth is not None  # checked just above
-    return instance_bandwidth(spec.cluster.host_link_bandwidth)
+    check_offload_spec((config.offload,), cluster_link)
+    assert cluster_link is not None  # checked just above
+    return instance_bandwidth(cluster_link)
 
 
 def linked(derivation: Derivation, host_link: float | None) -> Derivation:

@@ -222,7 +222,7 @@ def predict(
     check_fits(spec, config)
     described = described or description(spec, config)
     name = name or config.label
-    link = host_link(spec, config)
+    link = host_link(config, spec.cluster.host_link_bandwidth)
     fitted = fit_layout(described, name, calibration, link)
     refusal = fitted.why if fitted.fit is MemoryFit.REFUSED else ""
     try:

@@ -146,7 +146,9 @@ class SolveTask:
 def _fitted(spec: PlanSpec, config: Configuration, calibration: Calibration | None) -> Fitted:
     """The configuration's layout fitted to its GPUs' memory (`memory_fit`): the derivation it is
     searched with (a tight one's under the stretched budgets), or why it is refused."""
-    return fit_layout(description(spec, config), config.label, calibration, host_link(spec, config))
+    return fit_layout(
+        description(spec, config), config.label, calibration, host_link(config, spec.cluster.host_link_bandwidth)
+    )
 
 
 def _checked(task: AssessTask) -> Assessment | Fitted:
