@@ -35,6 +35,8 @@ from pipesat.solver.evaluate.simulator import TransferPlan, simulate, transfer_p
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics.memory_gated import NAME as MEMORY_GATED
 from pipesat.solver.heuristics.memory_gated import memory_gated_schedules
+from pipesat.solver.heuristics.offload_gated import NAME as OFFLOAD_GATED
+from pipesat.solver.heuristics.offload_gated import offload_gated_schedules
 from pipesat.solver.heuristics.offloaded import NAME as OFFLOADED
 from pipesat.solver.heuristics.offloaded import offloaded_one_at_a_time
 from pipesat.solver.heuristics.one_at_a_time import NAME as ONE_AT_A_TIME
@@ -180,6 +182,18 @@ def memory_gated_candidate(problem: Problem, clock: float) -> Candidate | None:
     found = (
         as_candidate(problem, MEMORY_GATED, schedule, clock)
         for schedule in memory_gated_schedules(problem.instance, problem.split)
+    )
+    return preferred([candidate for candidate in found if candidate is not None])
+
+
+def offload_gated_candidate(problem: Problem, clock: float) -> Candidate | None:
+    """With offload under a memory limit, the best offload-gated schedule
+    (`solver.heuristics.offload_gated`) that fits; None otherwise."""
+    if not problem.offload or problem.instance.memory_limit is None:
+        return None
+    found = (
+        as_candidate(problem, OFFLOAD_GATED, schedule, clock)
+        for schedule in offload_gated_schedules(problem.instance, problem.split)
     )
     return preferred([candidate for candidate in found if candidate is not None])
 

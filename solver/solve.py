@@ -65,6 +65,7 @@ from pipesat.solver.portfolio import (
     Problem,
     as_candidate,
     memory_gated_candidate,
+    offload_gated_candidate,
     one_at_a_time_candidate,
     periodic_candidate,
     preferred,
@@ -300,14 +301,17 @@ class _Solve:
         best = preferred(candidates)
         if best is None or not meets(best.value, bound, options.gap):
             # The heuristics leave room: a periodic schedule may fill it (it does under tight limits),
-            # and of a linear or interleaved pipeline the memory-gated one; both depend on the instance
-            # alone, never on the time limit.
+            # of a linear or interleaved pipeline the memory-gated one, and with offload the
+            # offload-gated one; all depend on the instance alone, never on the time limit.
             found = periodic_candidate(problem, self.clock)
             LOG.info("periodic start: %s", "none fits" if found is None else f"{found.value:g}")
             gated = memory_gated_candidate(problem, self.clock)
             if gated is not None:
                 LOG.info("memory-gated start: %g", gated.value)
-            more = [start for start in (found, gated) if start is not None]
+            offloading = offload_gated_candidate(problem, self.clock)
+            if offloading is not None:
+                LOG.info("offload-gated start: %g", offloading.value)
+            more = [start for start in (found, gated, offloading) if start is not None]
             self.found.extend(more)
             best = preferred([*candidates, *more])
         LOG.info("best start: %s", "none" if best is None else f"{best.name} = {best.value:g}")

@@ -12,6 +12,7 @@ from pipesat.solver.evaluate.bounds import least_offload_limits
 from pipesat.solver.evaluate.metrics import compute_metrics, host_peaks
 from pipesat.solver.evaluate.validator import validate
 from pipesat.solver.heuristics import all_heuristics, run_heuristic
+from pipesat.solver.heuristics.offload_gated import NAME as OFFLOAD_GATED
 from pipesat.solver.solve import solve
 from tests.strategies import assert_valid
 
@@ -101,7 +102,9 @@ def test_a_solve_that_may_offload_starts_from_pipeoffloads_schedules(devices: in
     assert result.schedule is not None and result.best_heuristic is not None
     assert_valid(result.schedule)
     assert result.best_heuristic.name == "pipeoffload-full-v"
-    assert result.starting_point is None or result.starting_point.name in OFFLOAD_FAMILIES
+    # Where PipeOffload's leaves room to the bound, the offload-gated start may be better (at 4
+    # devices: 25.5 against PipeOffload full's 26.5).
+    assert result.starting_point is None or result.starting_point.name in OFFLOAD_FAMILIES | {OFFLOAD_GATED}
     assert result.value is not None and result.value <= result.best_heuristic.value + 1e-9
     assert alone.value is not None and result.value < alone.value
 
