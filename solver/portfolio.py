@@ -29,7 +29,7 @@ from pipesat.models.tolerance import fits
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
 from pipesat.solver.evaluate.bounds import lower_bound, memory_bound_under_cap, without_communication
 from pipesat.solver.evaluate.metrics import compute_metrics
-from pipesat.solver.evaluate.offload_bounds import offload_energy_bound
+from pipesat.solver.evaluate.offload_bounds import last_backward_bound, offload_energy_bound
 from pipesat.solver.evaluate.retime import timed_for
 from pipesat.solver.evaluate.simulator import TransferPlan, simulate, transfer_plan_of
 from pipesat.solver.evaluate.validator import validate
@@ -68,13 +68,19 @@ class Problem:
 
     def lower_bound(self) -> float:
         """The best lower bound on the result's objective: the analytic one, or the known one. With
-        offload the bounds under a memory limit, which assume none, give way to the unlimited ones and
-        to the memory energy less what the host link can save (`offload_bounds`)."""
+        offload the bounds under a memory limit, which assume none, give way to the unlimited ones, to
+        the memory energy less what the host link can save, and to the chain after a device's last B
+        beyond the W time it can hold (`offload_bounds`)."""
         if self.offload:
             unlimited = self.instance.with_limit(None)
             analytic = lower_bound(unlimited, self.result_objective, self.split, tuning=self.tuning)
             if self.result_objective != Objective.MEMORY:
-                analytic = max(analytic, offload_energy_bound(without_communication(self.instance), self.split))
+                compute = without_communication(self.instance)
+                offloading = max(
+                    offload_energy_bound(compute, self.split),
+                    last_backward_bound(compute, self.split, tuning=self.tuning),
+                )
+                analytic = max(analytic, offloading)
             return analytic if self.known_bound is None else max(analytic, self.known_bound)
         if self.minimize_memory and self.time_cap is not None:
             cap = self.time_cap

@@ -86,7 +86,7 @@ def chain_offsets(instance: Instance, split: bool) -> dict[tuple[Kind, int], flo
 
 def zero_bubble_bound(instance: Instance, split: bool) -> float:
     """The busiest device's total op time (a bound on both the makespan and the max span)."""
-    return max(_busy(instance, split, d) for d in range(instance.num_devices))
+    return max(busy_time(instance, split, d) for d in range(instance.num_devices))
 
 
 def device_span_bound(
@@ -113,7 +113,7 @@ def device_span_bound(
 
     disjoint = _windows_disjoint(instance, device, capacity)
     idle = head_idle + tail_idle if disjoint else max(head_idle, tail_idle)
-    windows = _busy(instance, split, device) + idle
+    windows = busy_time(instance, split, device) + idle
     if capacity is None or capacity <= 0:
         return windows
     return max(windows, memory_energy(instance, split, device, offsets) / capacity)
@@ -162,7 +162,7 @@ def until_last_backward(
         tail = min(tail, least)
     head_idle = _head_idle(instance, device, offsets, capacity, head_share, spacing, tuning=tuning)
     head = head_idle if _windows_disjoint(instance, device, capacity) else 0.0
-    return _busy(instance, split, device) + head + tail
+    return busy_time(instance, split, device) + head + tail
 
 
 def enclosure(
@@ -352,7 +352,8 @@ def _windows_disjoint(instance: Instance, device: int, capacity: float | None) -
     return instance.stage_microbatches * len(stages) > max_count(activation, instance.stage_microbatches, capacity)
 
 
-def _busy(instance: Instance, split: bool, device: int) -> float:
+def busy_time(instance: Instance, split: bool, device: int) -> float:
+    """The total time of `device`'s ops."""
     per_microbatch = sum(
         op_duration(instance, kind, s, split) for s in instance.stages_of(device) for kind in op_kinds(split)
     )

@@ -24,13 +24,31 @@ found by bisection (the left side only grows with T).
 It assumes nothing else about the order, so it holds beside the instance's bounds without a memory
 limit (an offloading schedule's compute ops form a schedule without one), and the solve takes the
 larger (`portfolio.Problem.lower_bound`).
+
+A second bound holds with offload too, because what a W keeps (M_W) is never offloaded and a B needs
+its activations on the device (`last_backward_bound`): after a device's last B ends (at t), the
+device runs only W ops, and only those whose microbatches hold M_W then. During that B the device
+held its M_B and every such M_W, so the W time left after t is at most that B's own W and the
+knapsack of W times whose M_W fit beside its M_B in the limit, A(s) for a last B of stage s. Before
+t the device ran everything else, from its first op's earliest start r on: t ≥ r + busy - A(s). From
+t the microbatch of that B still runs its chain back to the route's first stage (the Bs down, that
+stage's W), `tail(s)` long. So the makespan is at least r + busy + max(0, tail(s) - A(s)), the
+least over the device's stages s. It binds where the limit leaves room for few M_W beside an M_B: the
+zero-bubble schedules' cool-down defers Ws to fill the chain's wait, and a device that cannot hold
+them idles. On OptPipe's instance at 1/4 of the 1F1B peak (benchmarks/bench_offload.py), the last
+device holds one microbatch at a time (3,212 + 3,210 MiB against 4,352), so A = one W (25.7 ms)
+against a chain of 151 ms: the bound rises from the no-limit optimum, 1,430.0, to 1,550.1.
 """
 
 from __future__ import annotations
 
+import math
+
 from pipesat.models import Instance, Kind, op_duration
 from pipesat.models.ops import offload_amount, transfer_time
-from pipesat.solver.evaluate.device_bounds import capacity_of, chain_offsets, memory_energy
+from pipesat.models.tuning import DEFAULT_TUNING, Tuning
+from pipesat.solver.evaluate.device_bounds import busy_time, capacity_of, chain_offsets, memory_energy
+from pipesat.solver.evaluate.knapsack import max_total_time
 
 BISECTIONS = 60
 """Halvings of the bracket on T: 2^-60 of the energy bound, far below the validator's tolerance."""
@@ -91,3 +109,31 @@ def _most_saved(savings: list[tuple[float, float]], span: float, per_stage: int)
         if room <= 0:
             break
     return total
+
+
+def last_backward_bound(instance: Instance, split: bool, *, tuning: Tuning = DEFAULT_TUNING) -> float:
+    """The largest, over devices with a limit, of their first op's earliest start, their busy time,
+    and what the chain after their last B leaves idle beyond the W time they can hold (module notes;
+    0 without a limit or with the backward fused, where nothing follows a device's last B)."""
+    if not split:
+        return 0.0
+    offsets = chain_offsets(instance, split)
+    best = 0.0
+    for device in range(instance.num_devices):
+        capacity = capacity_of(instance, device)
+        stages = instance.stages_of(device)
+        if capacity is None or not stages:
+            continue
+        held = [(op_duration(instance, Kind.W, s, split), instance.weight_memory[s]) for s in stages]
+        idle = math.inf
+        for s in stages:
+            first = instance.route_at(s).start
+            end = offsets[(Kind.W, first)] + op_duration(instance, Kind.W, first, split)
+            tail = end - offsets[(Kind.B, s)] - op_duration(instance, Kind.B, s, split)
+            room = capacity - instance.activation_memory[s]
+            others = max_total_time(held, instance.stage_microbatches, max(room, 0.0), tuning=tuning)
+            left = op_duration(instance, Kind.W, s, split) + others
+            idle = min(idle, max(0.0, tail - left))
+        start = min(offsets[(Kind.F, s)] for s in stages)
+        best = max(best, start + busy_time(instance, split, device) + idle)
+    return best
