@@ -54,7 +54,8 @@ class Problem:
     `known_bound` is a lower bound on the result's objective proven elsewhere (a Pareto sweep's).
     `tuning` is the solve's (`models.tuning`): the bounds read it here. With `offload` the search may
     offload activations over the instance's host link (docs/offload.md); the starting schedules
-    offload nothing but the one-at-a-time order with everything offloaded, when nothing else fits."""
+    that offload are the handwritten offload families, the offload-gated one where the starts leave
+    room, and the one-at-a-time order with everything offloaded when nothing else fits."""
 
     instance: Instance
     objective: Objective
