@@ -305,13 +305,10 @@ class _Solve:
             # offload-gated one; all depend on the instance alone, never on the time limit.
             found = periodic_candidate(problem, self.clock)
             LOG.info("periodic start: %s", "none fits" if found is None else f"{found.value:g}")
-            gated = memory_gated_candidate(problem, self.clock)
-            if gated is not None:
-                LOG.info("memory-gated start: %g", gated.value)
-            offloading = offload_gated_candidate(problem, self.clock)
-            if offloading is not None:
-                LOG.info("offload-gated start: %g", offloading.value)
-            more = [start for start in (found, gated, offloading) if start is not None]
+            gated = [memory_gated_candidate(problem, self.clock), offload_gated_candidate(problem, self.clock)]
+            for start in (start for start in gated if start is not None):
+                LOG.info("%s start: %g", start.name, start.value)
+            more = [start for start in (found, *gated) if start is not None]
             self.found.extend(more)
             best = preferred([*candidates, *more])
         LOG.info("best start: %s", "none" if best is None else f"{best.name} = {best.value:g}")
