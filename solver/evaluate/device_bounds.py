@@ -59,6 +59,7 @@ from pipesat.solver.evaluate.knapsack import (
     max_total_time,
     microbatch_work,
 )
+from pipesat.solver.evaluate.memory_quanta import quantized_span
 
 
 def chain_offsets(instance: Instance, split: bool) -> dict[tuple[Kind, int], float]:
@@ -116,7 +117,7 @@ def device_span_bound(
     windows = busy_time(instance, split, device) + idle
     if capacity is None or capacity <= 0:
         return windows
-    return max(windows, memory_energy(instance, split, device, offsets) / capacity)
+    return max(windows, quantized_span(held_memory(instance, split, device, offsets), capacity))
 
 
 def until_last_backward(
@@ -198,20 +199,26 @@ def enclosure(
 def memory_energy(
     instance: Instance, split: bool, device: int, offsets: dict[tuple[Kind, int], float] | None = None
 ) -> float:
-    """The least total of memory x time that `device` holds over all microbatches (docs/bounds.md).
+    """The least total of memory x time that `device` holds over all microbatches (docs/bounds.md): the
+    amounts of `held_memory` times their least durations."""
+    return sum(amount * duration for amount, duration in held_memory(instance, split, device, offsets))
 
-    Stage s's microbatch holds M_B - M_W from its forward's start to its B's end, at least the round
-    trip `o(B, s) + B_s - o(F, s)`, and M_W until its W ends, at least that plus W_s (fused: all of M_B
-    until the whole backward ends).
-    """
+
+def held_memory(
+    instance: Instance, split: bool, device: int, offsets: dict[tuple[Kind, int], float] | None = None
+) -> list[tuple[float, float]]:
+    """What `device` holds for the microbatches of each of its stages, as (amount, least time held over
+    them all): each holds M_B from its forward's start to its B's end, at least the round trip
+    `o(B, s) + B_s - o(F, s)`, then (split) M_W until its W ends, at least W_s (fused: M_B until the
+    whole backward ends)."""
     offsets = chain_offsets(instance, split) if offsets is None else offsets
-    total = 0.0
+    count, held = instance.stage_microbatches, []
     for s in instance.stages_of(device):
         until_b = offsets[(Kind.B, s)] + op_duration(instance, Kind.B, s, split) - offsets[(Kind.F, s)]
-        weight = instance.weight_memory[s] if split else 0.0
-        until_w = until_b + (op_duration(instance, Kind.W, s, split) if split else 0.0)
-        total += (instance.activation_memory[s] - weight) * until_b + weight * until_w
-    return instance.stage_microbatches * total
+        held.append((instance.activation_memory[s], count * until_b))
+        if split:
+            held.append((instance.weight_memory[s], count * op_duration(instance, Kind.W, s, split)))
+    return held
 
 
 def _held_sets(instance: Instance, split: bool, device: int, on_route: list[int]) -> HeldSets:

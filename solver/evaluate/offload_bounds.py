@@ -15,11 +15,15 @@ to its B's end lasting L, at least the chain's round trip `until_b`):
   c = F + 2X + B once L ≥ c (the order forces it).
 
 So an offload saves at most f·M_B·(until_b - c) of the energy, and only when that is positive. Its
-offloads run one at a time on the link's device-to-host direction, all within [0, T], so the
-offloaded (stage, microbatch)s' X add up to at most T: the most energy offloads can save by T is
-at most a fractional knapsack's (saving per unit of link time, at most m per stage), which grows
-with T. The bound is the least T with limit x T + that saving ≥ the energy without offload,
-found by bisection (the left side only grows with T).
+offloads run one at a time on the link's device-to-host direction, all within d's span S (nothing
+is held before d's first op, which starts no earlier than its chain offset r), so the offloaded
+(stage, microbatch)s' X add up to at most S: the most energy offloads can save within S is at most a
+fractional knapsack's (saving per unit of link time, at most m per stage), which grows with S. The
+bound is r plus the least S with limit x S + that saving ≥ the energy without offload, found by
+bisection (the left side only grows with S). The same holds with amounts counted in quanta
+(`memory_quanta`: floor(a / q) of each amount a, floor(limit / q) of the limit), where two
+microbatches at a time under a limit of 2.67 are two, not 2.67; the bound is the largest over the
+candidate quanta and the fluid count.
 
 It assumes nothing else about the order, so it holds beside the instance's bounds without a memory
 limit (an offloading schedule's compute ops form a schedule without one), and the solve takes the
@@ -42,59 +46,113 @@ against a chain of 151 ms: the bound rises from the no-limit optimum, 1,430.0, t
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pipesat.models import Instance, Kind, op_duration
 from pipesat.models.ops import offload_amount, transfer_time
 from pipesat.models.tuning import DEFAULT_TUNING, Tuning
-from pipesat.solver.evaluate.device_bounds import busy_time, capacity_of, chain_offsets, memory_energy
+from pipesat.solver.evaluate.device_bounds import busy_time, capacity_of, chain_offsets, held_memory
 from pipesat.solver.evaluate.knapsack import max_total_time
+from pipesat.solver.evaluate.memory_quanta import memory_slots, quanta, quanta_of
 
 BISECTIONS = 60
 """Halvings of the bracket on T: 2^-60 of the energy bound, far below the validator's tolerance."""
 
 
 def offload_energy_bound(instance: Instance, split: bool) -> float:
-    """The largest, over devices, of the least makespan whose memory area under the limit, with the
-    most the host link can save by offloading, covers the device's energy (0 without a limit)."""
+    """The largest, over devices, of the earliest start of their first op and the least span whose
+    memory area under the limit, with the most the host link can save by offloading, covers the
+    device's energy, fluid or counted in quanta (`memory_quanta`); 0 without a limit."""
     offsets = chain_offsets(instance, split)
     return max((_device_bound(instance, split, d, offsets) for d in range(instance.num_devices)), default=0.0)
 
 
 def _device_bound(instance: Instance, split: bool, device: int, offsets: dict[tuple[Kind, int], float]) -> float:
     capacity = capacity_of(instance, device)
-    if capacity is None or capacity <= 0:
+    stages = instance.stages_of(device)
+    if capacity is None or capacity <= 0 or not stages:
         return 0.0
-    energy = memory_energy(instance, split, device, offsets)
-    savings = _savings(instance, split, device, offsets)
+    held = held_memory(instance, split, device, offsets)
+    offloads = _offloads(instance, split, device, offsets)
+    kept = [offload_amount(instance, s) - instance.activation_memory[s] for s in stages]
+    amounts = [amount for amount, _ in held] + [-amount for amount in kept]
+    measures: list[tuple[Callable[[float], float], float]] = [(lambda amount: amount, capacity)]
+    measures += [
+        (functools.partial(_quanta_of, quantum=q), memory_slots(capacity, q)) for q in quanta(amounts, capacity)
+    ]
+    span = max(_least_span(held, offloads, measure, room, instance.stage_microbatches) for measure, room in measures)
+    return min(offsets[(Kind.F, s)] for s in stages) + span
+
+
+def _quanta_of(amount: float, quantum: float) -> float:
+    return float(quanta_of(amount, quantum))
+
+
+def _least_span(
+    held: list[tuple[float, float]],
+    offloads: list[Offload],
+    measure: Callable[[float], float],
+    room: float,
+    per_stage: int,
+) -> float:
+    """The least span with `room` x span, plus the most that offloads within span of link time save,
+    at least the energy of `held`, both in `measure` (an amount's bytes, or its quanta)."""
+    energy = sum(measure(amount) * duration for amount, duration in held)
+    savings = sorted(
+        ((saved, offload.link) for offload in offloads if (saved := offload.saving(measure)) > 0),
+        key=lambda item: item[0] / item[1] if item[1] > 0 else math.inf,
+        reverse=True,
+    )
 
     def covered(span: float) -> bool:
-        return capacity * span + _most_saved(savings, span, instance.stage_microbatches) >= energy
+        return room * span + _most_saved(savings, span, per_stage) >= energy
 
-    low, high = 0.0, energy / capacity
+    low, high = 0.0, energy / room
     for _ in range(BISECTIONS):
         middle = (low + high) / 2
         low, high = (low, middle) if covered(middle) else (middle, high)
     return low
 
 
-def _savings(
-    instance: Instance, split: bool, device: int, offsets: dict[tuple[Kind, int], float]
-) -> list[tuple[float, float]]:
-    """(energy saved, link time) of one offload of each of `device`'s stages that can save any (none
-    without a host link), the best saving per unit of link time first (`_most_saved`'s order)."""
+@dataclass(frozen=True)
+class Offload:
+    """What one offload of a stage's microbatch can change of its held memory: it holds all of M_B
+    (`held`) for at least `least_held` (F, the transfer each way, B) and what the offload leaves
+    (`kept`) for the rest of its round trip, `until_b` at least; its transfer takes `link` each way."""
+
+    held: float
+    kept: float
+    until_b: float
+    least_held: float
+    link: float
+
+    def saving(self, measure: Callable[[float], float]) -> float:
+        """The most energy, in `measure`, that the offload saves: none unless the round trip is longer."""
+        return (measure(self.held) - measure(self.kept)) * max(0.0, self.until_b - self.least_held)
+
+
+def _offloads(instance: Instance, split: bool, device: int, offsets: dict[tuple[Kind, int], float]) -> list[Offload]:
+    """One `Offload` for each of `device`'s stages (none without a host link)."""
     if instance.host_link_bandwidth is None:
         return []
     found = []
     for s in instance.stages_of(device):
         backward = op_duration(instance, Kind.B, s, split)
-        until_b = offsets[(Kind.B, s)] + backward - offsets[(Kind.F, s)]
         link = transfer_time(instance, s)
-        held = op_duration(instance, Kind.F, s, split) + 2 * link + backward
-        saved = offload_amount(instance, s) * (until_b - held)
-        if saved > 0:
-            found.append((saved, link))
-    return sorted(found, key=lambda item: item[0] / item[1] if item[1] > 0 else float("inf"), reverse=True)
+        held = instance.activation_memory[s]
+        found.append(
+            Offload(
+                held=held,
+                kept=held - offload_amount(instance, s),
+                until_b=offsets[(Kind.B, s)] + backward - offsets[(Kind.F, s)],
+                least_held=op_duration(instance, Kind.F, s, split) + 2 * link + backward,
+                link=link,
+            )
+        )
+    return found
 
 
 def _most_saved(savings: list[tuple[float, float]], span: float, per_stage: int) -> float:

@@ -125,3 +125,25 @@ def test_a_fast_link_lowers_the_bound_and_none_without_a_limit() -> None:
     fast = offload_energy_bound(Instance.from_dict({**data, "host_link_bandwidth": 1e3}), False)
     assert fast < slow
     assert offload_energy_bound(Instance.from_dict({**data, "memory_limit": None}), False) == 0.0
+
+
+def test_a_device_that_holds_one_microbatch_at_a_time_offloads_each_and_holds_it_for_f_two_transfers_and_b() -> None:
+    # Device 0's limit of 1.5 holds one microbatch at a time. Offloaded, each is held for F + 2 x 0.25 + B = 2.5
+    # (its round trip, F0 F1 B1 B0, is 4), so 6 of them take 15, and CP-SAT proves 15 optimal; counted as a
+    # fluid, the same energy over the limit says 10.
+    data = {
+        "num_devices": 2,
+        "num_microbatches": 6,
+        "forward_times": [1, 1],
+        "backward_times": [1, 1],
+        "activation_memory": [1, 1],
+        "memory_limit": 1.5,
+        "p2p_time": 0,
+        "host_link_bandwidth": 4,
+    }
+    instance = Instance.from_dict(data)
+    assert offload_energy_bound(instance, False) == pytest.approx(15)
+    result = solve(instance, offload=True, time_limit=10, workers=2, seed=0)
+    assert result.schedule is not None
+    assert_valid(result.schedule)
+    assert compute_metrics(result.schedule).makespan == pytest.approx(15)
