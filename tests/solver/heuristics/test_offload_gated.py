@@ -8,10 +8,16 @@ import time
 
 import pytest
 
-from pipesat.models import Instance, Objective
+from pipesat.models import Instance, Kind, Objective, OpKey
+from pipesat.models.ops import dependency
 from pipesat.solver.evaluate.bounds import least_offload_limits, minimum_memory_limits
 from pipesat.solver.evaluate.metrics import compute_metrics
-from pipesat.solver.heuristics.offload_gated import VARIANTS, offload_gated_schedule, offload_gated_schedules
+from pipesat.solver.heuristics.offload_gated import (
+    VARIANTS,
+    Variant,
+    offload_gated_schedule,
+    offload_gated_schedules,
+)
 from pipesat.solver.portfolio import Problem, offload_gated_candidate
 from pipesat.solver.solve import solve
 from tests.strategies import assert_valid
@@ -57,6 +63,22 @@ def test_every_variant_is_valid_under_its_limit_and_one_finds_a_schedule(
             assert_valid(schedule)  # the memory limit included
             found.append(schedule)
     assert found
+
+
+@pytest.mark.parametrize("shape", ["linear-split", "vshape-split"])
+def test_with_a_lookahead_of_one_a_reload_waits_for_the_op_right_before_its_b_to_start(shape: str) -> None:
+    instance = Instance.from_dict({**SHAPES[shape], "host_link_bandwidth": 0.5})
+    limited = instance.with_limit(_limits(instance)["order alone"])
+    schedule = offload_gated_schedule(limited, True, Variant(eager_weights=False, in_flight=1.0, lookahead=1))
+    assert schedule is not None
+    assert_valid(schedule)
+    starts = {op.key: op.start for op in schedule.ops}
+    reloads = [op for op in schedule.transfers if op.kind == Kind.R]
+    assert reloads
+    for reload in reloads:
+        before = dependency(OpKey(Kind.B, reload.stage, reload.microbatch), limited)
+        assert before is not None
+        assert starts[before] <= reload.start + 1e-9
 
 
 def test_below_what_the_order_alone_needs_it_offloads() -> None:
