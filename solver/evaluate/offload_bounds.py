@@ -77,8 +77,7 @@ def _device_bound(instance: Instance, split: bool, device: int, offsets: dict[tu
         return 0.0
     held = held_memory(instance, split, device, offsets)
     offloads = _offloads(instance, split, device, offsets)
-    kept = [offload_amount(instance, s) - instance.activation_memory[s] for s in stages]
-    amounts = [amount for amount, _ in held] + [-amount for amount in kept]
+    amounts = [amount for amount, _ in held] + [offload.kept for offload in offloads]
     measures: list[tuple[Callable[[float], float], float]] = [(lambda amount: amount, capacity)]
     measures += [
         (functools.partial(_quanta_of, quantum=q), memory_slots(capacity, q)) for q in quanta(amounts, capacity)
