@@ -31,9 +31,6 @@ TICK_BUDGET = 2**50
 TIME_RESOLUTION = 10_000
 MEMORY_RESOLUTION = 1_000_000
 MAX_SPAN_SCALE = 10**7
-# A scaled value this close (relative) to a whole number is that number: decimal inputs such as
-# 0.601 * 3000 land a few units in the last place off the integer they stand for.
-WHOLE_TICK_NOISE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -83,10 +80,14 @@ def choose_scale(instance: Instance, objective: Objective, offload: bool = False
 
 
 def to_ticks(value: float, per_unit: int) -> int:
-    """`value * per_unit` as an integer: rounded when within WHOLE_TICK_NOISE of one, else floored."""
+    """`value * per_unit` as an integer: rounded when within float noise of one (`slack`: decimal
+    inputs such as 0.601 * 3000 land a few units in the last place off the integer they stand for),
+    else floored, so that an inexact time never rounds up and the model stays a relaxation (a
+    looser noise of 10^-6 relative once rounded 2π at 10^5 ticks, 628,318.53, up to 628,319, and a
+    proven bound passed a valid schedule's value)."""
     scaled = value * per_unit
     nearest = round(scaled)
-    return nearest if abs(scaled - nearest) <= WHOLE_TICK_NOISE * max(1.0, abs(scaled)) else math.floor(scaled)
+    return nearest if abs(scaled - nearest) <= slack(scaled) else math.floor(scaled)
 
 
 def ceil_ticks(value: float) -> int:

@@ -90,16 +90,37 @@ def test_brute_force_with_two_chunks_at_the_least_memory(placement: str) -> None
     assert_valid(result.schedule)
 
 
+IRRATIONAL_TIMES = {
+    "forward_times": [2 * math.pi, math.sqrt(3), math.pi, math.e],
+    "backward_times": [math.pi, math.sqrt(3), math.e, 1 / math.pi],
+    "p2p_time": 1 / math.pi,
+}
+
+
 @pytest.mark.parametrize("objective", ["makespan", "span"])
-def test_an_order_proven_optimal_for_floored_times_is_optimal_at_that_resolution(objective: str) -> None:
-    irrational = {"forward_times": [math.pi, math.e], "backward_times": [math.sqrt(3), 2 * math.pi]}
-    instance = _instance(2, 3, False, 0.0, None).with_changes(**irrational, p2p_time=1 / math.pi, memory_limit="0.6x")
+@pytest.mark.parametrize("placement", ["interleaved", "vshape"])
+def test_an_order_proven_optimal_for_floored_times_is_optimal_at_that_resolution(
+    objective: str, placement: str
+) -> None:
+    # Two chunks a device, where the analytic bounds leave a gap for CP-SAT to close (on one chunk a
+    # device, 2 devices, they prove the start optimal without it) and brute force is quick.
+    instance = two_chunk_instance(placement).with_changes(**IRRATIONAL_TIMES, memory_limit="0.75x")
     result = solve(instance, objective, **FAST)
     assert_valid(result.schedule)
     assert result.status == "optimal" and result.resolution is not None
     assert result.bound < result.value and 0 < result.gap < 1e-5
     # The true optimum lies between the proven bound and the value, which differ by the rounding.
     assert result.bound <= brute_force_optimum(instance, False, objective) <= result.value
+
+
+def test_an_inexact_time_never_rounds_up_to_a_bound_above_a_schedule() -> None:
+    # Once 2π at 10^5 ticks rounded up (within 10^-6 of a whole tick), the proven bound passed the
+    # start's value and the solve stopped on an internal error (`scale.to_ticks` floors it now).
+    times = {"forward_times": [math.pi, math.e, math.sqrt(2)], "backward_times": [math.sqrt(3), 2 * math.pi, math.e]}
+    instance = _instance(3, 4, False, 1 / math.pi, None).with_changes(**times, memory_limit="0.75x")
+    result = solve(instance, "makespan", **FAST)
+    assert_valid(result.schedule)
+    assert result.status == "optimal" and result.bound <= result.value
 
 
 @pytest.mark.parametrize(("p", "m"), [(2, 4), (3, 3), (4, 6), (4, 8)])

@@ -51,5 +51,6 @@ def test_memory_of_three_chunks_scales_exactly() -> None:
 def test_whole_ticks_round_float_noise_and_floor_the_rest() -> None:
     assert to_ticks(0.601, 3000) == 1803  # 0.601 * 3000 is 1802.9999999999998 in floats
     assert to_ticks(0.5004, 1000) == 500
+    assert to_ticks(2 * math.pi, 100_000) == 628_318  # 628,318.53: floored, never rounded up
     assert ceil_ticks(7.000000000001) == 7
     assert ceil_ticks(7.25) == 8
